@@ -1,0 +1,314 @@
+//! The prefix cache: entries per scope (workspace × model), the two lookup policies, TTL,
+//! visibility, and the accounting that turns a lookup into the API's usage numbers.
+
+mod history;
+mod miss;
+mod store;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use history::{Closest, HISTORY_LIMIT, History, Summary};
+pub use miss::{Miss, MissCause};
+pub use store::{Entry, EntryKey, EntryStore, ScopeId, StoreStats};
+
+use crate::clock::{LatencyModel, SimTime, Visibility};
+use crate::prompt::{Breakpoint, Prompt, Ttl};
+
+/// Which cache is simulated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// What the API documents: writes only at breakpoints, 20-position lookback per breakpoint,
+    /// minimum cacheable length. Default.
+    #[default]
+    Anthropic,
+    /// The seeds' idealised cache: every position is written, the longest cached prefix is read.
+    LongestPrefix,
+}
+
+impl Policy {
+    /// The policy's name as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Anthropic => "anthropic",
+            Policy::LongestPrefix => "longest-prefix",
+        }
+    }
+}
+
+/// How the cache behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Lookup policy. Default [`Policy::Anthropic`].
+    pub policy: Policy,
+    /// When written entries become readable. Default [`Visibility::FirstToken`].
+    pub visibility: Visibility,
+    /// Response timing, for visibility and timelines.
+    pub latency: LatencyModel,
+    /// Positions each breakpoint checks, itself included. Default 20.
+    pub lookback_positions: u32,
+    /// Entries held before eviction (expired first, then least recently used). Default 2²⁰.
+    pub capacity_entries: usize,
+    /// TTL of `longest-prefix` writes in a request without markers. Default 5m.
+    pub default_ttl: Ttl,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            policy: Policy::Anthropic,
+            visibility: Visibility::FirstToken,
+            latency: LatencyModel::default(),
+            lookback_positions: 20,
+            capacity_entries: 1 << 20,
+            default_ttl: Ttl::FiveMinutes,
+        }
+    }
+}
+
+/// Workspace × model → scope, numbered in first-seen order (so numbering is deterministic).
+#[derive(Default)]
+pub struct Scopes {
+    by_name: BTreeMap<(String, String), ScopeId>,
+    workspace_of: Vec<u32>,
+    workspaces: BTreeMap<String, u32>,
+}
+
+impl Scopes {
+    /// The scope of `model` in `workspace`.
+    pub fn get(&mut self, workspace: &str, model: &str) -> ScopeId {
+        if let Some(&scope) = self.by_name.get(&(workspace.to_string(), model.to_string())) {
+            return scope;
+        }
+        let next_workspace = self.workspaces.len() as u32;
+        let workspace_id = *self.workspaces.entry(workspace.to_string()).or_insert(next_workspace);
+        let scope = ScopeId(self.workspace_of.len() as u32);
+        self.workspace_of.push(workspace_id);
+        self.by_name.insert((workspace.to_string(), model.to_string()), scope);
+        scope
+    }
+
+    /// The other scopes (models) of `scope`'s workspace, in numbering order.
+    pub fn siblings(&self, scope: ScopeId) -> impl Iterator<Item = ScopeId> + '_ {
+        let workspace = self.workspace_of[scope.0 as usize];
+        self.workspace_of
+            .iter()
+            .enumerate()
+            .filter(move |&(index, &w)| w == workspace && index as u32 != scope.0)
+            .map(|(index, _)| ScopeId(index as u32))
+    }
+}
+
+/// One request as the cache needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct Lookup<'p> {
+    /// Workspace × model.
+    pub scope: ScopeId,
+    /// The rendered request.
+    pub prompt: &'p Prompt,
+    /// The model's minimum cacheable length.
+    pub min_tokens: u64,
+    /// When the request starts.
+    pub start: SimTime,
+    /// Output tokens, for [`Visibility::Complete`].
+    pub output_tokens: u64,
+    /// When its response really began, if known (a trace, or the HTTP server): then visibility
+    /// follows that event instead of the latency model.
+    pub first_byte: Option<SimTime>,
+}
+
+/// What the cache did with one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// `cache_read_input_tokens` (A).
+    pub read: u64,
+    /// `ephemeral_1h_input_tokens` (B − A).
+    pub write_1h: u64,
+    /// `ephemeral_5m_input_tokens` (C − B).
+    pub write_5m: u64,
+    /// `input_tokens` (total − C).
+    pub uncached: u64,
+    /// The position read from.
+    pub hit: Option<u32>,
+    /// Breakpoints dropped for being below the minimum length.
+    pub breakpoints_dropped: u32,
+    /// Modelled time to first token.
+    pub ttft_ms: u64,
+    /// When this request's writes become readable.
+    pub visible_at: SimTime,
+    /// Why it read less than it could have, if it did.
+    pub miss: Option<Miss>,
+}
+
+/// The prefix cache of a whole run (every workspace and model).
+pub struct PrefixCache {
+    config: CacheConfig,
+    scopes: Scopes,
+    store: EntryStore,
+    history: History,
+    requests: u64,
+}
+
+impl PrefixCache {
+    /// An empty cache.
+    pub fn new(config: CacheConfig) -> PrefixCache {
+        PrefixCache {
+            store: EntryStore::new(config.capacity_entries),
+            config,
+            scopes: Scopes::default(),
+            history: History::default(),
+            requests: 0,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// The scope of `model` in `workspace`.
+    pub fn scope(&mut self, workspace: &str, model: &str) -> ScopeId {
+        self.scopes.get(workspace, model)
+    }
+
+    /// Entry counters.
+    pub fn stats(&self) -> StoreStats {
+        self.store.stats()
+    }
+
+    /// Looks a request up, accounts for it, refreshes what it read and writes what it cached.
+    pub fn serve(&mut self, lookup: Lookup) -> Outcome {
+        let prompt = lookup.prompt;
+        let valid = self.valid_breakpoints(&lookup);
+        let hit = match self.config.policy {
+            Policy::Anthropic => self.find_in_windows(&lookup, &valid),
+            Policy::LongestPrefix => self.find_longest(&lookup),
+        };
+        let read = hit.map_or(0, |p| prompt.tokens_at(p));
+        let writes = self.planned_writes(&lookup, &valid, hit);
+        let (write_1h, write_5m, cached_to) = account(prompt, read, &writes);
+        let uncached_for_latency = prompt.total_tokens() - read;
+        let ttft_ms = self.config.latency.ttft_ms(uncached_for_latency);
+        let visible_at = self.visible_at(&lookup, uncached_for_latency);
+        let closest = self.history.closest(lookup.scope, prompt);
+        let miss = (!prompt.positions.is_empty()).then(|| {
+            miss::diagnose(&miss::Inputs {
+                store: &self.store,
+                history: &self.history,
+                scopes: &self.scopes,
+                policy: self.config.policy,
+                scope: lookup.scope,
+                prompt,
+                valid: &valid,
+                hit,
+                closest,
+                start: lookup.start,
+            })
+        });
+        self.apply(&lookup, hit, &writes, visible_at);
+        let summary =
+            Summary { salts: prompt.salts, cached_to: cached_to.or(hit).map(|p| (p, prompt.tokens_at(p))) };
+        self.requests += 1;
+        self.history.record(lookup.scope, prompt, self.requests, closest, summary);
+        Outcome {
+            read,
+            write_1h,
+            write_5m,
+            uncached: prompt.total_tokens() - read - write_1h - write_5m,
+            hit,
+            breakpoints_dropped: (prompt.breakpoints.len() - valid.len()) as u32,
+            ttft_ms,
+            visible_at,
+            miss: miss.flatten(),
+        }
+    }
+
+    /// Breakpoints long enough to cache (the `longest-prefix` policy has no minimum).
+    fn valid_breakpoints(&self, lookup: &Lookup) -> Vec<Breakpoint> {
+        let long_enough = |bp: &&Breakpoint| {
+            self.config.policy == Policy::LongestPrefix
+                || lookup.prompt.tokens_at(bp.position) >= lookup.min_tokens
+        };
+        lookup.prompt.breakpoints.iter().filter(long_enough).copied().collect()
+    }
+
+    fn readable(&self, lookup: &Lookup, position: usize) -> bool {
+        let key = EntryKey { scope: lookup.scope, prefix: lookup.prompt.positions[position].hash };
+        self.store.peek(&key).is_some_and(|entry| entry.readable_at(lookup.start))
+    }
+
+    /// Last breakpoint first, each checking itself and the 19 positions before it; the first hit
+    /// is the longest.
+    fn find_in_windows(&self, lookup: &Lookup, valid: &[Breakpoint]) -> Option<u32> {
+        let window = self.config.lookback_positions.max(1);
+        valid.iter().rev().find_map(|bp| {
+            let lowest = bp.position.saturating_sub(window - 1);
+            (lowest..=bp.position).rev().find(|&p| self.readable(lookup, p as usize))
+        })
+    }
+
+    fn find_longest(&self, lookup: &Lookup) -> Option<u32> {
+        (0..lookup.prompt.positions.len()).rev().find(|&p| self.readable(lookup, p)).map(|p| p as u32)
+    }
+
+    /// The entries this request will write: `(position, ttl)` beyond the hit.
+    fn planned_writes(&self, lookup: &Lookup, valid: &[Breakpoint], hit: Option<u32>) -> Vec<Breakpoint> {
+        let beyond = |position: u32| hit.is_none_or(|h| position > h);
+        match self.config.policy {
+            Policy::Anthropic => valid.iter().filter(|bp| beyond(bp.position)).copied().collect(),
+            Policy::LongestPrefix => {
+                let ttl = lookup
+                    .prompt
+                    .breakpoints
+                    .iter()
+                    .map(|bp| bp.ttl)
+                    .max()
+                    .unwrap_or(self.config.default_ttl);
+                let first = hit.map_or(0, |h| h + 1);
+                (first..lookup.prompt.positions.len() as u32)
+                    .map(|position| Breakpoint { position, ttl })
+                    .collect()
+            }
+        }
+    }
+
+    fn visible_at(&self, lookup: &Lookup, uncached: u64) -> SimTime {
+        let latency = &self.config.latency;
+        match (self.config.visibility, lookup.first_byte) {
+            (crate::clock::Visibility::Start, _) => lookup.start,
+            (crate::clock::Visibility::FirstToken, Some(first_byte)) => first_byte,
+            (crate::clock::Visibility::Complete, Some(first_byte)) => {
+                first_byte.plus_ms(latency.generation_ms(lookup.output_tokens))
+            }
+            (visibility, None) => {
+                latency.visible_at(visibility, lookup.start, uncached, lookup.output_tokens)
+            }
+        }
+    }
+
+    fn apply(&mut self, lookup: &Lookup, hit: Option<u32>, writes: &[Breakpoint], visible_at: SimTime) {
+        let key = |position: u32| EntryKey {
+            scope: lookup.scope,
+            prefix: lookup.prompt.positions[position as usize].hash,
+        };
+        if let Some(position) = hit {
+            self.store.refresh(key(position), lookup.start);
+        }
+        for write in writes {
+            let tokens = lookup.prompt.tokens_at(write.position);
+            self.store.write(key(write.position), tokens, write.ttl, lookup.start, visible_at);
+        }
+    }
+}
+
+/// The API's arithmetic: `B` = largest `T` over 1h writes (else A), `C` = `T` at the last write
+/// (else A); 1h writes are `B − A`, 5m writes `C − B`. Also returns the last written position.
+fn account(prompt: &Prompt, read: u64, writes: &[Breakpoint]) -> (u64, u64, Option<u32>) {
+    let tokens = |bp: &Breakpoint| prompt.tokens_at(bp.position);
+    let b = writes.iter().filter(|bp| bp.ttl == Ttl::OneHour).map(tokens).max().unwrap_or(read).max(read);
+    let c = writes.last().map(tokens).unwrap_or(read).max(b);
+    (b - read, c - b, writes.last().map(|bp| bp.position))
+}

@@ -1,0 +1,179 @@
+//! Cache entries, bounded: when full, an expired entry goes first, else the least recently used.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::clock::SimTime;
+use crate::prompt::{BuildPassThrough, Ttl};
+
+/// A cache scope: one workspace × one model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ScopeId(pub u32);
+
+/// Where an entry lives: its scope and the prefix hash `H[b]` it was written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EntryKey {
+    /// Workspace × model.
+    pub scope: ScopeId,
+    /// The prefix hash.
+    pub prefix: u128,
+}
+
+/// One cache entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// `T[b]` when written.
+    pub tokens: u64,
+    /// Lifetime, renewed on every read.
+    pub ttl: Ttl,
+    /// Readable until (exclusive).
+    pub expires_at: SimTime,
+    /// Readable from (inclusive): when the writer's response began.
+    pub visible_at: SimTime,
+    last_used: u64,
+}
+
+impl Entry {
+    /// Whether a request starting at `now` can read this entry.
+    pub fn readable_at(&self, now: SimTime) -> bool {
+        self.visible_at <= now && now < self.expires_at
+    }
+}
+
+/// Counters for reports and the server's stats.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StoreStats {
+    /// Entries held now.
+    pub entries: u64,
+    /// Entries written (new or renewed by a write).
+    pub writes: u64,
+    /// Entries read.
+    pub reads: u64,
+    /// Entries evicted to stay within capacity.
+    pub evictions: u64,
+}
+
+/// The entries of every scope.
+pub struct EntryStore {
+    // Point lookups only; eviction order comes from the two ordered sets.
+    map: HashMap<EntryKey, Entry, BuildPassThrough>,
+    by_expiry: BTreeSet<(SimTime, EntryKey)>,
+    by_use: BTreeSet<(u64, EntryKey)>,
+    capacity: usize,
+    tick: u64,
+    stats: StoreStats,
+}
+
+impl EntryStore {
+    /// An empty store holding at most `capacity` entries (at least 1).
+    pub fn new(capacity: usize) -> EntryStore {
+        EntryStore {
+            map: HashMap::default(),
+            by_expiry: BTreeSet::new(),
+            by_use: BTreeSet::new(),
+            capacity: capacity.max(1),
+            tick: 0,
+            stats: StoreStats::default(),
+        }
+    }
+
+    /// The entry at `key`, in whatever state, without touching it.
+    pub fn peek(&self, key: &EntryKey) -> Option<&Entry> {
+        self.map.get(key)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats { entries: self.map.len() as u64, ..self.stats }
+    }
+
+    /// A read at `now` renews the entry's lifetime from `now`.
+    pub fn refresh(&mut self, key: EntryKey, now: SimTime) {
+        let Some(mut entry) = self.map.get(&key).copied() else { return };
+        entry.expires_at = entry.expires_at.max(now.plus_ms(entry.ttl.ms()));
+        self.stats.reads += 1;
+        self.put(key, entry);
+    }
+
+    /// A write at `now`: creates the entry, or renews it when it is still alive (keeping the
+    /// earliest visibility and the longest TTL).
+    pub fn write(&mut self, key: EntryKey, tokens: u64, ttl: Ttl, now: SimTime, visible_at: SimTime) {
+        let fresh = Entry { tokens, ttl, expires_at: now.plus_ms(ttl.ms()), visible_at, last_used: 0 };
+        let entry = match self.map.get(&key) {
+            Some(old) if old.expires_at > now => Entry {
+                ttl: old.ttl.max(ttl),
+                expires_at: old.expires_at.max(now.plus_ms(old.ttl.max(ttl).ms())),
+                visible_at: old.visible_at.min(visible_at),
+                ..fresh
+            },
+            Some(_) => fresh,
+            None => {
+                self.make_room(now);
+                fresh
+            }
+        };
+        self.stats.writes += 1;
+        self.put(key, entry);
+    }
+
+    fn put(&mut self, key: EntryKey, mut entry: Entry) {
+        if let Some(old) = self.map.get(&key) {
+            self.by_expiry.remove(&(old.expires_at, key));
+            self.by_use.remove(&(old.last_used, key));
+        }
+        self.tick += 1;
+        entry.last_used = self.tick;
+        self.by_expiry.insert((entry.expires_at, key));
+        self.by_use.insert((entry.last_used, key));
+        self.map.insert(key, entry);
+    }
+
+    fn make_room(&mut self, now: SimTime) {
+        while self.map.len() >= self.capacity {
+            let expired =
+                self.by_expiry.first().filter(|(expires_at, _)| *expires_at <= now).map(|(_, key)| *key);
+            let victim = expired.or_else(|| self.by_use.first().map(|(_, key)| *key));
+            let Some(victim) = victim else { return };
+            let entry = self.map.remove(&victim).expect("indexed entries exist");
+            self.by_expiry.remove(&(entry.expires_at, victim));
+            self.by_use.remove(&(entry.last_used, victim));
+            self.stats.evictions += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(prefix: u128) -> EntryKey {
+        EntryKey { scope: ScopeId(0), prefix }
+    }
+
+    #[test]
+    fn eviction_takes_expired_entries_first_then_least_recently_used() {
+        let mut store = EntryStore::new(2);
+        store.write(key(1), 10, Ttl::FiveMinutes, SimTime(0), SimTime(0));
+        store.write(key(2), 10, Ttl::OneHour, SimTime(1), SimTime(1));
+        // Key 1 becomes the most recently used, and expires at 300,002 ms.
+        store.refresh(key(1), SimTime(2));
+        // At 600,000 ms key 1 has expired: it is evicted although key 2 was used less recently.
+        store.write(key(3), 10, Ttl::FiveMinutes, SimTime(600_000), SimTime(600_000));
+        assert!(store.peek(&key(1)).is_none(), "the expired entry is evicted first");
+        assert!(store.peek(&key(2)).is_some());
+        // Nothing expired now (key 2 lives 1h, key 3 just written): the least recently used goes.
+        store.write(key(4), 10, Ttl::FiveMinutes, SimTime(600_001), SimTime(600_001));
+        assert!(store.peek(&key(2)).is_none());
+        assert_eq!(store.stats().evictions, 2);
+        assert_eq!(store.stats().entries, 2);
+    }
+
+    #[test]
+    fn rewrite_of_a_live_entry_keeps_earliest_visibility() {
+        let mut store = EntryStore::new(8);
+        store.write(key(1), 10, Ttl::FiveMinutes, SimTime(0), SimTime(500));
+        store.write(key(1), 10, Ttl::FiveMinutes, SimTime(100), SimTime(700));
+        let entry = store.peek(&key(1)).unwrap();
+        assert_eq!(entry.visible_at, SimTime(500));
+        assert_eq!(entry.expires_at, SimTime(300_100));
+    }
+}

@@ -1,0 +1,194 @@
+//! Command-line arguments → library configs. Nothing below this module knows clap exists.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use forkcache::billing::{BillingProfile, PriceTable};
+use forkcache::cache::Policy;
+use forkcache::clock::Visibility;
+use forkcache::endpoint::EndpointConfig;
+use forkcache::prompt::IdentityMode;
+use forkcache::tokenize::TokenizerKind;
+
+/// Simulate, measure and price prompt-cache sharing in LLM agent systems.
+#[derive(Parser, Debug)]
+#[command(name = "forkcache", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the built-in examples, print a summary table and write CSVs to reports/.
+    Demo(DemoArgs),
+    /// Price a recorded request stream (JSONL: raw bodies or envelopes), request by request.
+    Replay(ReplayArgs),
+}
+
+/// `demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Directory the CSVs are written to.
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+}
+
+/// `replay`.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The trace; `-` reads standard input.
+    pub trace: PathBuf,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Milliseconds between lines that carry no `at_ms`.
+    #[arg(long, default_value_t = 30_000)]
+    pub gap_ms: u64,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Settings shared by every command that prices requests.
+#[derive(Args, Debug)]
+pub struct EngineArgs {
+    /// Cache policy.
+    #[arg(long, value_enum, default_value_t = PolicyArg::Anthropic)]
+    pub policy: PolicyArg,
+    /// Billing profile.
+    #[arg(long, value_enum, default_value_t = BillingArg::Anthropic)]
+    pub billing: BillingArg,
+    /// What "the same bytes" means.
+    #[arg(long, value_enum, default_value_t = IdentityArg::Semantic)]
+    pub identity: IdentityArg,
+    /// Token estimate (o200k needs the `o200k` cargo feature).
+    #[arg(long, value_enum, default_value_t = TokenizerArg::Bytes4)]
+    pub tokenizer: TokenizerArg,
+    /// When a write becomes readable.
+    #[arg(long, value_enum, default_value_t = VisibilityArg::FirstToken)]
+    pub visibility: VisibilityArg,
+    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+    /// Model id that prices unknown models.
+    #[arg(long)]
+    pub default_model: Option<String>,
+    /// Positions each breakpoint looks back over, itself included.
+    #[arg(long, default_value_t = 20)]
+    pub lookback: u32,
+    /// Count every tool_use / tool_result block as its own position.
+    #[arg(long)]
+    pub no_collapse_runs: bool,
+    /// Render thinking/effort ahead of the tools (the "model-specific" rows of the docs).
+    #[arg(long)]
+    pub render_config_ahead: bool,
+    /// Cache capacity in entries.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub capacity: usize,
+}
+
+/// `--policy`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PolicyArg {
+    /// What the API documents.
+    Anthropic,
+    /// The seeds' idealised longest-prefix cache.
+    LongestPrefix,
+}
+
+/// `--billing`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum BillingArg {
+    /// The price table.
+    Anthropic,
+    /// Writes 1.0×, reads 0.1×.
+    Seed,
+}
+
+/// `--identity`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum IdentityArg {
+    /// Structural for the API's objects, exact for user JSON and text.
+    Semantic,
+    /// Bytes as sent.
+    Wire,
+}
+
+/// `--tokenizer`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum TokenizerArg {
+    /// ceil(bytes / 4).
+    Bytes4,
+    /// OpenAI o200k.
+    O200k,
+}
+
+/// `--visibility`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum VisibilityArg {
+    /// When the writer starts.
+    Start,
+    /// When the writer's response begins.
+    FirstToken,
+    /// When the writer's response ends.
+    Complete,
+}
+
+impl EngineArgs {
+    /// The endpoint settings these flags describe.
+    pub fn endpoint_config(&self) -> EndpointConfig {
+        let mut config = EndpointConfig {
+            billing: match self.billing {
+                BillingArg::Anthropic => BillingProfile::Anthropic,
+                BillingArg::Seed => BillingProfile::Seed,
+            },
+            tokenizer: match self.tokenizer {
+                TokenizerArg::Bytes4 => TokenizerKind::Bytes4,
+                TokenizerArg::O200k => TokenizerKind::O200k,
+            },
+            ..EndpointConfig::default()
+        };
+        config.prompt.identity = match self.identity {
+            IdentityArg::Semantic => IdentityMode::Semantic,
+            IdentityArg::Wire => IdentityMode::Wire,
+        };
+        config.prompt.collapse_tool_runs = !self.no_collapse_runs;
+        config.prompt.render_config_ahead = self.render_config_ahead;
+        config.cache.policy = match self.policy {
+            PolicyArg::Anthropic => Policy::Anthropic,
+            PolicyArg::LongestPrefix => Policy::LongestPrefix,
+        };
+        config.cache.visibility = match self.visibility {
+            VisibilityArg::Start => Visibility::Start,
+            VisibilityArg::FirstToken => Visibility::FirstToken,
+            VisibilityArg::Complete => Visibility::Complete,
+        };
+        config.cache.lookback_positions = self.lookback;
+        config.cache.capacity_entries = self.capacity;
+        config
+    }
+
+    /// The price table these flags name.
+    pub fn prices(&self) -> anyhow::Result<PriceTable> {
+        use anyhow::Context;
+        let mut table = match &self.prices {
+            None => PriceTable::builtin(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading price table {}", path.display()))?;
+                PriceTable::from_json(&text).with_context(|| format!("in {}", path.display()))?
+            }
+        };
+        if let Some(model) = &self.default_model {
+            table.set_default_model(model)?;
+        }
+        Ok(table)
+    }
+}
+
+/// Parses the process arguments.
+pub fn parse() -> Cli {
+    Cli::parse()
+}

@@ -1,0 +1,367 @@
+//! `MockEndpoint`: request bytes, API key and virtual time in; a message with computed usage, or
+//! the API's error, out. Replay, the scenario engine and the HTTP server all go through here.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::xxh3_128_with_seed;
+
+use crate::billing::{BillingProfile, Cost, PriceTable, TokenEquivalents, Usage};
+use crate::cache::{CacheConfig, Lookup, Miss, Outcome, PrefixCache, StoreStats};
+use crate::clock::SimTime;
+use crate::prompt::{BuildPassThrough, Prompt, PromptConfig, Renderer};
+use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
+use crate::wire::{
+    ApiError, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock, StopReason, parse_request,
+};
+
+/// Everything that decides how requests are priced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EndpointConfig {
+    /// Request → positions.
+    pub prompt: PromptConfig,
+    /// The cache.
+    pub cache: CacheConfig,
+    /// How writes and reads are billed. Default [`BillingProfile::Anthropic`].
+    pub billing: BillingProfile,
+    /// Token estimate. Default [`TokenizerKind::Bytes4`].
+    pub tokenizer: TokenizerKind,
+    /// Workspace of requests without an API key. Default `"default"`.
+    pub default_workspace: String,
+    /// API key → workspace; a key not listed is its own workspace.
+    pub workspaces: BTreeMap<String, String>,
+    /// Mixed into message and tool ids. Default 0.
+    pub id_seed: u64,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        EndpointConfig {
+            prompt: PromptConfig::default(),
+            cache: CacheConfig::default(),
+            billing: BillingProfile::Anthropic,
+            tokenizer: TokenizerKind::Bytes4,
+            default_workspace: "default".to_string(),
+            workspaces: BTreeMap::new(),
+            id_seed: 0,
+        }
+    }
+}
+
+/// One request to the endpoint.
+#[derive(Clone, Debug)]
+pub struct Call<'a> {
+    /// The body as sent.
+    pub body: &'a [u8],
+    /// The API key (`x-api-key` or bearer token), which picks the workspace.
+    pub api_key: Option<&'a str>,
+    /// When the request started.
+    pub at: SimTime,
+    /// When its response really began, if known.
+    pub first_byte: Option<SimTime>,
+    /// What to answer.
+    pub reply: Reply,
+}
+
+impl<'a> Call<'a> {
+    /// A call with the default workspace, no known first byte and the default reply.
+    pub fn new(body: &'a [u8], at: SimTime) -> Call<'a> {
+        Call { body, api_key: None, at, first_byte: None, reply: Reply::default_text() }
+    }
+}
+
+/// What happened to one request: the domain record behind every report row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The model id as requested.
+    pub model: String,
+    /// The price-table model used (the default model for unknown ids).
+    pub priced_as: String,
+    /// False when `model` was not in the price table.
+    pub model_known: bool,
+    /// The workspace the API key maps to.
+    pub workspace: String,
+    /// The usage object returned.
+    pub usage: Usage,
+    /// Its cost.
+    pub cost: Cost,
+    /// Cost ÷ the model's base input price.
+    pub token_equivalents: TokenEquivalents,
+    /// Why it read less than it could have.
+    pub miss: Option<Miss>,
+    /// Start time.
+    pub at: SimTime,
+    /// Modelled time to first token.
+    pub ttft_ms: u64,
+    /// When its cache writes become readable.
+    pub visible_at: SimTime,
+    /// Positions in the prompt.
+    pub positions: u32,
+    /// Breakpoints (after automatic caching).
+    pub breakpoints: u32,
+    /// Breakpoints dropped as shorter than the model's minimum.
+    pub breakpoints_dropped: u32,
+    /// The request asked for a stream.
+    pub stream: bool,
+}
+
+/// A priced request and its answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange {
+    /// What happened.
+    pub record: Record,
+    /// The answer.
+    pub response: MessageResponse,
+}
+
+/// The mock Messages endpoint.
+pub struct MockEndpoint {
+    config: EndpointConfig,
+    prices: PriceTable,
+    renderer: Renderer,
+    cache: PrefixCache,
+    // How often each request identity was answered, so repeats get distinct ids.
+    id_uses: HashMap<u128, u64, BuildPassThrough>,
+}
+
+/// Distinct request identities remembered for id numbering before starting over.
+const ID_USES_LIMIT: usize = 1 << 20;
+
+impl MockEndpoint {
+    /// An endpoint with an empty cache.
+    pub fn new(config: EndpointConfig, prices: PriceTable) -> Result<MockEndpoint, TokenizerUnavailable> {
+        let renderer = Renderer::new(config.prompt.clone(), config.tokenizer.build()?);
+        Ok(MockEndpoint {
+            cache: PrefixCache::new(config.cache),
+            config,
+            prices,
+            renderer,
+            id_uses: HashMap::default(),
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+
+    /// The price table.
+    pub fn prices(&self) -> &PriceTable {
+        &self.prices
+    }
+
+    /// Cache entry counters.
+    pub fn cache_stats(&self) -> StoreStats {
+        self.cache.stats()
+    }
+
+    /// Distinct blocks the renderer remembers.
+    pub fn memo_len(&self) -> usize {
+        self.renderer.memo_len()
+    }
+
+    /// The workspace an API key belongs to.
+    pub fn workspace_of(&self, api_key: Option<&str>) -> String {
+        match api_key {
+            None => self.config.default_workspace.clone(),
+            Some(key) => self.config.workspaces.get(key).cloned().unwrap_or_else(|| key.to_string()),
+        }
+    }
+
+    /// Prices and answers one request.
+    pub fn handle(&mut self, call: Call) -> Result<Exchange, ApiError> {
+        let view = parse_request(call.body)?;
+        self.handle_view(&view, &call)
+    }
+
+    /// [`MockEndpoint::handle`] for a body already parsed (its `body` field is not read again).
+    pub fn handle_view(&mut self, view: &RequestView, call: &Call) -> Result<Exchange, ApiError> {
+        let max_tokens = view.max_tokens.ok_or_else(|| ApiError::invalid("max_tokens: Field required"))?;
+        if max_tokens == 0 {
+            check_prewarm(view)?;
+        }
+        let model = view.require_model()?.to_string();
+        let resolved = self.prices.resolve(&model);
+        let (price, model_known) = (resolved.price.clone(), resolved.known);
+        let prompt = self.renderer.render(view, &price)?;
+        let reply = if max_tokens == 0 {
+            Reply { content: Vec::new(), stop_reason: Some(StopReason::MaxTokens), output_tokens: Some(0) }
+        } else {
+            call.reply.clone()
+        };
+        let output_tokens = reply.output_tokens.unwrap_or_else(|| self.count_output(&reply));
+        let workspace = self.workspace_of(call.api_key);
+        // The cache is per model: a known id (or alias) shares its model's cache; an unknown id
+        // is its own model, whatever prices it.
+        let scope_model = if model_known { price.id() } else { model.as_str() };
+        let scope = self.cache.scope(&workspace, scope_model);
+        let outcome = self.cache.serve(Lookup {
+            scope,
+            prompt: &prompt,
+            min_tokens: price.min_cacheable_tokens,
+            start: call.at,
+            output_tokens,
+            first_byte: call.first_byte,
+        });
+        let usage =
+            Usage::new(outcome.uncached, outcome.read, outcome.write_5m, outcome.write_1h, output_tokens);
+        let rates = price.rates(self.config.billing);
+        let cost = Cost::of(&usage, &rates);
+        let response = self.respond(&model, &prompt, reply, usage);
+        let record = record(RecordParts {
+            model,
+            priced_as: price.id().to_string(),
+            model_known,
+            workspace,
+            usage,
+            cost,
+            token_equivalents: cost.token_equivalents(rates.input),
+            call,
+            prompt: &prompt,
+            outcome,
+            stream: view.stream,
+        });
+        Ok(Exchange { record, response })
+    }
+
+    /// `count_tokens`: the request's total input tokens. Never touches the cache.
+    pub fn count_tokens(&mut self, body: &[u8]) -> Result<u64, ApiError> {
+        let view = parse_request(body)?;
+        let model = view.require_model()?;
+        let price = self.prices.resolve(model).price.clone();
+        Ok(self.renderer.render(&view, &price)?.total_tokens())
+    }
+
+    fn count_output(&self, reply: &Reply) -> u64 {
+        let tokenizer = self.renderer.tokenizer();
+        reply
+            .content
+            .iter()
+            .map(|block| {
+                let json = match block {
+                    ReplyContent::Text(text) => serde_json::json!({"type": "text", "text": text}),
+                    ReplyContent::ToolUse { name, input } => {
+                        serde_json::json!({"type": "tool_use", "name": name, "input": input})
+                    }
+                };
+                tokenizer.count(json.to_string().as_bytes())
+            })
+            .sum()
+    }
+
+    fn respond(&mut self, model: &str, prompt: &Prompt, reply: Reply, usage: Usage) -> MessageResponse {
+        let identity = request_identity(model, prompt);
+        let uses = self.id_uses.entry(identity).or_insert(0);
+        *uses += 1;
+        let message_hash = id_hash(self.config.id_seed, identity, *uses);
+        if self.id_uses.len() >= ID_USES_LIMIT {
+            self.id_uses.clear();
+        }
+        let stop_reason = reply.resolved_stop_reason();
+        let content = reply
+            .content
+            .into_iter()
+            .enumerate()
+            .map(|(index, block)| match block {
+                ReplyContent::Text(text) => ResponseBlock::Text { text },
+                ReplyContent::ToolUse { name, input } => ResponseBlock::ToolUse {
+                    id: format!(
+                        "toolu_fc{}",
+                        base62(id_hash(self.config.id_seed, message_hash, index as u64 + 1))
+                    ),
+                    name,
+                    input,
+                },
+            })
+            .collect();
+        MessageResponse {
+            id: format!("msg_fc{}", base62(message_hash)),
+            kind: "message",
+            role: "assistant",
+            content,
+            model: model.to_string(),
+            stop_reason,
+            stop_sequence: None,
+            usage,
+        }
+    }
+}
+
+/// `max_tokens: 0` pre-warms the cache; the API refuses it together with generation settings.
+fn check_prewarm(view: &RequestView) -> Result<(), ApiError> {
+    let conflict = if view.stream {
+        Some("stream: true")
+    } else if view.thinking.as_ref().is_some_and(|t| t.kind == "enabled") {
+        Some("thinking.type: \"enabled\"")
+    } else if view.wants_format() {
+        Some("output_config.format")
+    } else if view.tool_choice.as_ref().is_some_and(|c| c.kind == "any" || c.kind == "tool") {
+        Some("tool_choice of type \"any\" or \"tool\"")
+    } else {
+        None
+    };
+    match conflict {
+        Some(what) => Err(ApiError::invalid(format!(
+            "max_tokens: 0 (cache pre-warming) cannot be combined with {what}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+struct RecordParts<'a> {
+    model: String,
+    priced_as: String,
+    model_known: bool,
+    workspace: String,
+    usage: Usage,
+    cost: Cost,
+    token_equivalents: TokenEquivalents,
+    call: &'a Call<'a>,
+    prompt: &'a Prompt,
+    outcome: Outcome,
+    stream: bool,
+}
+
+fn record(parts: RecordParts) -> Record {
+    Record {
+        model: parts.model,
+        priced_as: parts.priced_as,
+        model_known: parts.model_known,
+        workspace: parts.workspace,
+        usage: parts.usage,
+        cost: parts.cost,
+        token_equivalents: parts.token_equivalents,
+        miss: parts.outcome.miss,
+        at: parts.call.at,
+        ttft_ms: parts.outcome.ttft_ms,
+        visible_at: parts.outcome.visible_at,
+        positions: parts.prompt.positions.len() as u32,
+        breakpoints: parts.prompt.breakpoints.len() as u32,
+        breakpoints_dropped: parts.outcome.breakpoints_dropped,
+        stream: parts.stream,
+    }
+}
+
+/// What makes two requests "the same request" for id numbering: model and whole prefix.
+fn request_identity(model: &str, prompt: &Prompt) -> u128 {
+    let last = prompt.positions.last().map_or(0, |p| p.hash);
+    xxh3_128_with_seed(model.as_bytes(), last as u64 ^ (last >> 64) as u64)
+}
+
+fn id_hash(seed: u64, identity: u128, counter: u64) -> u128 {
+    let mut bytes = [0u8; 24];
+    bytes[..16].copy_from_slice(&identity.to_le_bytes());
+    bytes[16..].copy_from_slice(&counter.to_le_bytes());
+    xxh3_128_with_seed(&bytes, seed)
+}
+
+fn base62(mut value: u128) -> String {
+    const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut out = [b'0'; 22];
+    for slot in out.iter_mut().rev() {
+        *slot = DIGITS[(value % 62) as usize];
+        value /= 62;
+    }
+    String::from_utf8(out.to_vec()).expect("ascii digits")
+}

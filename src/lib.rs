@@ -1,0 +1,29 @@
+//! forkcache: a deterministic simulator and cost model for prompt-cache sharing in LLM agent
+//! systems.
+//!
+//! The path of a request: wire bytes → [`wire`] (a borrowed view) → [`prompt`] (positions,
+//! chained hashes, tokens, breakpoints) → [`cache`] (lookup, accounting, writes, miss diagnosis)
+//! → [`billing`] (usage and cost) → a [`Record`]. [`MockEndpoint`] is that path's one entry
+//! point; [`replay`] drives it over a recorded trace.
+#![deny(missing_docs)]
+
+pub mod billing;
+pub mod cache;
+pub mod clock;
+pub mod demo;
+pub mod endpoint;
+pub mod prompt;
+pub mod replay;
+pub mod tokenize;
+pub mod trace;
+pub mod wire;
+
+pub use billing::{BillingProfile, Cost, PriceTable, TokenEquivalents, Usage};
+pub use cache::{CacheConfig, Miss, MissCause, Policy};
+pub use clock::{LatencyModel, SimTime, Visibility};
+pub use endpoint::{Call, EndpointConfig, Exchange, MockEndpoint, Record};
+pub use prompt::{Dimension, IdentityMode, PromptConfig, Ttl};
+pub use replay::{ReplayConfig, ReplayReport, replay};
+pub use tokenize::{Tokenizer, TokenizerKind};
+pub use trace::Envelope;
+pub use wire::{ApiError, ErrorKind, MessageResponse, Reply};

@@ -1,0 +1,16 @@
+//! The `forkcache` command: parse flags, call the library, print, exit.
+
+mod cli;
+mod commands;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match commands::run(cli::parse()) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("forkcache: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! Request view → [`Prompt`]: looks up every block in the memo, validates the cache markers
+//! exactly as the API does, computes the salts, and builds the positions.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::block::{
+    BlockContext, BlockInfo, BlockProblem, InspectConfig, inspect_raw, inspect_text, raw_memo_key,
+    text_memo_key,
+};
+use super::hash::salt_hash;
+use super::memo::BlockMemo;
+use super::{IdentityMode, Prompt, PromptBuilder, Salts, Slot, Ttl};
+use crate::billing::ModelPrice;
+use crate::tokenize::Tokenizer;
+use crate::wire::{ApiError, ContentView, RequestView, Role};
+
+/// The documented maximum of breakpoints per request.
+pub const MAX_BREAKPOINTS: usize = 4;
+
+/// How requests are turned into prompts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PromptConfig {
+    /// What "the same bytes" means. Default [`IdentityMode::Semantic`].
+    pub identity: IdentityMode,
+    /// Collapse runs of `tool_use` (and of `tool_result`) blocks into one position, as the
+    /// newest API docs say. Default true.
+    pub collapse_tool_runs: bool,
+    /// System blocks whose text starts with one of these are dropped: no position, no tokens.
+    /// Default: `x-anthropic-billing-header:` (Claude Code's per-request billing line).
+    pub ignored_system_prefixes: Vec<String>,
+    /// Render thinking and effort ahead of the tools (invalidating tools and system when they
+    /// change), instead of at the messages level. Default false.
+    pub render_config_ahead: bool,
+}
+
+impl Default for PromptConfig {
+    fn default() -> Self {
+        PromptConfig {
+            identity: IdentityMode::Semantic,
+            collapse_tool_runs: true,
+            ignored_system_prefixes: vec!["x-anthropic-billing-header:".to_string()],
+            render_config_ahead: false,
+        }
+    }
+}
+
+/// One block on its way into the prompt.
+#[derive(Clone, Copy)]
+struct Item {
+    slot: Slot,
+    role: Role,
+    opens: bool,
+    info: BlockInfo,
+}
+
+/// Turns request views into prompts, remembering every block it has seen.
+pub struct Renderer {
+    config: PromptConfig,
+    tokenizer: Box<dyn Tokenizer>,
+    memo: BlockMemo,
+    items: Vec<Item>,
+}
+
+impl Renderer {
+    /// A renderer with an empty memo.
+    pub fn new(config: PromptConfig, tokenizer: Box<dyn Tokenizer>) -> Renderer {
+        Renderer { config, tokenizer, memo: BlockMemo::default(), items: Vec::new() }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &PromptConfig {
+        &self.config
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &dyn Tokenizer {
+        self.tokenizer.as_ref()
+    }
+
+    /// Distinct blocks remembered.
+    pub fn memo_len(&self) -> usize {
+        self.memo.len()
+    }
+
+    /// Renders a request for `model`; rejects it as the API would.
+    pub fn render(&mut self, request: &RequestView, model: &ModelPrice) -> Result<Prompt, ApiError> {
+        let mut items = std::mem::take(&mut self.items);
+        items.clear();
+        let collected = self.collect(request, &mut items);
+        let prompt = collected.and_then(|()| {
+            apply_automatic_marker(request, &mut items)?;
+            validate_markers(&items)?;
+            Ok(build(request, model, &items, self.config.collapse_tool_runs, self.config.render_config_ahead))
+        });
+        self.items = items;
+        prompt
+    }
+
+    fn collect(&mut self, request: &RequestView, items: &mut Vec<Item>) -> Result<(), ApiError> {
+        for (index, raw) in request.tools.iter().enumerate() {
+            let info = self.raw_info(raw, BlockContext::Tool, || format!("tools.{index}"), "tools")?;
+            items.push(Item { slot: Slot::Tool(index as u32), role: Role::System, opens: false, info });
+        }
+        if let Some(system) = &request.system {
+            self.collect_content(system, BlockContext::System, items, Slot::System, "system")?;
+        }
+        for (index, message) in request.require_messages()?.iter().enumerate() {
+            let start = items.len();
+            let level = format!("messages.{index}.content");
+            self.collect_content(
+                &message.content,
+                BlockContext::Message,
+                items,
+                |block| Slot::Message { message: index as u32, block, run: 1 },
+                &level,
+            )?;
+            for (offset, item) in items[start..].iter_mut().enumerate() {
+                item.role = message.role;
+                item.opens = offset == 0;
+            }
+        }
+        items.retain(|item| !item.info.ignored);
+        Ok(())
+    }
+
+    fn collect_content(
+        &mut self,
+        content: &ContentView,
+        context: BlockContext,
+        items: &mut Vec<Item>,
+        slot: impl Fn(u32) -> Slot,
+        path: &str,
+    ) -> Result<(), ApiError> {
+        let level = if context == BlockContext::System { "system" } else { "messages" };
+        match content {
+            ContentView::Text(text) => {
+                let info = self.text_info(text, context, || path.to_string(), level)?;
+                items.push(Item { slot: slot(0), role: Role::System, opens: false, info });
+            }
+            ContentView::Blocks(blocks) => {
+                for (index, raw) in blocks.iter().enumerate() {
+                    let info = self.raw_info(raw, context, || format!("{path}.{index}"), level)?;
+                    items.push(Item { slot: slot(index as u32), role: Role::System, opens: false, info });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn raw_info(
+        &mut self,
+        raw: &RawValue,
+        context: BlockContext,
+        path: impl FnOnce() -> String,
+        level: &str,
+    ) -> Result<BlockInfo, ApiError> {
+        let config = InspectConfig {
+            identity: self.config.identity,
+            ignored_system_prefixes: &self.config.ignored_system_prefixes,
+            tokenizer: self.tokenizer.as_ref(),
+        };
+        let key = raw_memo_key(context, raw.get());
+        self.memo
+            .get_or_inspect(key, || inspect_raw(raw, context, &config))
+            .map_err(|problem| problem_error(&problem, &path(), level))
+    }
+
+    fn text_info(
+        &mut self,
+        text: &str,
+        context: BlockContext,
+        path: impl FnOnce() -> String,
+        level: &str,
+    ) -> Result<BlockInfo, ApiError> {
+        let config = InspectConfig {
+            identity: self.config.identity,
+            ignored_system_prefixes: &self.config.ignored_system_prefixes,
+            tokenizer: self.tokenizer.as_ref(),
+        };
+        let key = text_memo_key(context, text);
+        self.memo
+            .get_or_inspect(key, || inspect_text(text, context, &config))
+            .map_err(|problem| problem_error(&problem, &path(), level))
+    }
+}
+
+fn problem_error(problem: &BlockProblem, path: &str, level: &str) -> ApiError {
+    ApiError::invalid(problem.message(path, level))
+}
+
+/// The API path of an item (`messages.3.content.1`), as error messages spell it.
+fn api_path(slot: Slot) -> String {
+    match slot {
+        Slot::Tool(index) => format!("tools.{index}"),
+        Slot::ToolPrompt => "tools".to_string(),
+        Slot::System(index) => format!("system.{index}"),
+        Slot::Message { message, block, .. } => format!("messages.{message}.content.{block}"),
+    }
+}
+
+/// A top-level `cache_control` puts a breakpoint on the last eligible block (walking back past
+/// thinking blocks); a no-op when that block already has one with the same TTL.
+fn apply_automatic_marker(request: &RequestView, items: &mut [Item]) -> Result<(), ApiError> {
+    let Some(raw) = request.cache_control else { return Ok(()) };
+    let Some(ttl) = automatic_ttl(raw)? else { return Ok(()) };
+    let Some(last) = items.iter_mut().rev().find(|item| item.info.auto_eligible) else {
+        return Ok(());
+    };
+    match last.info.marker {
+        None => {
+            last.info.marker = Some(ttl);
+            Ok(())
+        }
+        Some(existing) if existing == ttl => Ok(()),
+        Some(existing) => Err(ApiError::invalid(format!(
+            "cache_control: the top-level cache_control ttl='{}' conflicts with the ttl='{}' cache_control already on {}, the last cacheable block",
+            ttl.name(),
+            existing.name(),
+            api_path(last.slot)
+        ))),
+    }
+}
+
+fn automatic_ttl(raw: &RawValue) -> Result<Option<Ttl>, ApiError> {
+    #[derive(Deserialize)]
+    struct TopLevelMarker {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        ttl: Option<String>,
+    }
+    let marker: Option<TopLevelMarker> = serde_json::from_str(raw.get())
+        .map_err(|_| ApiError::invalid("cache_control: Input should be an object"))?;
+    let Some(marker) = marker else { return Ok(None) };
+    if marker.kind.as_deref() != Some("ephemeral") {
+        return Err(ApiError::invalid("cache_control.type: Input should be 'ephemeral'"));
+    }
+    match marker.ttl.as_deref() {
+        None | Some("5m") => Ok(Some(Ttl::FiveMinutes)),
+        Some("1h") => Ok(Some(Ttl::OneHour)),
+        Some(_) => Err(ApiError::invalid("cache_control.ttl: Input should be '5m' or '1h'")),
+    }
+}
+
+/// At most 4 breakpoints, and no 1h breakpoint after a 5m one.
+fn validate_markers(items: &[Item]) -> Result<(), ApiError> {
+    let marked: Vec<&Item> = items.iter().filter(|item| item.info.marker.is_some()).collect();
+    if marked.len() > MAX_BREAKPOINTS {
+        return Err(ApiError::invalid(format!(
+            "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {}.",
+            marked.len()
+        )));
+    }
+    let mut seen_short = false;
+    for item in marked {
+        match item.info.marker {
+            Some(Ttl::FiveMinutes) => seen_short = true,
+            Some(Ttl::OneHour) if seen_short => {
+                return Err(ApiError::invalid(format!(
+                    "{}.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block. Note that blocks are processed in the following order: `tools`, `system`, `messages`.",
+                    api_path(item.slot)
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn build(
+    request: &RequestView,
+    model: &ModelPrice,
+    items: &[Item],
+    collapse_runs: bool,
+    config_ahead: bool,
+) -> Prompt {
+    let mut builder = PromptBuilder::new(salts(request, model, items, config_ahead), collapse_runs);
+    let tool_count = items.iter().take_while(|item| matches!(item.slot, Slot::Tool(_))).count();
+    for item in &items[..tool_count] {
+        if let Slot::Tool(index) = item.slot {
+            builder.tool(index, &item.info);
+        }
+    }
+    if tool_count > 0 {
+        let tokens = tool_prompt_tokens(request, model);
+        if tokens > 0 {
+            builder.tool_prompt(tokens);
+        }
+    }
+    for item in &items[tool_count..] {
+        match item.slot {
+            Slot::System(index) => builder.system(index, &item.info),
+            Slot::Message { message, block, .. } => {
+                builder.message_block(message, block, item.role, item.opens, &item.info)
+            }
+            Slot::Tool(_) | Slot::ToolPrompt => unreachable!("tools come first"),
+        }
+    }
+    builder.finish()
+}
+
+/// The hidden tool-use prompt's size for this request's `tool_choice`.
+pub fn tool_prompt_tokens(request: &RequestView, model: &ModelPrice) -> u64 {
+    let Some(sizes) = model.tool_prompt_tokens else { return 0 };
+    match request.tool_choice.as_ref().map(|choice| choice.kind.as_str()) {
+        Some("any") | Some("tool") => sizes.any,
+        _ => sizes.auto,
+    }
+}
+
+fn salts(request: &RequestView, model: &ModelPrice, items: &[Item], config_ahead: bool) -> Salts {
+    let thinking = match &request.thinking {
+        None => "disabled".to_string(),
+        Some(t) if t.kind == "enabled" => format!("enabled:{}", t.budget_tokens.unwrap_or(0)),
+        Some(t) => t.kind.clone(),
+    };
+    let effort = request
+        .output_config
+        .as_ref()
+        .and_then(|config| config.effort.as_deref())
+        .unwrap_or(&model.effort_default);
+    let tool_choice = match &request.tool_choice {
+        None => "auto".to_string(),
+        Some(choice) if choice.kind == "tool" => format!("tool:{}", choice.name.as_deref().unwrap_or("")),
+        Some(choice) => choice.kind.clone(),
+    };
+    let disable_parallel =
+        request.tool_choice.as_ref().and_then(|c| c.disable_parallel_tool_use).unwrap_or(false);
+    let flag = |on: bool| salt_hash(if on { "on" } else { "off" });
+    Salts {
+        thinking: salt_hash(&thinking),
+        effort: salt_hash(effort),
+        tool_choice: salt_hash(&tool_choice),
+        disable_parallel_tool_use: flag(disable_parallel),
+        images: flag(items.iter().any(|item| item.info.has_image)),
+        web_search: flag(items.iter().any(|item| item.info.web_search_tool)),
+        citations: flag(items.iter().any(|item| item.info.has_citations)),
+        speed: salt_hash(request.speed.as_deref().unwrap_or("standard")),
+        config_ahead,
+    }
+}

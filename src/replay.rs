@@ -1,0 +1,404 @@
+//! `replay`: prices a recorded request stream through the endpoint, request by request, and
+//! renders the result as JSON or a table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::billing::{Cost, PriceTable, TokenEquivalents, Usage};
+use crate::cache::{Miss, MissCause, StoreStats};
+use crate::clock::SimTime;
+use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
+use crate::tokenize::TokenizerUnavailable;
+use crate::trace::{TraceBody, TraceLine, read_trace};
+use crate::wire::{ApiError, Reply, parse_request};
+
+/// Replay settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayConfig {
+    /// The endpoint the trace is priced by.
+    pub endpoint: EndpointConfig,
+    /// Spacing of lines without `at_ms`, after the previous line, in milliseconds. Default 30,000
+    /// (longer than the time to first token of a 1M-token uncached prompt, so a line sees the
+    /// writes of the line before it).
+    pub gap_ms: u64,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig { endpoint: EndpointConfig::default(), gap_ms: 30_000 }
+    }
+}
+
+/// One replayed request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayRecord {
+    /// 0-based request index (file order, blank lines skipped).
+    pub index: usize,
+    /// 1-based line number.
+    pub line: usize,
+    /// Start time used.
+    pub at: SimTime,
+    /// The model requested, when the body said.
+    pub model: Option<String>,
+    /// The priced request, or why the API would have rejected it.
+    pub result: Result<Record, ApiError>,
+}
+
+/// Sums over a replay.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Requests priced.
+    pub requests: u64,
+    /// Requests rejected.
+    pub rejected: u64,
+    /// Usage summed.
+    pub usage: Usage,
+    /// Cost summed.
+    pub cost: Cost,
+    /// Token-equivalents summed (each request at its own model's input price).
+    pub token_equivalents: TokenEquivalents,
+    /// Requests per miss cause.
+    pub misses: BTreeMap<MissCause, u64>,
+    /// Tokens missed, summed.
+    pub tokens_missed: u64,
+}
+
+impl Totals {
+    fn add(&mut self, record: &Record) {
+        self.requests += 1;
+        self.usage.add(&record.usage);
+        self.cost.add(&record.cost);
+        self.token_equivalents.0 += record.token_equivalents.0;
+        if let Some(miss) = &record.miss {
+            *self.misses.entry(miss.cause).or_insert(0) += 1;
+            self.tokens_missed += miss.tokens_missed;
+        }
+    }
+
+    /// Token-weighted hit rate: tokens read ÷ total input tokens.
+    pub fn hit_rate(&self) -> f64 {
+        let total = self.usage.total_input_tokens();
+        if total == 0 { 0.0 } else { self.usage.cache_read_input_tokens as f64 / total as f64 }
+    }
+}
+
+/// A whole replay.
+#[derive(Clone, Debug)]
+pub struct ReplayReport {
+    /// Every request, in trace order.
+    pub records: Vec<ReplayRecord>,
+    /// Sums.
+    pub totals: Totals,
+    /// The settings used.
+    pub config: ReplayConfig,
+    /// The price table's date.
+    pub prices_date: String,
+    /// Cache counters at the end.
+    pub cache: StoreStats,
+}
+
+/// A replay that could not run: the configured tokenizer is not compiled in. (Broken lines do
+/// not stop a replay; they are reported as rejected requests.)
+pub type ReplayError = TokenizerUnavailable;
+
+/// Replays a JSONL trace. Lines run in start-time order (file order among equal times); the
+/// records come back in file order.
+pub fn replay(config: &ReplayConfig, prices: PriceTable, trace: &str) -> Result<ReplayReport, ReplayError> {
+    let lines: Vec<TraceLine> = read_trace(trace).collect();
+    let starts = start_times(&lines, config.gap_ms);
+    let mut order: Vec<usize> = (0..lines.len()).collect();
+    order.sort_by_key(|&index| starts[index]);
+    let prices_date = prices.date.clone();
+    let mut endpoint = MockEndpoint::new(config.endpoint.clone(), prices)?;
+    let mut records: Vec<Option<ReplayRecord>> = vec![None; lines.len()];
+    for index in order {
+        records[index] = Some(replay_line(&mut endpoint, index, &lines[index], starts[index]));
+    }
+    let records: Vec<ReplayRecord> = records.into_iter().map(|r| r.expect("every line replayed")).collect();
+    let mut totals = Totals::default();
+    for record in &records {
+        match &record.result {
+            Ok(priced) => totals.add(priced),
+            Err(_) => totals.rejected += 1,
+        }
+    }
+    Ok(ReplayReport { records, totals, config: config.clone(), prices_date, cache: endpoint.cache_stats() })
+}
+
+/// `at_ms` where given; otherwise the previous line's start plus the gap.
+fn start_times(lines: &[TraceLine], gap_ms: u64) -> Vec<SimTime> {
+    let mut previous: Option<SimTime> = None;
+    lines
+        .iter()
+        .map(|line| {
+            let at = match (line.at_ms, previous) {
+                (Some(ms), _) => SimTime(ms),
+                (None, Some(before)) => before.plus_ms(gap_ms),
+                (None, None) => SimTime::ZERO,
+            };
+            previous = Some(at);
+            at
+        })
+        .collect()
+}
+
+fn replay_line(endpoint: &mut MockEndpoint, index: usize, line: &TraceLine, at: SimTime) -> ReplayRecord {
+    let reply = Reply { output_tokens: Some(line.output_tokens.unwrap_or(0)), ..Reply::input_only() };
+    let call = Call {
+        body: &[],
+        api_key: line.api_key.as_deref(),
+        at,
+        first_byte: line.first_byte_ms.map(SimTime),
+        reply,
+    };
+    let (model, result) = match &line.body {
+        TraceBody::Parsed(view) => {
+            (view.model.as_deref().map(str::to_string), endpoint.handle_view(view, &call))
+        }
+        TraceBody::Text(text) => match parse_request(text.as_bytes()) {
+            Ok(view) => (view.model.as_deref().map(str::to_string), endpoint.handle_view(&view, &call)),
+            Err(error) => (None, Err(error)),
+        },
+        TraceBody::Rejected(error) => (None, Err(error.clone())),
+    };
+    ReplayRecord { index, line: line.line, at, model, result: result.map(|exchange| exchange.record) }
+}
+
+/// The `--json` document.
+#[derive(Serialize)]
+struct ReplayJson<'r> {
+    requests: Vec<RequestJson<'r>>,
+    totals: TotalsJson,
+    settings: SettingsJson<'r>,
+}
+
+#[derive(Serialize)]
+struct RequestJson<'r> {
+    index: usize,
+    at_ms: u64,
+    model: Option<&'r str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priced_as: Option<&'r str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unknown_model: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'r Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost_nanousd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_equivalents: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttft_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    miss: Option<Option<&'r Miss>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorJson<'r>>,
+}
+
+#[derive(Serialize)]
+struct ErrorJson<'r> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    message: &'r str,
+}
+
+#[derive(Serialize)]
+struct TotalsJson {
+    requests: u64,
+    rejected: u64,
+    usage: Usage,
+    total_input_tokens: u64,
+    cost_usd: f64,
+    cost_nanousd: u64,
+    token_equivalents: f64,
+    hit_rate: f64,
+    tokens_missed: u64,
+    misses: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Serialize)]
+struct SettingsJson<'r> {
+    policy: &'static str,
+    billing: &'static str,
+    identity: &'static str,
+    tokenizer: &'static str,
+    visibility: crate::clock::Visibility,
+    gap_ms: u64,
+    prices_date: &'r str,
+    cache_entries: u64,
+    cache_evictions: u64,
+}
+
+fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
+    let base = RequestJson {
+        index: record.index,
+        at_ms: record.at.ms(),
+        model: record.model.as_deref(),
+        priced_as: None,
+        unknown_model: None,
+        usage: None,
+        cost_usd: None,
+        cost_nanousd: None,
+        token_equivalents: None,
+        ttft_ms: None,
+        miss: None,
+        error: None,
+    };
+    match &record.result {
+        Ok(priced) => RequestJson {
+            priced_as: Some(&priced.priced_as),
+            unknown_model: (!priced.model_known).then_some(true),
+            usage: Some(&priced.usage),
+            cost_usd: Some(priced.cost.usd()),
+            cost_nanousd: Some(priced.cost.total_nanousd()),
+            token_equivalents: Some(priced.token_equivalents.value()),
+            ttft_ms: Some(priced.ttft_ms),
+            miss: Some(priced.miss.as_ref()),
+            ..base
+        },
+        Err(error) => RequestJson {
+            error: Some(ErrorJson { kind: error.kind.type_name(), message: &error.message }),
+            ..base
+        },
+    }
+}
+
+impl ReplayReport {
+    /// The `--json` document (one line).
+    pub fn to_json(&self) -> String {
+        let totals = &self.totals;
+        let endpoint = &self.config.endpoint;
+        let json = ReplayJson {
+            requests: self.records.iter().map(request_json).collect(),
+            totals: TotalsJson {
+                requests: totals.requests,
+                rejected: totals.rejected,
+                usage: totals.usage,
+                total_input_tokens: totals.usage.total_input_tokens(),
+                cost_usd: totals.cost.usd(),
+                cost_nanousd: totals.cost.total_nanousd(),
+                token_equivalents: totals.token_equivalents.value(),
+                hit_rate: round6(totals.hit_rate()),
+                tokens_missed: totals.tokens_missed,
+                misses: totals.misses.iter().map(|(cause, n)| (cause.name(), *n)).collect(),
+            },
+            settings: SettingsJson {
+                policy: endpoint.cache.policy.name(),
+                billing: endpoint.billing.name(),
+                identity: endpoint.prompt.identity.name(),
+                tokenizer: endpoint.tokenizer.name(),
+                visibility: endpoint.cache.visibility,
+                gap_ms: self.config.gap_ms,
+                prices_date: &self.prices_date,
+                cache_entries: self.cache.entries,
+                cache_evictions: self.cache.evictions,
+            },
+        };
+        serde_json::to_string(&json).expect("the report serializes")
+    }
+
+    /// A table for people.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:>5} {:>9} {:<24} {:>9} {:>9} {:>9} {:>9} {:>7} {:>12} {:>11}  miss",
+            "#",
+            "at_ms",
+            "model",
+            "read",
+            "write_5m",
+            "write_1h",
+            "uncached",
+            "output",
+            "cost_usd",
+            "tok_equiv"
+        );
+        for record in &self.records {
+            let model = record.model.as_deref().unwrap_or("?");
+            match &record.result {
+                Ok(r) => {
+                    let model = if r.model_known { model.to_string() } else { format!("{model}*") };
+                    let u = &r.usage;
+                    let _ = writeln!(
+                        out,
+                        "{:>5} {:>9} {:<24} {:>9} {:>9} {:>9} {:>9} {:>7} {:>12.6} {:>11.1}  {}",
+                        record.index,
+                        record.at.ms(),
+                        truncate(&model, 24),
+                        u.cache_read_input_tokens,
+                        u.cache_creation.ephemeral_5m_input_tokens,
+                        u.cache_creation.ephemeral_1h_input_tokens,
+                        u.input_tokens,
+                        u.output_tokens,
+                        r.cost.usd(),
+                        r.token_equivalents.value(),
+                        describe_miss(r.miss.as_ref())
+                    );
+                }
+                Err(error) => {
+                    let _ = writeln!(
+                        out,
+                        "{:>5} {:>9} {:<24} rejected: {}",
+                        record.index,
+                        record.at.ms(),
+                        truncate(model, 24),
+                        error
+                    );
+                }
+            }
+        }
+        let t = &self.totals;
+        let _ = writeln!(
+            out,
+            "\n{} requests ({} rejected): read {} · written {} · uncached {} · output {} tokens; cost ${:.6} = {:.1} token-equivalents; hit rate {:.1}%",
+            t.requests + t.rejected,
+            t.rejected,
+            t.usage.cache_read_input_tokens,
+            t.usage.cache_creation_input_tokens,
+            t.usage.input_tokens,
+            t.usage.output_tokens,
+            t.cost.usd(),
+            t.token_equivalents.value(),
+            t.hit_rate() * 100.0
+        );
+        let unknown = self.records.iter().filter_map(|r| r.result.as_ref().ok()).find(|r| !r.model_known);
+        if let Some(record) = unknown {
+            let _ =
+                writeln!(out, "* not in the price table: priced as {} (--default-model)", record.priced_as);
+        }
+        let endpoint = &self.config.endpoint;
+        let _ = writeln!(
+            out,
+            "policy {} · billing {} · identity {} · tokenizer {} (token counts are estimates) · prices of {}",
+            endpoint.cache.policy.name(),
+            endpoint.billing.name(),
+            endpoint.prompt.identity.name(),
+            endpoint.tokenizer.name(),
+            self.prices_date
+        );
+        out
+    }
+}
+
+/// `prefix_changed (messages) at messages[2].content[3]: 700 tokens`.
+pub fn describe_miss(miss: Option<&Miss>) -> String {
+    let Some(miss) = miss else { return "-".to_string() };
+    let dimension = miss.dimension.map(|d| format!(" ({})", d.name())).unwrap_or_default();
+    format!("{}{} at {}: {} tokens", miss.cause.name(), dimension, miss.path, miss.tokens_missed)
+}
+
+fn truncate(text: &str, width: usize) -> &str {
+    match text.char_indices().nth(width) {
+        Some((cut, _)) => &text[..cut],
+        None => text,
+    }
+}
+
+fn round6(value: f64) -> f64 {
+    (value * 1e6).round() / 1e6
+}

@@ -1,0 +1,12 @@
+//! The Messages API on the wire: request views, responses and API errors.
+
+mod error;
+mod request;
+mod response;
+
+pub use error::{ApiError, ErrorKind};
+pub use request::{
+    ContentView, MessageView, OutputConfig, RequestView, Role, Thinking, ToolChoice, api_path,
+    describe_parse_error, parse_request, parse_request_str,
+};
+pub use response::{MessageResponse, Reply, ReplyContent, ResponseBlock, StopReason};

@@ -1,0 +1,3 @@
+//! forkcache's integration tests: one binary, one module per feature.
+
+mod seed_example;
