@@ -14,6 +14,7 @@ pub mod demo;
 pub mod endpoint;
 pub mod prompt;
 pub mod replay;
+pub mod report;
 pub mod synth;
 pub mod tokenize;
 pub mod trace;

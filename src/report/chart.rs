@@ -1,0 +1,554 @@
+//! Charts as PNG and SVG, byte-identical on every machine: the font is embedded (DejaVu Sans via
+//! plotters' `ab_glyph` backend, no system font lookup) and the PNG encoder's settings are fixed.
+
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// Width of every chart, in pixels.
+pub const WIDTH: u32 = 1200;
+/// Height of every chart, in pixels.
+pub const HEIGHT: u32 = 800;
+
+const FONT: &str = "sans-serif";
+const FONT_BYTES: &[u8] = include_bytes!("../../fixtures/fonts/DejaVuSans.ttf");
+const CAPTION_HEIGHT: u32 = 44;
+
+/// Colours in series order (colour-blind-safe Okabe–Ito, then greys).
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(213, 94, 0),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(240, 228, 66),
+    RGBColor(80, 80, 80),
+];
+
+/// The colour of series `index`.
+pub fn colour(index: usize) -> RGBColor {
+    PALETTE[index % PALETTE.len()]
+}
+
+/// How values on the value axis are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueFormat {
+    /// `12,345` (abbreviated to k/M when large).
+    Count,
+    /// `42%`.
+    Percent,
+    /// `$1.23`.
+    Usd,
+    /// `2.5×`.
+    Multiplier,
+}
+
+impl ValueFormat {
+    /// Formats one value.
+    pub fn format(self, value: f64) -> String {
+        match self {
+            ValueFormat::Count => abbreviate(value),
+            ValueFormat::Percent => format!("{value:.0}%"),
+            ValueFormat::Usd if value.abs() >= 100.0 => format!("${value:.0}"),
+            ValueFormat::Usd if value.abs() >= 1.0 => format!("${value:.2}"),
+            ValueFormat::Usd => format!("${value:.4}"),
+            ValueFormat::Multiplier => format!("{value:.1}×"),
+        }
+    }
+}
+
+fn abbreviate(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude >= 1e6 {
+        format!("{:.1}M", value / 1e6)
+    } else if magnitude >= 1e4 {
+        format!("{:.0}k", value / 1e3)
+    } else if magnitude >= 1e3 {
+        format!("{:.1}k", value / 1e3)
+    } else if value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// One line of a line chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// Legend entry.
+    pub name: String,
+    /// `(x, y)` points, in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Lines over a numeric x axis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LineChart {
+    /// Title.
+    pub title: String,
+    /// X axis label, with unit.
+    pub x_label: String,
+    /// Y axis label, with unit.
+    pub y_label: String,
+    /// How y values are written.
+    pub y_format: ValueFormat,
+    /// How x values are written.
+    pub x_format: ValueFormat,
+    /// Logarithmic x axis.
+    pub log_x: bool,
+    /// The lines.
+    pub series: Vec<Series>,
+    /// The small print under the chart (price-table date, seed, …).
+    pub caption: String,
+}
+
+/// One bar of a bar chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bar {
+    /// Category.
+    pub label: String,
+    /// Length.
+    pub value: f64,
+}
+
+/// Horizontal bars, one per category, each labelled with its value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BarChart {
+    /// Title.
+    pub title: String,
+    /// Value axis label, with unit.
+    pub value_label: String,
+    /// How values are written.
+    pub value_format: ValueFormat,
+    /// The bars, top to bottom.
+    pub bars: Vec<Bar>,
+    /// A vertical reference line (e.g. 1.0× for "no change").
+    pub reference: Option<f64>,
+    /// The small print under the chart.
+    pub caption: String,
+}
+
+/// One column of a stacked column chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Column {
+    /// X axis label.
+    pub label: String,
+    /// One value per layer, bottom to top.
+    pub values: Vec<f64>,
+    /// A short mark drawn above the column (e.g. `F` for a fork), if any.
+    pub mark: Option<String>,
+}
+
+/// Stacked columns: one per x category, layers stacked bottom to top.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackedColumns {
+    /// Title.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label, with unit.
+    pub y_label: String,
+    /// How y values are written.
+    pub y_format: ValueFormat,
+    /// Layer names, bottom to top (legend).
+    pub layers: Vec<String>,
+    /// The columns, left to right.
+    pub columns: Vec<Column>,
+    /// What the marks mean, appended to the caption.
+    pub mark_legend: String,
+    /// The small print under the chart.
+    pub caption: String,
+}
+
+/// A chart drawn both ways.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    /// PNG file bytes (RGB, `WIDTH`×`HEIGHT`).
+    pub png: Vec<u8>,
+    /// SVG document.
+    pub svg: String,
+}
+
+/// A chart that could not be drawn.
+#[derive(Debug, thiserror::Error)]
+#[error("drawing chart {title:?}: {message}")]
+pub struct ChartError {
+    /// Which chart.
+    pub title: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+type DrawResult = Result<(), String>;
+
+fn register_font() {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES)
+            .map_err(|_| ())
+            .expect("the embedded font is a valid TrueType font");
+    });
+}
+
+/// A chart that can draw itself on any plotters backend.
+trait Draw {
+    fn title(&self) -> &str;
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult;
+}
+
+/// Draws a chart onto a PNG and an SVG canvas.
+fn render(chart: &impl Draw) -> Result<Rendered, ChartError> {
+    register_font();
+    let title = chart.title();
+    let fail = |message: String| ChartError { title: title.to_string(), message };
+    let mut pixels = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, (WIDTH, HEIGHT)).into_drawing_area();
+        chart.draw(&root).map_err(fail)?;
+        root.present().map_err(|e| fail(e.to_string()))?;
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        chart.draw(&root).map_err(fail)?;
+        root.present().map_err(|e| fail(e.to_string()))?;
+    }
+    Ok(Rendered { png: encode_png(&pixels).map_err(fail)?, svg })
+}
+
+fn encode_png(pixels: &[u8]) -> Result<Vec<u8>, String> {
+    use image::ImageEncoder;
+    let mut png = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut png)
+        .write_image(pixels, WIDTH, HEIGHT, image::ColorType::Rgb8)
+        .map_err(|e| e.to_string())?;
+    Ok(png)
+}
+
+/// Fills the canvas, writes the caption in a strip at the bottom, returns the plot area.
+fn frame<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    caption: &str,
+) -> Result<DrawingArea<DB, Shift>, String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (plot, strip) = root.split_vertically(HEIGHT - CAPTION_HEIGHT);
+    let style = TextStyle::from((FONT, 15).into_font()).color(&RGBColor(90, 90, 90));
+    strip.draw_text(caption, &style, (20, 12)).map_err(|e| e.to_string())?;
+    Ok(plot)
+}
+
+fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (low, high) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if low.is_finite() { (low, high) } else { (0.0, 1.0) }
+}
+
+/// A y range from 0 (or the lowest negative value) to just above the highest value.
+fn value_range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
+    let (low, high) = bounds(values);
+    let low = low.min(0.0);
+    let high = if high <= low { low + 1.0 } else { high + (high - low) * 0.08 };
+    low..high
+}
+
+/// Draws a line chart.
+pub fn line_chart(chart: &LineChart) -> Result<Rendered, ChartError> {
+    render(chart)
+}
+
+impl Draw for LineChart {
+    fn title(&self) -> &str {
+        &self.title
+    }
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
+        draw_lines(root, self)
+    }
+}
+
+fn draw_lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &LineChart) -> DrawResult {
+    let plot = frame(root, &chart.caption)?;
+    let points = || chart.series.iter().flat_map(|s| s.points.iter().copied());
+    let (x_low, x_high) = bounds(points().map(|p| p.0));
+    let x_high = if x_high > x_low { x_high } else { x_low + 1.0 };
+    let y_range = value_range(points().map(|p| p.1));
+    let mut builder = ChartBuilder::on(&plot);
+    builder.caption(&chart.title, (FONT, 28)).margin(20).x_label_area_size(60).y_label_area_size(90);
+    if chart.log_x {
+        let mut ctx =
+            builder.build_cartesian_2d((x_low..x_high).log_scale(), y_range).map_err(|e| e.to_string())?;
+        mesh(&mut ctx, chart)?;
+        lines(&mut ctx, chart)
+    } else {
+        let mut ctx = builder.build_cartesian_2d(x_low..x_high, y_range).map_err(|e| e.to_string())?;
+        mesh(&mut ctx, chart)?;
+        lines(&mut ctx, chart)
+    }
+}
+
+fn mesh<'a, DB: DrawingBackend + 'a, X>(
+    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+    chart: &LineChart,
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    let x_format = |v: &f64| chart.x_format.format(*v);
+    let y_format = |v: &f64| chart.y_format.format(*v);
+    ctx.configure_mesh()
+        .x_desc(chart.x_label.as_str())
+        .y_desc(chart.y_label.as_str())
+        .x_label_formatter(&x_format)
+        .y_label_formatter(&y_format)
+        .axis_desc_style((FONT, 20))
+        .label_style((FONT, 16))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
+fn lines<'a, DB: DrawingBackend + 'a, X>(
+    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+    chart: &LineChart,
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64>,
+{
+    for (index, series) in chart.series.iter().enumerate() {
+        let style = ShapeStyle::from(colour(index)).stroke_width(3);
+        ctx.draw_series(LineSeries::new(series.points.iter().copied(), style))
+            .map_err(|e| e.to_string())?
+            .label(series.name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+        ctx.draw_series(series.points.iter().map(|&p| Circle::new(p, 4, colour(index).filled())))
+            .map_err(|e| e.to_string())?;
+    }
+    legend(ctx)
+}
+
+fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
+    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> DrawResult {
+    ctx.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(RGBColor(180, 180, 180))
+        .label_font((FONT, 17))
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
+/// Draws a horizontal bar chart.
+pub fn bar_chart(chart: &BarChart) -> Result<Rendered, ChartError> {
+    render(chart)
+}
+
+impl Draw for BarChart {
+    fn title(&self) -> &str {
+        &self.title
+    }
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
+        draw_bars(root, self)
+    }
+}
+
+fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &BarChart) -> DrawResult {
+    let plot = frame(root, &chart.caption)?;
+    let count = chart.bars.len() as u32;
+    let values = chart.bars.iter().map(|b| b.value).chain(chart.reference);
+    let x_range = value_range(values);
+    let mut ctx = ChartBuilder::on(&plot)
+        .caption(&chart.title, (FONT, 28))
+        .margin(20)
+        .x_label_area_size(60)
+        .y_label_area_size(330)
+        .build_cartesian_2d(x_range, (0u32..count.saturating_sub(1)).into_segmented())
+        .map_err(|e| e.to_string())?;
+    // The first bar is drawn at the top.
+    let row_of = |index: usize| count - 1 - index as u32;
+    let label = |v: &SegmentValue<u32>| match v {
+        SegmentValue::CenterOf(row) if *row < count => chart.bars[(count - 1 - row) as usize].label.clone(),
+        _ => String::new(),
+    };
+    let value_format = |v: &f64| chart.value_format.format(*v);
+    ctx.configure_mesh()
+        .disable_y_mesh()
+        .x_desc(chart.value_label.as_str())
+        .x_label_formatter(&value_format)
+        .y_label_formatter(&label)
+        .y_labels(chart.bars.len().max(1))
+        .axis_desc_style((FONT, 20))
+        .label_style((FONT, 16))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (index, bar) in chart.bars.iter().enumerate() {
+        let row = row_of(index);
+        let corners = [(0.0, SegmentValue::Exact(row)), (bar.value, SegmentValue::Exact(row + 1))];
+        let mut rectangle = Rectangle::new(corners, colour(0).filled());
+        rectangle.set_margin(6, 6, 0, 0);
+        ctx.draw_series(std::iter::once(rectangle)).map_err(|e| e.to_string())?;
+        let style = TextStyle::from((FONT, 16).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+        let text = Text::new(
+            format!("  {}", chart.value_format.format(bar.value)),
+            (bar.value, SegmentValue::CenterOf(row)),
+            style,
+        );
+        ctx.draw_series(std::iter::once(text)).map_err(|e| e.to_string())?;
+    }
+    if let Some(reference) = chart.reference {
+        let line = [(reference, SegmentValue::Exact(0)), (reference, SegmentValue::Exact(count))];
+        ctx.draw_series(std::iter::once(PathElement::new(line, ShapeStyle::from(BLACK).stroke_width(2))))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Draws a stacked column chart.
+pub fn stacked_columns(chart: &StackedColumns) -> Result<Rendered, ChartError> {
+    render(chart)
+}
+
+impl Draw for StackedColumns {
+    fn title(&self) -> &str {
+        &self.title
+    }
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
+        draw_stacks(root, self)
+    }
+}
+
+fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &StackedColumns) -> DrawResult {
+    let caption = if chart.mark_legend.is_empty() {
+        chart.caption.clone()
+    } else {
+        format!("{} · {}", chart.mark_legend, chart.caption)
+    };
+    let plot = frame(root, &caption)?;
+    let count = chart.columns.len() as u32;
+    let y_range = value_range(chart.columns.iter().map(|c| c.values.iter().sum::<f64>() * 1.05));
+    let mut ctx = ChartBuilder::on(&plot)
+        .caption(&chart.title, (FONT, 28))
+        .margin(20)
+        .x_label_area_size(60)
+        .y_label_area_size(90)
+        .build_cartesian_2d((0u32..count.saturating_sub(1)).into_segmented(), y_range)
+        .map_err(|e| e.to_string())?;
+    let label = |v: &SegmentValue<u32>| match v {
+        SegmentValue::CenterOf(i) => {
+            chart.columns.get(*i as usize).map_or(String::new(), |c| c.label.clone())
+        }
+        _ => String::new(),
+    };
+    let y_format = |v: &f64| chart.y_format.format(*v);
+    ctx.configure_mesh()
+        .disable_x_mesh()
+        .x_desc(chart.x_label.as_str())
+        .y_desc(chart.y_label.as_str())
+        .x_label_formatter(&label)
+        .x_labels(chart.columns.len().clamp(1, 24))
+        .y_label_formatter(&y_format)
+        .axis_desc_style((FONT, 20))
+        .label_style((FONT, 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (layer, name) in chart.layers.iter().enumerate() {
+        let rectangles = chart.columns.iter().enumerate().map(|(index, column)| {
+            let base: f64 = column.values[..layer].iter().sum();
+            let top = base + column.values.get(layer).copied().unwrap_or(0.0);
+            let corners =
+                [(SegmentValue::Exact(index as u32), base), (SegmentValue::Exact(index as u32 + 1), top)];
+            let mut rectangle = Rectangle::new(corners, colour(layer).filled());
+            rectangle.set_margin(0, 0, 1, 1);
+            rectangle
+        });
+        let fill = colour(layer).filled();
+        ctx.draw_series(rectangles)
+            .map_err(|e| e.to_string())?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 18, y + 7)], fill));
+    }
+    let marks = chart.columns.iter().enumerate().filter_map(|(index, column)| {
+        let total: f64 = column.values.iter().sum();
+        let style = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+        column
+            .mark
+            .as_ref()
+            .map(|mark| Text::new(mark.clone(), (SegmentValue::CenterOf(index as u32), total), style))
+    });
+    ctx.draw_series(marks).map_err(|e| e.to_string())?;
+    legend(&mut ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_line() -> LineChart {
+        LineChart {
+            title: "Savings vs history".into(),
+            x_label: "history (tokens)".into(),
+            y_label: "savings (%)".into(),
+            y_format: ValueFormat::Percent,
+            x_format: ValueFormat::Count,
+            log_x: true,
+            series: vec![Series { name: "N = 3".into(), points: vec![(10_000.0, 80.0), (100_000.0, 89.7)] }],
+            caption: "prices of 2026-08-22 · seed 7".into(),
+        }
+    }
+
+    #[test]
+    fn png_has_the_stated_size_and_is_reproducible() {
+        let first = line_chart(&sample_line()).unwrap();
+        let second = line_chart(&sample_line()).unwrap();
+        assert_eq!(first, second);
+        // PNG signature, then the IHDR chunk: width and height as big-endian u32.
+        assert_eq!(&first.png[..8], b"\x89PNG\r\n\x1a\n");
+        assert_eq!(u32::from_be_bytes(first.png[16..20].try_into().unwrap()), WIDTH);
+        assert_eq!(u32::from_be_bytes(first.png[20..24].try_into().unwrap()), HEIGHT);
+        assert!(first.svg.starts_with("<svg"));
+        assert!(first.svg.contains("Savings vs history"));
+    }
+
+    #[test]
+    fn bars_and_stacks_draw() {
+        let bars = BarChart {
+            title: "Anti-patterns".into(),
+            value_label: "cost vs correct twin (×)".into(),
+            value_format: ValueFormat::Multiplier,
+            bars: vec![
+                Bar { label: "timestamp in system".into(), value: 3.2 },
+                Bar { label: "parallel launch".into(), value: 1.4 },
+            ],
+            reference: Some(1.0),
+            caption: "c".into(),
+        };
+        assert!(bar_chart(&bars).unwrap().svg.contains("timestamp in system"));
+        let stacks = StackedColumns {
+            title: "Timeline".into(),
+            x_label: "request".into(),
+            y_label: "tokens".into(),
+            y_format: ValueFormat::Count,
+            layers: vec!["read".into(), "written".into(), "uncached".into()],
+            columns: vec![
+                Column { label: "0".into(), values: vec![0.0, 5000.0, 10.0], mark: None },
+                Column { label: "1".into(), values: vec![5000.0, 800.0, 0.0], mark: Some("F".into()) },
+            ],
+            mark_legend: "F = fork".into(),
+            caption: "c".into(),
+        };
+        assert!(stacked_columns(&stacks).unwrap().png.len() > 1000);
+    }
+
+    #[test]
+    fn value_formats() {
+        assert_eq!(ValueFormat::Count.format(31_140.0), "31k");
+        assert_eq!(ValueFormat::Count.format(1_500_000.0), "1.5M");
+        assert_eq!(ValueFormat::Percent.format(89.7), "90%");
+        assert_eq!(ValueFormat::Multiplier.format(2.46), "2.5×");
+        assert_eq!(ValueFormat::Usd.format(0.03333), "$0.0333");
+    }
+}
