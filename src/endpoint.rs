@@ -4,12 +4,15 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 use crate::billing::{BillingProfile, Cost, PriceTable, TokenEquivalents, Usage};
 use crate::cache::{CacheConfig, Lookup, Miss, Outcome, PrefixCache, StoreStats};
 use crate::clock::SimTime;
-use crate::prompt::{BuildPassThrough, Prompt, PromptConfig, Renderer};
+use crate::prompt::{
+    BlockContext, BlockInfo, BuildPassThrough, PromptConfig, PromptRef, Renderer, validate_breakpoints,
+};
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
     ApiError, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock, StopReason, parse_request,
@@ -106,6 +109,19 @@ pub struct Record {
     pub stream: bool,
 }
 
+/// A request rendered by its caller, for [`MockEndpoint::handle_rendered`].
+#[derive(Clone, Copy, Debug)]
+pub struct RenderedRequest<'a> {
+    /// The model id as requested.
+    pub model: &'a str,
+    /// The prompt.
+    pub prompt: PromptRef<'a>,
+    /// The request asked for a stream.
+    pub stream: bool,
+    /// `max_tokens` (0 pre-warms the cache: no output).
+    pub max_tokens: u64,
+}
+
 /// A priced request and its answer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exchange {
@@ -181,11 +197,41 @@ impl MockEndpoint {
         if max_tokens == 0 {
             check_prewarm(view)?;
         }
-        let model = view.require_model()?.to_string();
-        let resolved = self.prices.resolve(&model);
-        let (price, model_known) = (resolved.price.clone(), resolved.known);
+        let model = view.require_model()?;
+        let price = self.prices.resolve(model).price.clone();
         let prompt = self.renderer.render(view, &price)?;
-        let reply = if max_tokens == 0 {
+        let request = RenderedRequest { model, prompt: prompt.as_ref(), stream: view.stream, max_tokens };
+        Ok(self.serve(&request, call))
+    }
+
+    /// Prices a request its caller rendered itself (with [`crate::prompt::PromptBuilder`] and
+    /// [`MockEndpoint::block_info`]), typically sharing a conversation's positions with the
+    /// request before it. Gives exactly the usage the same request's bytes would; the caller is
+    /// responsible for the checks of a body that only the bytes show (`max_tokens: 0` with
+    /// incompatible settings). Breakpoint count and TTL order are checked here.
+    pub fn handle_rendered(&mut self, request: &RenderedRequest, call: &Call) -> Result<Exchange, ApiError> {
+        let prompt = request.prompt;
+        let marked = prompt.breakpoints.iter().map(|bp| (prompt.position(bp.position).slot, bp.ttl));
+        validate_breakpoints(marked)?;
+        Ok(self.serve(request, call))
+    }
+
+    /// The facts of one raw block (memoized), to render requests with
+    /// [`crate::prompt::PromptBuilder`]. `path` names the block in an error.
+    pub fn block_info(
+        &mut self,
+        raw: &RawValue,
+        context: BlockContext,
+        path: &str,
+    ) -> Result<BlockInfo, ApiError> {
+        self.renderer.block_info(raw, context, path)
+    }
+
+    fn serve(&mut self, request: &RenderedRequest, call: &Call) -> Exchange {
+        let model = request.model;
+        let resolved = self.prices.resolve(model);
+        let (price, model_known) = (resolved.price.clone(), resolved.known);
+        let reply = if request.max_tokens == 0 {
             Reply { content: Vec::new(), stop_reason: Some(StopReason::MaxTokens), output_tokens: Some(0) }
         } else {
             call.reply.clone()
@@ -194,11 +240,11 @@ impl MockEndpoint {
         let workspace = self.workspace_of(call.api_key);
         // The cache is per model: a known id (or alias) shares its model's cache; an unknown id
         // is its own model, whatever prices it.
-        let scope_model = if model_known { price.id() } else { model.as_str() };
+        let scope_model = if model_known { price.id() } else { model };
         let scope = self.cache.scope(&workspace, scope_model);
         let outcome = self.cache.serve(Lookup {
             scope,
-            prompt: &prompt,
+            prompt: request.prompt,
             min_tokens: price.min_cacheable_tokens,
             start: call.at,
             output_tokens,
@@ -208,9 +254,9 @@ impl MockEndpoint {
             Usage::new(outcome.uncached, outcome.read, outcome.write_5m, outcome.write_1h, output_tokens);
         let rates = price.rates(self.config.billing);
         let cost = Cost::of(&usage, &rates);
-        let response = self.respond(&model, &prompt, reply, usage);
+        let response = self.respond(model, request.prompt, reply, usage);
         let record = record(RecordParts {
-            model,
+            model: model.to_string(),
             priced_as: price.id().to_string(),
             model_known,
             workspace,
@@ -218,11 +264,11 @@ impl MockEndpoint {
             cost,
             token_equivalents: cost.token_equivalents(rates.input),
             call,
-            prompt: &prompt,
+            prompt: request.prompt,
             outcome,
-            stream: view.stream,
+            stream: request.stream,
         });
-        Ok(Exchange { record, response })
+        Exchange { record, response }
     }
 
     /// `count_tokens`: the request's total input tokens. Never touches the cache.
@@ -250,7 +296,7 @@ impl MockEndpoint {
             .sum()
     }
 
-    fn respond(&mut self, model: &str, prompt: &Prompt, reply: Reply, usage: Usage) -> MessageResponse {
+    fn respond(&mut self, model: &str, prompt: PromptRef, reply: Reply, usage: Usage) -> MessageResponse {
         let identity = request_identity(model, prompt);
         let uses = self.id_uses.entry(identity).or_insert(0);
         *uses += 1;
@@ -318,7 +364,7 @@ struct RecordParts<'a> {
     cost: Cost,
     token_equivalents: TokenEquivalents,
     call: &'a Call<'a>,
-    prompt: &'a Prompt,
+    prompt: PromptRef<'a>,
     outcome: Outcome,
     stream: bool,
 }
@@ -336,7 +382,7 @@ fn record(parts: RecordParts) -> Record {
         at: parts.call.at,
         ttft_ms: parts.outcome.ttft_ms,
         visible_at: parts.outcome.visible_at,
-        positions: parts.prompt.positions.len() as u32,
+        positions: parts.prompt.len() as u32,
         breakpoints: parts.prompt.breakpoints.len() as u32,
         breakpoints_dropped: parts.outcome.breakpoints_dropped,
         stream: parts.stream,
@@ -344,8 +390,8 @@ fn record(parts: RecordParts) -> Record {
 }
 
 /// What makes two requests "the same request" for id numbering: model and whole prefix.
-fn request_identity(model: &str, prompt: &Prompt) -> u128 {
-    let last = prompt.positions.last().map_or(0, |p| p.hash);
+fn request_identity(model: &str, prompt: PromptRef) -> u128 {
+    let last = prompt.last().map_or(0, |p| p.hash);
     xxh3_128_with_seed(model.as_bytes(), last as u64 ^ (last >> 64) as u64)
 }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::store::{EntryKey, ScopeId};
-use crate::prompt::{BuildPassThrough, Prompt, Salts};
+use crate::prompt::{BuildPassThrough, PromptRef, Salts};
 
 /// Distinct sent prefixes remembered before the history starts over (bounds memory).
 pub const HISTORY_LIMIT: usize = 4 << 20;
@@ -38,10 +38,11 @@ pub struct Closest {
 
 impl History {
     /// The earlier request in `scope` sharing the longest prefix with `prompt`.
-    pub fn closest(&self, scope: ScopeId, prompt: &Prompt) -> Closest {
-        for (index, position) in prompt.positions.iter().enumerate().rev() {
-            if let Some(&request) = self.sent.get(&EntryKey { scope, prefix: position.hash }) {
-                return Closest { shared_to: Some(index as u32), request: Some(request) };
+    pub fn closest(&self, scope: ScopeId, prompt: PromptRef) -> Closest {
+        for index in (0..prompt.len() as u32).rev() {
+            let prefix = prompt.position(index).hash;
+            if let Some(&request) = self.sent.get(&EntryKey { scope, prefix }) {
+                return Closest { shared_to: Some(index), request: Some(request) };
             }
         }
         Closest { shared_to: None, request: self.last_in_scope.get(&scope).copied() }
@@ -56,7 +57,7 @@ impl History {
     pub fn record(
         &mut self,
         scope: ScopeId,
-        prompt: &Prompt,
+        prompt: PromptRef,
         request: u64,
         closest: Closest,
         summary: Summary,
@@ -65,11 +66,11 @@ impl History {
             self.sent.clear();
             self.summaries.clear();
         }
-        let fresh_from = closest.shared_to.map_or(0, |last| last as usize);
+        let fresh_from = closest.shared_to.unwrap_or(0);
         // The shared prefix's last position now names this request as its most recent sender;
         // everything after it is new.
-        for position in &prompt.positions[fresh_from..] {
-            self.sent.insert(EntryKey { scope, prefix: position.hash }, request);
+        for index in fresh_from..prompt.len() as u32 {
+            self.sent.insert(EntryKey { scope, prefix: prompt.position(index).hash }, request);
         }
         self.summaries.insert(request, summary);
         self.last_in_scope.insert(scope, request);

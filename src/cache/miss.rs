@@ -18,7 +18,7 @@ use super::history::{Closest, History, Summary};
 use super::store::{EntryKey, EntryStore, ScopeId};
 use super::{Policy, Scopes};
 use crate::clock::SimTime;
-use crate::prompt::{Breakpoint, Dimension, Prompt};
+use crate::prompt::{Breakpoint, Dimension, PromptRef};
 
 /// The reason a request read less than it could have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -82,7 +82,7 @@ pub(super) struct Inputs<'a> {
     pub scopes: &'a Scopes,
     pub policy: Policy,
     pub scope: ScopeId,
-    pub prompt: &'a Prompt,
+    pub prompt: PromptRef<'a>,
     /// Breakpoints long enough to be cached.
     pub valid: &'a [Breakpoint],
     /// The position read from, if any.
@@ -109,14 +109,11 @@ pub(super) fn diagnose(inputs: &Inputs) -> Option<Miss> {
 /// 1. The highest position above the hit where an entry exists.
 fn unread_entry(inputs: &Inputs) -> Option<Miss> {
     let read = inputs.read_tokens();
-    let positions = &inputs.prompt.positions;
-    let (index, entry) = (inputs.first_unread() as usize..positions.len()).rev().find_map(|index| {
-        let key = EntryKey { scope: inputs.scope, prefix: positions[index].hash };
-        inputs
-            .store
-            .peek(&key)
-            .filter(|_| positions[index].tokens_end > read)
-            .map(|entry| (index as u32, entry))
+    let prompt = inputs.prompt;
+    let (index, entry) = (inputs.first_unread()..prompt.len() as u32).rev().find_map(|index| {
+        let position = prompt.position(index);
+        let key = EntryKey { scope: inputs.scope, prefix: position.hash };
+        inputs.store.peek(&key).filter(|_| position.tokens_end > read).map(|entry| (index, entry))
     })?;
     let cause = if entry.expires_at <= inputs.start {
         MissCause::Expired
@@ -148,7 +145,7 @@ fn unread_shared_prefix(inputs: &Inputs) -> Option<Miss> {
     let diverges_at = inputs.closest.shared_to.map_or(0, |p| p + 1);
     let earlier: Option<&Summary> = inputs.closest.request.and_then(|r| inputs.history.summary(r));
     let earlier_cached_to = earlier.and_then(|s| s.cached_to);
-    let diverges = (diverges_at as usize) < prompt.positions.len();
+    let diverges = (diverges_at as usize) < prompt.len();
     // The earlier request had cached at or past the block where this one diverges from it.
     let lost_by_change = diverges && earlier_cached_to.is_some_and(|(position, _)| position >= diverges_at);
     let lost_beyond = diverges && earlier_cached_to.is_some_and(|(position, _)| position > diverges_at);
@@ -171,11 +168,11 @@ fn unread_shared_prefix(inputs: &Inputs) -> Option<Miss> {
     Some(miss_at(prompt, cause, inputs.first_unread(), shared - read))
 }
 
-fn changed_at(prompt: &Prompt, position: u32, earlier: &Summary, tokens_missed: u64) -> Miss {
+fn changed_at(prompt: PromptRef, position: u32, earlier: &Summary, tokens_missed: u64) -> Miss {
     let (dimension, path) = match prompt.salt_difference_before(position, &earlier.salts) {
         Some(field) => (Dimension::Config, field.to_string()),
         None => {
-            let slot = prompt.positions[position as usize].slot;
+            let slot = prompt.position(position).slot;
             (slot.dimension(), slot.path())
         }
     };
@@ -187,22 +184,21 @@ fn other_model(inputs: &Inputs) -> Option<Miss> {
     if inputs.hit.is_some() || inputs.closest.shared_to.is_some() {
         return None;
     }
-    let positions = &inputs.prompt.positions;
-    let best = inputs
+    let prompt = inputs.prompt;
+    let index = inputs
         .scopes
         .siblings(inputs.scope)
         .filter_map(|scope| {
-            (0..positions.len()).rev().find(|&index| {
-                inputs.store.peek(&EntryKey { scope, prefix: positions[index].hash }).is_some()
+            (0..prompt.len() as u32).rev().find(|&index| {
+                inputs.store.peek(&EntryKey { scope, prefix: prompt.position(index).hash }).is_some()
             })
         })
         .max()?;
-    let index = best as u32;
     Some(miss_at(inputs.prompt, MissCause::ModelChanged, index, inputs.prompt.tokens_at(index)))
         .filter(|miss| miss.tokens_missed > 0)
 }
 
-fn miss_at(prompt: &Prompt, cause: MissCause, position: u32, tokens_missed: u64) -> Miss {
-    let position = position.min(prompt.positions.len().saturating_sub(1) as u32);
+fn miss_at(prompt: PromptRef, cause: MissCause, position: u32, tokens_missed: u64) -> Miss {
+    let position = position.min(prompt.len().saturating_sub(1) as u32);
     Miss { cause, dimension: None, position, path: prompt.path(position), tokens_missed }
 }

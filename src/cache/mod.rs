@@ -14,7 +14,7 @@ pub use miss::{Miss, MissCause};
 pub use store::{Entry, EntryKey, EntryStore, ScopeId, StoreStats};
 
 use crate::clock::{LatencyModel, SimTime, Visibility};
-use crate::prompt::{Breakpoint, Prompt, Ttl};
+use crate::prompt::{Breakpoint, PromptRef, Ttl};
 
 /// Which cache is simulated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -108,7 +108,7 @@ pub struct Lookup<'p> {
     /// Workspace × model.
     pub scope: ScopeId,
     /// The rendered request.
-    pub prompt: &'p Prompt,
+    pub prompt: PromptRef<'p>,
     /// The model's minimum cacheable length.
     pub min_tokens: u64,
     /// When the request starts.
@@ -194,7 +194,7 @@ impl PrefixCache {
         let ttft_ms = self.config.latency.ttft_ms(uncached_for_latency);
         let visible_at = self.visible_at(&lookup, uncached_for_latency);
         let closest = self.history.closest(lookup.scope, prompt);
-        let miss = (!prompt.positions.is_empty()).then(|| {
+        let miss = (!prompt.is_empty()).then(|| {
             miss::diagnose(&miss::Inputs {
                 store: &self.store,
                 history: &self.history,
@@ -236,7 +236,7 @@ impl PrefixCache {
     }
 
     fn readable(&self, lookup: &Lookup, position: usize) -> bool {
-        let key = EntryKey { scope: lookup.scope, prefix: lookup.prompt.positions[position].hash };
+        let key = EntryKey { scope: lookup.scope, prefix: lookup.prompt.position(position as u32).hash };
         self.store.peek(&key).is_some_and(|entry| entry.readable_at(lookup.start))
     }
 
@@ -251,7 +251,7 @@ impl PrefixCache {
     }
 
     fn find_longest(&self, lookup: &Lookup) -> Option<u32> {
-        (0..lookup.prompt.positions.len()).rev().find(|&p| self.readable(lookup, p)).map(|p| p as u32)
+        (0..lookup.prompt.len() as u32).rev().find(|&p| self.readable(lookup, p as usize))
     }
 
     /// The entries this request will write: `(position, ttl)` beyond the hit.
@@ -268,9 +268,7 @@ impl PrefixCache {
                     .max()
                     .unwrap_or(self.config.default_ttl);
                 let first = hit.map_or(0, |h| h + 1);
-                (first..lookup.prompt.positions.len() as u32)
-                    .map(|position| Breakpoint { position, ttl })
-                    .collect()
+                (first..lookup.prompt.len() as u32).map(|position| Breakpoint { position, ttl }).collect()
             }
         }
     }
@@ -290,10 +288,8 @@ impl PrefixCache {
     }
 
     fn apply(&mut self, lookup: &Lookup, hit: Option<u32>, writes: &[Breakpoint], visible_at: SimTime) {
-        let key = |position: u32| EntryKey {
-            scope: lookup.scope,
-            prefix: lookup.prompt.positions[position as usize].hash,
-        };
+        let key =
+            |position: u32| EntryKey { scope: lookup.scope, prefix: lookup.prompt.position(position).hash };
         if let Some(position) = hit {
             self.store.refresh(key(position), lookup.start);
         }
@@ -306,7 +302,7 @@ impl PrefixCache {
 
 /// The API's arithmetic: `B` = largest `T` over 1h writes (else A), `C` = `T` at the last write
 /// (else A); 1h writes are `B − A`, 5m writes `C − B`. Also returns the last written position.
-fn account(prompt: &Prompt, read: u64, writes: &[Breakpoint]) -> (u64, u64, Option<u32>) {
+fn account(prompt: PromptRef, read: u64, writes: &[Breakpoint]) -> (u64, u64, Option<u32>) {
     let tokens = |bp: &Breakpoint| prompt.tokens_at(bp.position);
     let b = writes.iter().filter(|bp| bp.ttl == Ttl::OneHour).map(tokens).max().unwrap_or(read).max(read);
     let c = writes.last().map(tokens).unwrap_or(read).max(b);

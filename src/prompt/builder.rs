@@ -17,7 +17,7 @@ const SEED_TOOL: u128 = 0x746f_6f6c;
 const SEED_TOOL_PROMPT: u128 = 0x0074_6f6f_6c5f_7072_6f6d_7074;
 const SEED_SYSTEM: u128 = 0x7379_7374_656d;
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Stage {
     Tools,
     System,
@@ -35,6 +35,9 @@ struct OpenRun {
 }
 
 /// Incremental [`Prompt`] construction.
+///
+/// The finished prompt of a builder made with [`PromptBuilder::new`] holds every position; one
+/// made with [`PromptBuilder::resume`] holds only its own.
 pub struct PromptBuilder {
     prompt: Prompt,
     hash: u128,
@@ -42,6 +45,45 @@ pub struct PromptBuilder {
     stage: Stage,
     run: Option<OpenRun>,
     collapse_runs: bool,
+    // Positions before this builder's own (a resumed builder numbers after its head).
+    offset: u32,
+}
+
+/// Where a builder stood after some blocks: enough to continue the same hash chain in another
+/// request that shares those blocks, without building them again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    hash: u128,
+    tokens: u64,
+    stage: Stage,
+    len: u32,
+    first_after_tools: u32,
+    first_message: u32,
+    salts: Salts,
+    collapse_runs: bool,
+}
+
+impl Checkpoint {
+    /// Positions built before the checkpoint.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether nothing was built before the checkpoint.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Tokens up to the checkpoint.
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// The salts the chain was built with (a request with other salts cannot continue it past
+    /// the level where they join).
+    pub fn salts(&self) -> Salts {
+        self.salts
+    }
 }
 
 impl PromptBuilder {
@@ -55,7 +97,59 @@ impl PromptBuilder {
             stage: Stage::Tools,
             run: None,
             collapse_runs,
+            offset: 0,
         }
+    }
+
+    /// Continues a chain from a checkpoint. The prompt it finishes holds only the new positions,
+    /// numbered after the checkpoint's; read it as the tail of a [`super::PromptRef`] whose head
+    /// is the checkpointed positions.
+    pub fn resume(from: &Checkpoint) -> PromptBuilder {
+        let prompt = Prompt {
+            salts: from.salts,
+            first_after_tools: from.first_after_tools,
+            first_message: from.first_message,
+            ..Prompt::default()
+        };
+        PromptBuilder {
+            prompt,
+            hash: from.hash,
+            tokens: from.tokens,
+            stage: from.stage,
+            run: None,
+            collapse_runs: from.collapse_runs,
+            offset: from.len,
+        }
+    }
+
+    /// The state after everything added so far (an open `tool_use`/`tool_result` run is closed:
+    /// take checkpoints at message boundaries).
+    pub fn checkpoint(&mut self) -> Checkpoint {
+        self.close_run();
+        Checkpoint {
+            hash: self.hash,
+            tokens: self.tokens,
+            stage: self.stage,
+            len: self.next_index(),
+            first_after_tools: self.prompt.first_after_tools,
+            first_message: self.prompt.first_message,
+            salts: self.prompt.salts,
+            collapse_runs: self.collapse_runs,
+        }
+    }
+
+    /// Positions so far, the head's included.
+    pub fn len(&self) -> u32 {
+        self.next_index()
+    }
+
+    /// Whether nothing has been added (and nothing precedes).
+    pub fn is_empty(&self) -> bool {
+        self.next_index() == 0
+    }
+
+    fn next_index(&self) -> u32 {
+        self.offset + self.prompt.positions.len() as u32
     }
 
     /// Adds `tools[index]`.
@@ -113,7 +207,7 @@ impl PromptBuilder {
     /// The finished prompt.
     pub fn finish(mut self) -> Prompt {
         self.close_run();
-        let end = self.prompt.positions.len() as u32;
+        let end = self.next_index();
         if self.stage < Stage::System {
             self.prompt.first_after_tools = end;
         }
@@ -128,7 +222,7 @@ impl PromptBuilder {
             return;
         }
         let salts = self.prompt.salts;
-        let here = self.prompt.positions.len() as u32;
+        let here = self.next_index();
         if self.stage < Stage::System {
             self.hash = chain(self.hash, salts.key(SaltLevel::System), TAG_SALT);
             self.prompt.first_after_tools = here;
@@ -154,7 +248,7 @@ impl PromptBuilder {
     fn push(&mut self, key: u128, tokens: u64, slot: Slot, marker: Option<Ttl>) {
         self.hash = chain(self.hash, key, TAG_POSITION);
         self.tokens += tokens;
-        let position = self.prompt.positions.len() as u32;
+        let position = self.next_index();
         self.prompt.positions.push(Position { hash: self.hash, tokens_end: self.tokens, slot });
         if let Some(ttl) = marker {
             self.prompt.breakpoints.push(Breakpoint { position, ttl });

@@ -18,10 +18,13 @@ pub use block::{
     BlockContext, BlockInfo, BlockKind, BlockProblem, DECLARED_TOKENS_KEY, InspectConfig, canonical,
     inspect_raw, inspect_text, raw_memo_key, text_memo_key, without_own_marker,
 };
-pub use builder::PromptBuilder;
+pub use builder::{Checkpoint, PromptBuilder};
 pub use hash::{BuildPassThrough, PassThrough, chain, content_hash, namespaced_hash, salt_hash};
 pub use memo::{BlockMemo, MEMO_LIMIT};
-pub use render::{PromptConfig, Renderer};
+pub use render::{
+    MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, tool_prompt_tokens, tool_prompt_tokens_for,
+    validate_breakpoints,
+};
 
 /// What "the same bytes" means when comparing blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -258,9 +261,21 @@ pub struct Prompt {
 }
 
 impl Prompt {
+    /// The prompt as the cache reads it.
+    pub fn as_ref(&self) -> PromptRef<'_> {
+        PromptRef {
+            head: &self.positions,
+            tail: &[],
+            breakpoints: &self.breakpoints,
+            salts: self.salts,
+            first_after_tools: self.first_after_tools,
+            first_message: self.first_message,
+        }
+    }
+
     /// Total input tokens.
     pub fn total_tokens(&self) -> u64 {
-        self.positions.last().map_or(0, |p| p.tokens_end)
+        self.as_ref().total_tokens()
     }
 
     /// `T[position]`.
@@ -271,6 +286,67 @@ impl Prompt {
     /// The JSON path of a position.
     pub fn path(&self, position: u32) -> String {
         self.positions[position as usize].slot.path()
+    }
+}
+
+/// A prompt as the cache reads it: positions shared with other requests (`head`, such as a
+/// conversation's history that a fork inherits) followed by the request's own (`tail`). Reading
+/// through a reference, instead of copying the shared positions into every request, keeps a
+/// request's cost proportional to what is new in it.
+#[derive(Clone, Copy, Debug)]
+pub struct PromptRef<'a> {
+    /// The shared positions.
+    pub head: &'a [Position],
+    /// This request's own positions, continuing the head's hash chain and numbering.
+    pub tail: &'a [Position],
+    /// Breakpoints in cache order, indices over head and tail together.
+    pub breakpoints: &'a [Breakpoint],
+    /// The salts.
+    pub salts: Salts,
+    /// Index of the first position after the tools.
+    pub first_after_tools: u32,
+    /// Index of the first message position.
+    pub first_message: u32,
+}
+
+impl<'a> PromptRef<'a> {
+    /// Number of positions.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// Whether there are no positions.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Position `index`.
+    pub fn position(&self, index: u32) -> &'a Position {
+        let index = index as usize;
+        match index.checked_sub(self.head.len()) {
+            None => &self.head[index],
+            Some(own) => &self.tail[own],
+        }
+    }
+
+    /// The last position.
+    pub fn last(&self) -> Option<&'a Position> {
+        self.tail.last().or(self.head.last())
+    }
+
+    /// Total input tokens.
+    pub fn total_tokens(&self) -> u64 {
+        self.last().map_or(0, |p| p.tokens_end)
+    }
+
+    /// `T[position]`.
+    pub fn tokens_at(&self, position: u32) -> u64 {
+        self.position(position).tokens_end
+    }
+
+    /// The JSON path of a position.
+    pub fn path(&self, position: u32) -> String {
+        self.position(position).slot.path()
     }
 
     /// The first request parameter whose salt joins right before `position` and differs from

@@ -13,7 +13,7 @@ use super::memo::BlockMemo;
 use super::{IdentityMode, Prompt, PromptBuilder, Salts, Slot, Ttl};
 use crate::billing::ModelPrice;
 use crate::tokenize::Tokenizer;
-use crate::wire::{ApiError, ContentView, RequestView, Role};
+use crate::wire::{ApiError, ContentView, RequestView, Role, Thinking, ToolChoice};
 
 /// The documented maximum of breakpoints per request.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -96,6 +96,22 @@ impl Renderer {
         });
         self.items = items;
         prompt
+    }
+
+    /// The facts of one raw block (memoized), for callers that assemble prompts themselves.
+    /// `path` names the block in an error (`messages.3.content.1`).
+    pub fn block_info(
+        &mut self,
+        raw: &RawValue,
+        context: BlockContext,
+        path: &str,
+    ) -> Result<BlockInfo, ApiError> {
+        let level = match context {
+            BlockContext::Tool => "tools",
+            BlockContext::System => "system",
+            BlockContext::Message => "messages",
+        };
+        self.raw_info(raw, context, || path.to_string(), level)
     }
 
     fn collect(&mut self, request: &RequestView, items: &mut Vec<Item>) -> Result<(), ApiError> {
@@ -245,27 +261,29 @@ fn automatic_ttl(raw: &RawValue) -> Result<Option<Ttl>, ApiError> {
 
 /// At most 4 breakpoints, and no 1h breakpoint after a 5m one.
 fn validate_markers(items: &[Item]) -> Result<(), ApiError> {
-    let marked: Vec<&Item> = items.iter().filter(|item| item.info.marker.is_some()).collect();
+    let marked = items.iter().filter_map(|item| item.info.marker.map(|ttl| (item.slot, ttl)));
+    validate_breakpoints(marked)
+}
+
+/// The API's two rules on breakpoints, over `(slot, ttl)` in cache order.
+pub fn validate_breakpoints(marked: impl Iterator<Item = (Slot, Ttl)>) -> Result<(), ApiError> {
+    let marked: Vec<(Slot, Ttl)> = marked.collect();
     if marked.len() > MAX_BREAKPOINTS {
         return Err(ApiError::invalid(format!(
             "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {}.",
             marked.len()
         )));
     }
-    let mut seen_short = false;
-    for item in marked {
-        match item.info.marker {
-            Some(Ttl::FiveMinutes) => seen_short = true,
-            Some(Ttl::OneHour) if seen_short => {
-                return Err(ApiError::invalid(format!(
-                    "{}.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block. Note that blocks are processed in the following order: `tools`, `system`, `messages`.",
-                    api_path(item.slot)
-                )));
-            }
-            _ => {}
-        }
+    let first_short = marked.iter().position(|(_, ttl)| *ttl == Ttl::FiveMinutes);
+    let long_after_short =
+        first_short.and_then(|short| marked[short..].iter().find(|(_, ttl)| *ttl == Ttl::OneHour));
+    match long_after_short {
+        Some((slot, _)) => Err(ApiError::invalid(format!(
+            "{}.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block. Note that blocks are processed in the following order: `tools`, `system`, `messages`.",
+            api_path(*slot)
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn build(
@@ -302,41 +320,78 @@ fn build(
 
 /// The hidden tool-use prompt's size for this request's `tool_choice`.
 pub fn tool_prompt_tokens(request: &RequestView, model: &ModelPrice) -> u64 {
+    tool_prompt_tokens_for(request.tool_choice.as_ref(), model)
+}
+
+/// The hidden tool-use prompt's size for a `tool_choice` (0 where the table has no number).
+pub fn tool_prompt_tokens_for(tool_choice: Option<&ToolChoice>, model: &ModelPrice) -> u64 {
     let Some(sizes) = model.tool_prompt_tokens else { return 0 };
-    match request.tool_choice.as_ref().map(|choice| choice.kind.as_str()) {
+    match tool_choice.map(|choice| choice.kind.as_str()) {
         Some("any") | Some("tool") => sizes.any,
         _ => sizes.auto,
     }
 }
 
 fn salts(request: &RequestView, model: &ModelPrice, items: &[Item], config_ahead: bool) -> Salts {
-    let thinking = match &request.thinking {
-        None => "disabled".to_string(),
-        Some(t) if t.kind == "enabled" => format!("enabled:{}", t.budget_tokens.unwrap_or(0)),
-        Some(t) => t.kind.clone(),
-    };
-    let effort = request
-        .output_config
-        .as_ref()
-        .and_then(|config| config.effort.as_deref())
-        .unwrap_or(&model.effort_default);
-    let tool_choice = match &request.tool_choice {
-        None => "auto".to_string(),
-        Some(choice) if choice.kind == "tool" => format!("tool:{}", choice.name.as_deref().unwrap_or("")),
-        Some(choice) => choice.kind.clone(),
-    };
-    let disable_parallel =
-        request.tool_choice.as_ref().and_then(|c| c.disable_parallel_tool_use).unwrap_or(false);
-    let flag = |on: bool| salt_hash(if on { "on" } else { "off" });
-    Salts {
-        thinking: salt_hash(&thinking),
-        effort: salt_hash(effort),
-        tool_choice: salt_hash(&tool_choice),
-        disable_parallel_tool_use: flag(disable_parallel),
-        images: flag(items.iter().any(|item| item.info.has_image)),
-        web_search: flag(items.iter().any(|item| item.info.web_search_tool)),
-        citations: flag(items.iter().any(|item| item.info.has_citations)),
-        speed: salt_hash(request.speed.as_deref().unwrap_or("standard")),
+    SaltInputs {
+        thinking: request.thinking.as_ref(),
+        effort: request.output_config.as_ref().and_then(|config| config.effort.as_deref()),
+        tool_choice: request.tool_choice.as_ref(),
+        speed: request.speed.as_deref(),
+        images: items.iter().any(|item| item.info.has_image),
+        web_search: items.iter().any(|item| item.info.web_search_tool),
+        citations: items.iter().any(|item| item.info.has_citations),
         config_ahead,
+    }
+    .salts(model)
+}
+
+/// The request facts salts are made of.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SaltInputs<'a> {
+    /// `thinking`.
+    pub thinking: Option<&'a Thinking>,
+    /// `output_config.effort`.
+    pub effort: Option<&'a str>,
+    /// `tool_choice`.
+    pub tool_choice: Option<&'a ToolChoice>,
+    /// `speed`.
+    pub speed: Option<&'a str>,
+    /// Any image block present.
+    pub images: bool,
+    /// A web-search tool present.
+    pub web_search: bool,
+    /// Citations enabled on any block.
+    pub citations: bool,
+    /// [`PromptConfig::render_config_ahead`].
+    pub config_ahead: bool,
+}
+
+impl SaltInputs<'_> {
+    /// The salts, with defaults spelled out (an explicit default equals an omitted field).
+    pub fn salts(&self, model: &ModelPrice) -> Salts {
+        let thinking = match self.thinking {
+            None => "disabled".to_string(),
+            Some(t) if t.kind == "enabled" => format!("enabled:{}", t.budget_tokens.unwrap_or(0)),
+            Some(t) => t.kind.clone(),
+        };
+        let tool_choice = match self.tool_choice {
+            None => "auto".to_string(),
+            Some(choice) if choice.kind == "tool" => format!("tool:{}", choice.name.as_deref().unwrap_or("")),
+            Some(choice) => choice.kind.clone(),
+        };
+        let disable_parallel = self.tool_choice.and_then(|c| c.disable_parallel_tool_use).unwrap_or(false);
+        let flag = |on: bool| salt_hash(if on { "on" } else { "off" });
+        Salts {
+            thinking: salt_hash(&thinking),
+            effort: salt_hash(self.effort.unwrap_or(&model.effort_default)),
+            tool_choice: salt_hash(&tool_choice),
+            disable_parallel_tool_use: flag(disable_parallel),
+            images: flag(self.images),
+            web_search: flag(self.web_search),
+            citations: flag(self.citations),
+            speed: salt_hash(self.speed.unwrap_or("standard")),
+            config_ahead: self.config_ahead,
+        }
     }
 }
