@@ -85,19 +85,22 @@ pub(super) struct Inputs<'a> {
     pub prompt: PromptRef<'a>,
     /// Breakpoints long enough to be cached.
     pub valid: &'a [Breakpoint],
-    /// The position read from, if any.
-    pub hit: Option<u32>,
+    /// Where it read from, if anywhere.
+    pub hit: Option<super::Hit>,
     pub closest: Closest,
     pub start: SimTime,
 }
 
 impl Inputs<'_> {
     fn read_tokens(&self) -> u64 {
-        self.hit.map_or(0, |p| self.prompt.tokens_at(p))
+        self.hit.map_or(0, |h| h.tokens)
     }
 
+    /// The first position holding unread tokens (the hit's own, when it ended inside a run).
     fn first_unread(&self) -> u32 {
-        self.hit.map_or(0, |p| p + 1)
+        self.hit.map_or(0, |h| {
+            if self.prompt.tokens_at(h.position) > h.tokens { h.position } else { h.position + 1 }
+        })
     }
 }
 
@@ -144,21 +147,14 @@ fn unread_shared_prefix(inputs: &Inputs) -> Option<Miss> {
     let shared = inputs.closest.shared_to.map_or(0, |p| prompt.tokens_at(p));
     let diverges_at = inputs.closest.shared_to.map_or(0, |p| p + 1);
     let earlier: Option<&Summary> = inputs.closest.request.and_then(|r| inputs.history.summary(r));
-    let earlier_cached_to = earlier.and_then(|s| s.cached_to);
     let diverges = (diverges_at as usize) < prompt.len();
-    // The earlier request had cached at or past the block where this one diverges from it.
-    let lost_by_change = diverges && earlier_cached_to.is_some_and(|(position, _)| position >= diverges_at);
-    let lost_beyond = diverges && earlier_cached_to.is_some_and(|(position, _)| position > diverges_at);
-    if shared <= read && !lost_beyond {
-        return None;
+    let lost = earlier.filter(|_| diverges).and_then(|earlier| lost_entry(prompt, diverges_at, earlier));
+    if let Some((earlier, lost_tokens)) = lost {
+        let missed = lost_tokens.max(shared).saturating_sub(read);
+        return Some(changed_at(prompt, diverges_at, earlier, missed)).filter(|miss| miss.tokens_missed > 0);
     }
-    if lost_by_change {
-        let earlier = earlier.expect("cached_to came from a summary");
-        let (_, earlier_tokens) = earlier_cached_to.expect("checked above");
-        let reachable =
-            if lost_beyond { earlier_tokens.min(prompt.total_tokens()).max(shared) } else { shared };
-        return Some(changed_at(prompt, diverges_at, earlier, reachable.saturating_sub(read)))
-            .filter(|miss| miss.tokens_missed > 0);
+    if shared <= read {
+        return None;
     }
     let cause = match inputs.policy {
         Policy::Anthropic if prompt.breakpoints.is_empty() => MissCause::NoBreakpoint,
@@ -166,6 +162,22 @@ fn unread_shared_prefix(inputs: &Inputs) -> Option<Miss> {
         _ => MissCause::Cold,
     };
     Some(miss_at(prompt, cause, inputs.first_unread(), shared - read))
+}
+
+/// The tokens of the earlier request's entry that the change at `diverges_at` put out of reach,
+/// if it had cached there or beyond. A different block at the entry's own position is new
+/// content (the entry covered a block this request does not have): only the shared part before
+/// it is lost. A block beyond the divergence, or a rendered parameter that changed right before
+/// the entry's block, loses the whole entry.
+fn lost_entry<'s>(prompt: PromptRef, diverges_at: u32, earlier: &'s Summary) -> Option<(&'s Summary, u64)> {
+    let (cached_position, cached_tokens) = earlier.cached_to?;
+    if cached_position < diverges_at {
+        return None;
+    }
+    let config_changed = prompt.salt_difference_before(diverges_at, &earlier.salts).is_some();
+    let whole_entry = cached_position > diverges_at || config_changed;
+    let lost = if whole_entry { cached_tokens.min(prompt.total_tokens()) } else { 0 };
+    Some((earlier, lost))
 }
 
 fn changed_at(prompt: PromptRef, position: u32, earlier: &Summary, tokens_missed: u64) -> Miss {

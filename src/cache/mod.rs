@@ -131,8 +131,8 @@ pub struct Outcome {
     pub write_5m: u64,
     /// `input_tokens` (total − C).
     pub uncached: u64,
-    /// The position read from.
-    pub hit: Option<u32>,
+    /// Where it read from.
+    pub hit: Option<Hit>,
     /// Breakpoints dropped for being below the minimum length.
     pub breakpoints_dropped: u32,
     /// Modelled time to first token.
@@ -141,6 +141,24 @@ pub struct Outcome {
     pub visible_at: SimTime,
     /// Why it read less than it could have, if it did.
     pub miss: Option<Miss>,
+}
+
+/// Where a request read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// The position holding the read prefix's last block.
+    pub position: u32,
+    /// The entry's key.
+    pub key: u128,
+    /// `A`: the tokens read.
+    pub tokens: u64,
+}
+
+impl Hit {
+    /// A hit on a whole position.
+    fn at(index: u32, position: &crate::prompt::Position) -> Hit {
+        Hit { position: index, key: position.hash, tokens: position.tokens_end }
+    }
 }
 
 /// The prefix cache of a whole run (every workspace and model).
@@ -187,9 +205,9 @@ impl PrefixCache {
             Policy::Anthropic => self.find_in_windows(&lookup, &valid),
             Policy::LongestPrefix => self.find_longest(&lookup),
         };
-        let read = hit.map_or(0, |p| prompt.tokens_at(p));
-        let writes = self.planned_writes(&lookup, &valid, hit);
-        let (write_1h, write_5m, cached_to) = account(prompt, read, &writes);
+        let read = hit.map_or(0, |h| h.tokens);
+        let writes = self.planned_writes(&lookup, &valid, read);
+        let (write_1h, write_5m) = account(read, &writes);
         let uncached_for_latency = prompt.total_tokens() - read;
         let ttft_ms = self.config.latency.ttft_ms(uncached_for_latency);
         let visible_at = self.visible_at(&lookup, uncached_for_latency);
@@ -209,10 +227,15 @@ impl PrefixCache {
             })
         });
         self.apply(&lookup, hit, &writes, visible_at);
-        let summary =
-            Summary { salts: prompt.salts, cached_to: cached_to.or(hit).map(|p| (p, prompt.tokens_at(p))) };
+        let cached_to = writes.last().map(|w| (w.position, w.tokens)).or(hit.map(|h| (h.position, h.tokens)));
         self.requests += 1;
-        self.history.record(lookup.scope, prompt, self.requests, closest, summary);
+        self.history.record(
+            lookup.scope,
+            prompt,
+            self.requests,
+            closest,
+            Summary { salts: prompt.salts, cached_to },
+        );
         Outcome {
             read,
             write_1h,
@@ -228,47 +251,52 @@ impl PrefixCache {
 
     /// Breakpoints long enough to cache (the `longest-prefix` policy has no minimum).
     fn valid_breakpoints(&self, lookup: &Lookup) -> Vec<Breakpoint> {
-        let long_enough = |bp: &&Breakpoint| {
-            self.config.policy == Policy::LongestPrefix
-                || lookup.prompt.tokens_at(bp.position) >= lookup.min_tokens
-        };
+        let long_enough =
+            |bp: &&Breakpoint| self.config.policy == Policy::LongestPrefix || bp.tokens >= lookup.min_tokens;
         lookup.prompt.breakpoints.iter().filter(long_enough).copied().collect()
     }
 
-    fn readable(&self, lookup: &Lookup, position: usize) -> bool {
-        let key = EntryKey { scope: lookup.scope, prefix: lookup.prompt.position(position as u32).hash };
+    fn readable(&self, lookup: &Lookup, prefix: u128) -> bool {
+        let key = EntryKey { scope: lookup.scope, prefix };
         self.store.peek(&key).is_some_and(|entry| entry.readable_at(lookup.start))
     }
 
-    /// Last breakpoint first, each checking itself and the 19 positions before it; the first hit
-    /// is the longest.
-    fn find_in_windows(&self, lookup: &Lookup, valid: &[Breakpoint]) -> Option<u32> {
+    /// Last breakpoint first, each checking its own prefix and then the 19 positions before its
+    /// own; the first hit is the longest.
+    fn find_in_windows(&self, lookup: &Lookup, valid: &[Breakpoint]) -> Option<Hit> {
         let window = self.config.lookback_positions.max(1);
+        let prompt = lookup.prompt;
         valid.iter().rev().find_map(|bp| {
+            if self.readable(lookup, bp.key) {
+                return Some(Hit { position: bp.position, key: bp.key, tokens: bp.tokens });
+            }
             let lowest = bp.position.saturating_sub(window - 1);
-            (lowest..=bp.position).rev().find(|&p| self.readable(lookup, p as usize))
+            (lowest..bp.position)
+                .rev()
+                .map(|p| Hit::at(p, prompt.position(p)))
+                .find(|h| self.readable(lookup, h.key))
         })
     }
 
-    fn find_longest(&self, lookup: &Lookup) -> Option<u32> {
-        (0..lookup.prompt.len() as u32).rev().find(|&p| self.readable(lookup, p as usize))
+    fn find_longest(&self, lookup: &Lookup) -> Option<Hit> {
+        let prompt = lookup.prompt;
+        (0..prompt.len() as u32)
+            .rev()
+            .map(|p| Hit::at(p, prompt.position(p)))
+            .find(|h| self.readable(lookup, h.key))
     }
 
-    /// The entries this request will write: `(position, ttl)` beyond the hit.
-    fn planned_writes(&self, lookup: &Lookup, valid: &[Breakpoint], hit: Option<u32>) -> Vec<Breakpoint> {
-        let beyond = |position: u32| hit.is_none_or(|h| position > h);
+    /// The entries this request writes: those whose `T` is beyond what it read.
+    fn planned_writes(&self, lookup: &Lookup, valid: &[Breakpoint], read: u64) -> Vec<Breakpoint> {
         match self.config.policy {
-            Policy::Anthropic => valid.iter().filter(|bp| beyond(bp.position)).copied().collect(),
+            Policy::Anthropic => valid.iter().filter(|bp| bp.tokens > read).copied().collect(),
             Policy::LongestPrefix => {
-                let ttl = lookup
-                    .prompt
-                    .breakpoints
-                    .iter()
-                    .map(|bp| bp.ttl)
-                    .max()
-                    .unwrap_or(self.config.default_ttl);
-                let first = hit.map_or(0, |h| h + 1);
-                (first..lookup.prompt.len() as u32).map(|position| Breakpoint { position, ttl }).collect()
+                let prompt = lookup.prompt;
+                let ttl = prompt.breakpoints.iter().map(|bp| bp.ttl).max().unwrap_or(self.config.default_ttl);
+                (0..prompt.len() as u32)
+                    .map(|index| Breakpoint::at(index, prompt.position(index), ttl))
+                    .filter(|bp| bp.tokens > read)
+                    .collect()
             }
         }
     }
@@ -287,24 +315,22 @@ impl PrefixCache {
         }
     }
 
-    fn apply(&mut self, lookup: &Lookup, hit: Option<u32>, writes: &[Breakpoint], visible_at: SimTime) {
-        let key =
-            |position: u32| EntryKey { scope: lookup.scope, prefix: lookup.prompt.position(position).hash };
-        if let Some(position) = hit {
-            self.store.refresh(key(position), lookup.start);
+    fn apply(&mut self, lookup: &Lookup, hit: Option<Hit>, writes: &[Breakpoint], visible_at: SimTime) {
+        let key = |prefix: u128| EntryKey { scope: lookup.scope, prefix };
+        if let Some(hit) = hit {
+            self.store.refresh(key(hit.key), lookup.start);
         }
         for write in writes {
-            let tokens = lookup.prompt.tokens_at(write.position);
-            self.store.write(key(write.position), tokens, write.ttl, lookup.start, visible_at);
+            self.store.write(key(write.key), write.tokens, write.ttl, lookup.start, visible_at);
         }
     }
 }
 
 /// The API's arithmetic: `B` = largest `T` over 1h writes (else A), `C` = `T` at the last write
-/// (else A); 1h writes are `B − A`, 5m writes `C − B`. Also returns the last written position.
-fn account(prompt: PromptRef, read: u64, writes: &[Breakpoint]) -> (u64, u64, Option<u32>) {
-    let tokens = |bp: &Breakpoint| prompt.tokens_at(bp.position);
-    let b = writes.iter().filter(|bp| bp.ttl == Ttl::OneHour).map(tokens).max().unwrap_or(read).max(read);
-    let c = writes.last().map(tokens).unwrap_or(read).max(b);
-    (b - read, c - b, writes.last().map(|bp| bp.position))
+/// (else A); 1h writes are `B − A`, 5m writes `C − B`.
+fn account(read: u64, writes: &[Breakpoint]) -> (u64, u64) {
+    let b =
+        writes.iter().filter(|bp| bp.ttl == Ttl::OneHour).map(|bp| bp.tokens).max().unwrap_or(read).max(read);
+    let c = writes.last().map_or(read, |bp| bp.tokens).max(b);
+    (b - read, c - b)
 }

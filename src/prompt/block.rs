@@ -313,6 +313,8 @@ fn write_protocol_object(object: &Map<String, Value>, sort: bool, out: &mut Vec<
     if sort {
         members.sort_by(|a, b| a.0.cmp(b.0));
     }
+    // A tool result's string content is one text block, as a message's is.
+    let result_text = object.get("type").and_then(Value::as_str) == Some("tool_result");
     out.push(b'{');
     for (index, (key, value)) in members.into_iter().enumerate() {
         if index > 0 {
@@ -320,13 +322,19 @@ fn write_protocol_object(object: &Map<String, Value>, sort: bool, out: &mut Vec<
         }
         write_string(key, out);
         out.push(b':');
-        if USER_JSON_KEYS.contains(&key.as_str()) {
-            write_user_value(value, out);
-        } else {
-            write_protocol_value(value, sort, out);
+        match value {
+            _ if USER_JSON_KEYS.contains(&key.as_str()) => write_user_value(value, out),
+            Value::String(text) if result_text && key == "content" => write_text_block_list(text, sort, out),
+            _ => write_protocol_value(value, sort, out),
         }
     }
     out.push(b'}');
+}
+
+fn write_text_block_list(text: &str, sort: bool, out: &mut Vec<u8>) {
+    out.extend_from_slice(if sort { b"[{\"text\":" } else { b"[{\"type\":\"text\",\"text\":" });
+    write_string(text, out);
+    out.extend_from_slice(if sort { b",\"type\":\"text\"}]" } else { b"}]" });
 }
 
 fn write_protocol_value(value: &Value, sort: bool, out: &mut Vec<u8>) {
@@ -481,6 +489,18 @@ mod tests {
         assert_eq!(text.tokens, 7);
         let wire = inspect_text("hi", BlockContext::Message, &config(IdentityMode::Wire)).unwrap();
         assert_ne!(wire.key, key(r#"{"type":"text","text":"hi"}"#, IdentityMode::Wire));
+    }
+
+    #[test]
+    fn tool_result_string_content_equals_one_text_block_semantically() {
+        let string = r#"{"type":"tool_result","tool_use_id":"t","content":"ok"}"#;
+        let blocks = r#"{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"ok"}]}"#;
+        assert_eq!(key(string, IdentityMode::Semantic), key(blocks, IdentityMode::Semantic));
+        assert_ne!(key(string, IdentityMode::Wire), key(blocks, IdentityMode::Wire));
+        // Both count as the expanded form: 80 bytes → 20 tokens.
+        let tokens = |json| inspect(json, BlockContext::Message, IdentityMode::Wire).unwrap().tokens;
+        assert_eq!(blocks.len(), 80);
+        assert_eq!((tokens(string), tokens(blocks)), (20, 20));
     }
 
     #[test]

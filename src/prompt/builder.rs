@@ -8,13 +8,13 @@ use super::{BlockInfo, BlockKind, Breakpoint, Position, Prompt, SaltLevel, Salts
 use crate::wire::Role;
 
 // Tags keep the different things that are chained from ever colliding.
-const TAG_POSITION: u8 = 1;
+const TAG_BLOCK: u8 = 1;
 const TAG_SALT: u8 = 2;
-const TAG_BLOCK: u8 = 3;
-const TAG_RUN: u8 = 4;
+const TAG_KEY: u8 = 3;
 
 const SEED_TOOL: u128 = 0x746f_6f6c;
 const SEED_TOOL_PROMPT: u128 = 0x0074_6f6f_6c5f_7072_6f6d_7074;
+const SEED_TOOL_CHOICE_PROMPT: u128 = 0x0063_686f_6963_655f_7072_6f6d_7074;
 const SEED_SYSTEM: u128 = 0x7379_7374_656d;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -24,17 +24,20 @@ enum Stage {
     Messages,
 }
 
-/// A `tool_use` or `tool_result` run still open to more blocks.
+/// A `tool_use` or `tool_result` run still open to more blocks. The hash chain advances block
+/// by block either way; a run only decides how many positions the lookback walk counts.
 struct OpenRun {
     kind: BlockKind,
     message: u32,
     first_block: u32,
     blocks: u32,
-    key: u128,
-    tokens: u64,
 }
 
 /// Incremental [`Prompt`] construction.
+///
+/// The hash chain advances once per block, so a prefix's identity depends on its blocks alone —
+/// never on where the markers sit or how blocks are grouped into positions. A breakpoint records
+/// the hash and `T` right after its own block, even inside a run.
 ///
 /// The finished prompt of a builder made with [`PromptBuilder::new`] holds every position; one
 /// made with [`PromptBuilder::resume`] holds only its own.
@@ -47,6 +50,8 @@ pub struct PromptBuilder {
     collapse_runs: bool,
     // Positions before this builder's own (a resumed builder numbers after its head).
     offset: u32,
+    // Hidden-prompt tokens that depend on tool_choice, rendered where messages begin.
+    tool_choice_prompt: u64,
 }
 
 /// Where a builder stood after some blocks: enough to continue the same hash chain in another
@@ -61,6 +66,7 @@ pub struct Checkpoint {
     first_message: u32,
     salts: Salts,
     collapse_runs: bool,
+    tool_choice_prompt: u64,
 }
 
 impl Checkpoint {
@@ -98,6 +104,7 @@ impl PromptBuilder {
             run: None,
             collapse_runs,
             offset: 0,
+            tool_choice_prompt: 0,
         }
     }
 
@@ -119,6 +126,7 @@ impl PromptBuilder {
             run: None,
             collapse_runs: from.collapse_runs,
             offset: from.len,
+            tool_choice_prompt: from.tool_choice_prompt,
         }
     }
 
@@ -135,6 +143,7 @@ impl PromptBuilder {
             first_message: self.prompt.first_message,
             salts: self.prompt.salts,
             collapse_runs: self.collapse_runs,
+            tool_choice_prompt: self.tool_choice_prompt,
         }
     }
 
@@ -154,53 +163,47 @@ impl PromptBuilder {
 
     /// Adds `tools[index]`.
     pub fn tool(&mut self, index: u32, info: &BlockInfo) {
-        self.push(chain(SEED_TOOL, info.key, TAG_BLOCK), info.tokens, Slot::Tool(index), info.marker);
+        self.advance(chain(SEED_TOOL, info.key, TAG_KEY), info.tokens);
+        self.mark(info.marker, self.next_index());
+        self.push(Slot::Tool(index));
     }
 
-    /// Adds the hidden tool-use prompt (after the last tool).
-    pub fn tool_prompt(&mut self, tokens: u64) {
-        self.push(SEED_TOOL_PROMPT, tokens, Slot::ToolPrompt, None);
+    /// Adds the hidden tool-use system prompt the API renders when `tools` is non-empty:
+    /// `tokens` right after the tools (its size under `tool_choice` auto/none), and `extra` where
+    /// the messages begin (what `any`/`tool` add), since a `tool_choice` change leaves the tools
+    /// and system cached and invalidates only the messages.
+    pub fn tool_prompt(&mut self, tokens: u64, extra: u64) {
+        if tokens > 0 {
+            self.advance(SEED_TOOL_PROMPT, tokens);
+            self.push(Slot::ToolPrompt);
+        }
+        self.tool_choice_prompt = extra;
     }
 
     /// Adds `system[index]`.
     pub fn system(&mut self, index: u32, info: &BlockInfo) {
         self.enter(Stage::System);
-        self.push(chain(SEED_SYSTEM, info.key, TAG_BLOCK), info.tokens, Slot::System(index), info.marker);
+        self.advance(chain(SEED_SYSTEM, info.key, TAG_KEY), info.tokens);
+        self.mark(info.marker, self.next_index());
+        self.push(Slot::System(index));
     }
 
     /// Adds `messages[message].content[block]`; `opens` says it is the message's first block.
     pub fn message_block(&mut self, message: u32, block: u32, role: Role, opens: bool, info: &BlockInfo) {
         self.enter(Stage::Messages);
         let runs = self.collapse_runs && matches!(info.kind, BlockKind::ToolUse | BlockKind::ToolResult);
-        if !runs {
+        let continues =
+            runs && self.run.as_ref().is_some_and(|run| run.kind == info.kind && run.message == message);
+        if !continues {
             self.close_run();
-            let key = chain(message_seed(role, opens), info.key, TAG_BLOCK);
-            let slot = Slot::Message { message, block, run: 1 };
-            self.push(key, info.tokens, slot, info.marker);
-            return;
         }
+        self.advance(chain(message_seed(role, opens), info.key, TAG_KEY), info.tokens);
+        // A run's position is pushed when it closes, at the index it will have then.
+        self.mark(info.marker, self.next_index());
         match &mut self.run {
-            Some(run) if run.kind == info.kind && run.message == message => {
-                run.key = chain(run.key, info.key, TAG_RUN);
-                run.tokens += info.tokens;
-                run.blocks += 1;
-            }
-            _ => {
-                self.close_run();
-                let key = chain(message_seed(role, opens), info.key, TAG_RUN);
-                self.run = Some(OpenRun {
-                    kind: info.kind,
-                    message,
-                    first_block: block,
-                    blocks: 1,
-                    key,
-                    tokens: info.tokens,
-                });
-            }
-        }
-        // A marked block ends its run: the entry it writes covers exactly the prefix through it.
-        if let Some(ttl) = info.marker {
-            self.close_run_with(Some(ttl));
+            Some(run) if continues => run.blocks += 1,
+            _ if runs => self.run = Some(OpenRun { kind: info.kind, message, first_block: block, blocks: 1 }),
+            _ => self.push(Slot::Message { message, block, run: 1 }),
         }
     }
 
@@ -232,27 +235,35 @@ impl PromptBuilder {
             self.prompt.first_message = here;
         }
         self.stage = stage;
+        if stage == Stage::Messages && self.tool_choice_prompt > 0 {
+            let tokens = std::mem::take(&mut self.tool_choice_prompt);
+            self.advance(SEED_TOOL_CHOICE_PROMPT, tokens);
+            self.push(Slot::ToolChoicePrompt);
+        }
     }
 
     fn close_run(&mut self) {
-        self.close_run_with(None);
-    }
-
-    fn close_run_with(&mut self, marker: Option<Ttl>) {
         if let Some(run) = self.run.take() {
-            let slot = Slot::Message { message: run.message, block: run.first_block, run: run.blocks };
-            self.push(run.key, run.tokens, slot, marker);
+            self.push(Slot::Message { message: run.message, block: run.first_block, run: run.blocks });
         }
     }
 
-    fn push(&mut self, key: u128, tokens: u64, slot: Slot, marker: Option<Ttl>) {
-        self.hash = chain(self.hash, key, TAG_POSITION);
+    /// One more block in the chain.
+    fn advance(&mut self, key: u128, tokens: u64) {
+        self.hash = chain(self.hash, key, TAG_BLOCK);
         self.tokens += tokens;
-        let position = self.next_index();
-        self.prompt.positions.push(Position { hash: self.hash, tokens_end: self.tokens, slot });
+    }
+
+    /// A breakpoint right after the block just added, in the position numbered `position`.
+    fn mark(&mut self, marker: Option<Ttl>, position: u32) {
         if let Some(ttl) = marker {
-            self.prompt.breakpoints.push(Breakpoint { position, ttl });
+            self.prompt.breakpoints.push(Breakpoint { position, ttl, key: self.hash, tokens: self.tokens });
         }
+    }
+
+    /// A position ending at the block just added.
+    fn push(&mut self, slot: Slot) {
+        self.prompt.positions.push(Position { hash: self.hash, tokens_end: self.tokens, slot });
     }
 }
 

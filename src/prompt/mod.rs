@@ -22,7 +22,7 @@ pub use builder::{Checkpoint, PromptBuilder};
 pub use hash::{BuildPassThrough, PassThrough, chain, content_hash, namespaced_hash, salt_hash};
 pub use memo::{BlockMemo, MEMO_LIMIT};
 pub use render::{
-    MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, tool_prompt_tokens, tool_prompt_tokens_for,
+    MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolPromptSize, tool_prompt_size,
     validate_breakpoints,
 };
 
@@ -110,6 +110,9 @@ pub enum Slot {
     Tool(u32),
     /// The hidden tool-use system prompt the API adds after the tools.
     ToolPrompt,
+    /// The part of the hidden tool-use prompt that `tool_choice` `any`/`tool` adds, rendered
+    /// where the messages begin.
+    ToolChoicePrompt,
     /// `system[i]` (index as sent, ignored blocks included).
     System(u32),
     /// `messages[message].content[block]`, and `run` blocks from there on.
@@ -128,6 +131,7 @@ impl Slot {
     pub fn dimension(self) -> Dimension {
         match self {
             Slot::Tool(_) | Slot::ToolPrompt => Dimension::Tools,
+            Slot::ToolChoicePrompt => Dimension::Config,
             Slot::System(_) => Dimension::System,
             Slot::Message { .. } => Dimension::Messages,
         }
@@ -138,6 +142,7 @@ impl Slot {
         match self {
             Slot::Tool(index) => format!("tools[{index}]"),
             Slot::ToolPrompt => "tools (hidden tool-use prompt)".to_string(),
+            Slot::ToolChoicePrompt => "tool_choice (hidden tool-use prompt)".to_string(),
             Slot::System(index) => format!("system[{index}]"),
             Slot::Message { message, block, run } if run > 1 => {
                 format!("messages[{message}].content[{block}..{}]", block + run)
@@ -162,10 +167,22 @@ pub struct Position {
 /// A cache breakpoint: a marked block, or the automatic one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Breakpoint {
-    /// Index into [`Prompt::positions`].
+    /// The position holding the marked block (the first of the 20 its lookback checks).
     pub position: u32,
     /// The entry's lifetime.
     pub ttl: Ttl,
+    /// The hash of the prefix through the marked block: the entry's key. Equal to the
+    /// position's hash unless the block sits inside a `tool_use`/`tool_result` run.
+    pub key: u128,
+    /// `T` through the marked block.
+    pub tokens: u64,
+}
+
+impl Breakpoint {
+    /// A breakpoint on the last block of `position` (numbered `index`).
+    pub fn at(index: u32, position: &Position, ttl: Ttl) -> Breakpoint {
+        Breakpoint { position: index, ttl, key: position.hash, tokens: position.tokens_end }
+    }
 }
 
 /// Request parameters rendered into the prompt, each as a short hash of its canonical value

@@ -210,7 +210,7 @@ fn problem_error(problem: &BlockProblem, path: &str, level: &str) -> ApiError {
 fn api_path(slot: Slot) -> String {
     match slot {
         Slot::Tool(index) => format!("tools.{index}"),
-        Slot::ToolPrompt => "tools".to_string(),
+        Slot::ToolPrompt | Slot::ToolChoicePrompt => "tools".to_string(),
         Slot::System(index) => format!("system.{index}"),
         Slot::Message { message, block, .. } => format!("messages.{message}.content.{block}"),
     }
@@ -301,10 +301,8 @@ fn build(
         }
     }
     if tool_count > 0 {
-        let tokens = tool_prompt_tokens(request, model);
-        if tokens > 0 {
-            builder.tool_prompt(tokens);
-        }
+        let size = tool_prompt_size(request.tool_choice.as_ref(), model);
+        builder.tool_prompt(size.auto, size.extra);
     }
     for item in &items[tool_count..] {
         match item.slot {
@@ -312,24 +310,27 @@ fn build(
             Slot::Message { message, block, .. } => {
                 builder.message_block(message, block, item.role, item.opens, &item.info)
             }
-            Slot::Tool(_) | Slot::ToolPrompt => unreachable!("tools come first"),
+            Slot::Tool(_) | Slot::ToolPrompt | Slot::ToolChoicePrompt => unreachable!("tools come first"),
         }
     }
     builder.finish()
 }
 
-/// The hidden tool-use prompt's size for this request's `tool_choice`.
-pub fn tool_prompt_tokens(request: &RequestView, model: &ModelPrice) -> u64 {
-    tool_prompt_tokens_for(request.tool_choice.as_ref(), model)
+/// The hidden tool-use prompt's size, split where it is rendered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ToolPromptSize {
+    /// After the tools: the size with `tool_choice` auto/none.
+    pub auto: u64,
+    /// Where the messages begin: what `any`/`tool` add on top.
+    pub extra: u64,
 }
 
-/// The hidden tool-use prompt's size for a `tool_choice` (0 where the table has no number).
-pub fn tool_prompt_tokens_for(tool_choice: Option<&ToolChoice>, model: &ModelPrice) -> u64 {
-    let Some(sizes) = model.tool_prompt_tokens else { return 0 };
-    match tool_choice.map(|choice| choice.kind.as_str()) {
-        Some("any") | Some("tool") => sizes.any,
-        _ => sizes.auto,
-    }
+/// The hidden tool-use prompt's size for a `tool_choice`; zero where the table has no number.
+pub fn tool_prompt_size(tool_choice: Option<&ToolChoice>, model: &ModelPrice) -> ToolPromptSize {
+    let Some(sizes) = model.tool_prompt_tokens else { return ToolPromptSize::default() };
+    let forced = tool_choice.is_some_and(|choice| choice.kind == "any" || choice.kind == "tool");
+    let extra = if forced { sizes.any.saturating_sub(sizes.auto) } else { 0 };
+    ToolPromptSize { auto: sizes.auto, extra }
 }
 
 fn salts(request: &RequestView, model: &ModelPrice, items: &[Item], config_ahead: bool) -> Salts {

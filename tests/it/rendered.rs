@@ -11,7 +11,7 @@ use forkcache::clock::SimTime;
 use forkcache::endpoint::{Call, EndpointConfig, Exchange, MockEndpoint, RenderedRequest};
 use forkcache::prompt::{
     BlockContext, Breakpoint, Checkpoint, Position, PromptBuilder, PromptRef, SaltInputs, Salts, Ttl,
-    tool_prompt_tokens_for,
+    tool_prompt_size,
 };
 use forkcache::wire::{Role, Thinking};
 use serde_json::value::RawValue;
@@ -140,7 +140,8 @@ fn render_head(endpoint: &mut MockEndpoint, first_message: &[Message]) -> Render
             .unwrap();
         builder.tool(i as u32, &info);
     }
-    builder.tool_prompt(tool_prompt_tokens_for(None, &price));
+    let size = tool_prompt_size(None, &price);
+    builder.tool_prompt(size.auto, size.extra);
     let system_position = builder.len();
     let raw = RawValue::from_string(system_block().to_string()).unwrap();
     let info = endpoint.block_info(&raw, BlockContext::System, "system.0").unwrap();
@@ -158,16 +159,18 @@ fn render_head(endpoint: &mut MockEndpoint, first_message: &[Message]) -> Render
     }
 }
 
-fn marks(rendered: &Rendered, last: u32) -> [Breakpoint; 2] {
+fn marks(rendered: &Rendered, tail: &[Position]) -> [Breakpoint; 2] {
+    let system = rendered.system_position;
+    let last = rendered.positions.len() + tail.len() - 1;
+    let last_position = tail.last().unwrap_or_else(|| rendered.positions.last().unwrap());
     [
-        Breakpoint { position: rendered.system_position, ttl: Ttl::FiveMinutes },
-        Breakpoint { position: last, ttl: Ttl::FiveMinutes },
+        Breakpoint::at(system, &rendered.positions[system as usize], Ttl::FiveMinutes),
+        Breakpoint::at(last as u32, last_position, Ttl::FiveMinutes),
     ]
 }
 
 fn priced(endpoint: &mut MockEndpoint, rendered: &Rendered, tail: &[Position], at: u64) -> Exchange {
-    let last = (rendered.positions.len() + tail.len() - 1) as u32;
-    let breakpoints = marks(rendered, last);
+    let breakpoints = marks(rendered, tail);
     let prompt = PromptRef {
         head: &rendered.positions,
         tail,
