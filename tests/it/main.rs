@@ -1,8 +1,11 @@
 //! forkcache's integration tests: one binary, one module per feature.
 
+mod accounting;
+mod automatic;
 mod lookback;
 mod minimum;
 mod seed_example;
 mod support;
 mod ttl;
+mod validation;
 mod visibility;

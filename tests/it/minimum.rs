@@ -81,7 +81,8 @@ fn a_short_breakpoint_is_dropped_while_a_long_one_writes() {
     assert_eq!(record.breakpoints_dropped, 1);
 
     // With only the short breakpoint, the marker is simply ignored: all 6,500 uncached.
-    let short = Body::new("claude-haiku-4-5", vec![user(vec![text("document", 6_000)])]).with("system", system);
+    let short =
+        Body::new("claude-haiku-4-5", vec![user(vec![text("document", 6_000)])]).with("system", system);
     let mut session = Session::new();
     assert_eq!(U::of(&session.send(&short, 0)), u(0, 0, 0, 6_500));
     assert_eq!(U::of(&session.send(&short, 10_000)), u(0, 0, 0, 6_500));
