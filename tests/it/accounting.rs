@@ -8,7 +8,7 @@ use forkcache::endpoint::EndpointConfig;
 use forkcache::{BillingProfile, TokenEquivalents};
 use serde_json::{Value, json};
 
-use crate::support::{Body, Session, U, assistant, bp, bp_1h, text, u, user};
+use crate::support::{Body, Opts, Session, U, assistant, bp, bp_1h, text, u, user};
 
 /// Which blocks of the layout carry a marker, and with which TTL.
 #[derive(Clone, Copy)]
@@ -101,7 +101,8 @@ fn cost_is_the_price_table_times_the_usage() {
     let body = |edit| layout([M::Hour, M::Hour, M::Five], edit);
     let mut session = Session::new();
     session.send(&body(&[]), 0);
-    let record = session.call(&body(&["U1"]), 10_000, |call| call.reply.output_tokens = Some(100)).unwrap();
+    let record =
+        session.call(&body(&["U1"]), 10_000, Opts { output_tokens: 100, ..Opts::default() }).unwrap();
     assert_eq!(U::of(&record), u(2_000, 1_000, 1_000, 500));
     // 2,000 × 300 + 1,000 × 3,750 + 1,000 × 6,000 + 500 × 3,000 + 100 × 15,000
     // = 600,000 + 3,750,000 + 6,000,000 + 1,500,000 + 1,500,000 = 13,350,000.
@@ -114,7 +115,8 @@ fn cost_is_the_price_table_times_the_usage() {
     let mut session =
         Session::with_config(EndpointConfig { billing: BillingProfile::Seed, ..Default::default() });
     session.send(&body(&[]), 0);
-    let record = session.call(&body(&["U1"]), 10_000, |call| call.reply.output_tokens = Some(100)).unwrap();
+    let record =
+        session.call(&body(&["U1"]), 10_000, Opts { output_tokens: 100, ..Opts::default() }).unwrap();
     assert_eq!(record.cost.total_nanousd(), 9_600_000);
 }
 
@@ -149,8 +151,8 @@ fn cookbook_growing_conversation_reads_what_the_turn_before_wrote() {
     let records: Vec<_> = (0..4)
         .map(|turn| {
             let at_ms = turn as u64 * 60_000;
-            let output = Some(outputs[turn]);
-            session.call(&cookbook_turn(turn), at_ms, |call| call.reply.output_tokens = output).unwrap()
+            let opts = Opts { output_tokens: outputs[turn], ..Opts::default() };
+            session.call(&cookbook_turn(turn), at_ms, opts).unwrap()
         })
         .collect();
     let usages: Vec<U> = records.iter().map(U::of).collect();

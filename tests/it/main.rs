@@ -2,8 +2,12 @@
 
 mod accounting;
 mod automatic;
+mod identity;
 mod lookback;
 mod minimum;
+mod positions;
+mod salts;
+mod scope;
 mod seed_example;
 mod support;
 mod ttl;

@@ -151,30 +151,49 @@ impl Session {
 
     /// Sends `body` at `at_ms` with no API key and no output; the request must be accepted.
     pub fn send(&mut self, body: &Body, at_ms: u64) -> Record {
-        self.call(body, at_ms, |_| {}).unwrap_or_else(|err| panic!("request at {at_ms} ms rejected: {err}"))
+        self.call(body, at_ms, Opts::default())
+            .unwrap_or_else(|err| panic!("request at {at_ms} ms rejected: {err}"))
     }
 
-    /// Sends `body` at `at_ms` after `adjust` has changed the call (API key, first byte, reply).
-    pub fn call(
-        &mut self,
-        body: &Body,
-        at_ms: u64,
-        adjust: impl FnOnce(&mut Call),
-    ) -> Result<Record, ApiError> {
+    /// Sends `body` at `at_ms` with an API key, a known first byte or output tokens.
+    pub fn call(&mut self, body: &Body, at_ms: u64, opts: Opts) -> Result<Record, ApiError> {
         let bytes = body.bytes();
-        let mut call = Call::new(&bytes, SimTime(at_ms));
-        call.reply = Reply { output_tokens: Some(0), ..Reply::input_only() };
-        adjust(&mut call);
+        let call = Call {
+            body: &bytes,
+            api_key: opts.api_key,
+            at: SimTime(at_ms),
+            first_byte: opts.first_byte_ms.map(SimTime),
+            reply: Reply { output_tokens: Some(opts.output_tokens), ..Reply::input_only() },
+        };
         self.endpoint.handle(call).map(|exchange| exchange.record)
+    }
+
+    /// Sends raw bytes at `at_ms`; the request must be accepted.
+    pub fn send_bytes(&mut self, bytes: &[u8], at_ms: u64) -> Record {
+        let mut call = Call::new(bytes, SimTime(at_ms));
+        call.reply = Reply { output_tokens: Some(0), ..Reply::input_only() };
+        self.endpoint
+            .handle(call)
+            .map(|exchange| exchange.record)
+            .unwrap_or_else(|err| panic!("rejected: {err}"))
     }
 
     /// Sends `body` at `at_ms`; the request must be rejected.
     pub fn reject(&mut self, body: &Body, at_ms: u64) -> ApiError {
-        match self.call(body, at_ms, |_| {}) {
+        match self.call(body, at_ms, Opts::default()) {
             Ok(record) => panic!("expected a 400, got usage {:?}", U::of(&record)),
             Err(err) => err,
         }
     }
+}
+
+/// What a call carries besides its body and time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Opts<'k> {
+    pub api_key: Option<&'k str>,
+    /// When the response really began (a trace's `first_byte_ms`).
+    pub first_byte_ms: Option<u64>,
+    pub output_tokens: u64,
 }
 
 /// One request of a scripted sequence and what it must report.

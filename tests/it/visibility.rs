@@ -6,7 +6,7 @@ use forkcache::cache::MissCause::NotYetVisible;
 use forkcache::endpoint::EndpointConfig;
 use forkcache::{SimTime, Visibility};
 
-use crate::support::{Body, Session, U, bp, text, u};
+use crate::support::{Body, Opts, Session, U, bp, text, u};
 
 /// 10,000 tokens, one breakpoint: cold ttft = 400 + 10,000 × 0.02 = 600 ms.
 fn doc() -> Body {
@@ -55,7 +55,7 @@ fn ttft_counts_uncached_tokens_rounded_up_to_a_millisecond() {
 fn a_known_first_byte_decides_visibility_instead_of_the_model() {
     // The writer's response really began at 5,000 ms (the model says 600).
     let mut session = Session::new();
-    let first = session.call(&doc(), 0, |call| call.first_byte = Some(SimTime(5_000))).unwrap();
+    let first = session.call(&doc(), 0, Opts { first_byte_ms: Some(5_000), ..Opts::default() }).unwrap();
     assert_eq!(first.visible_at, SimTime(5_000));
     let early = session.send(&doc(), 4_999);
     assert_eq!((U::of(&early), early.miss.map(|m| m.cause)), (WRITE, Some(NotYetVisible)));
@@ -64,7 +64,7 @@ fn a_known_first_byte_decides_visibility_instead_of_the_model() {
 
     // And earlier than the model: began at 100 ms → readable at 100.
     let mut session = Session::new();
-    session.call(&doc(), 0, |call| call.first_byte = Some(SimTime(100))).unwrap();
+    session.call(&doc(), 0, Opts { first_byte_ms: Some(100), ..Opts::default() }).unwrap();
     assert_eq!(U::of(&session.send(&doc(), 100)), READ);
 }
 
@@ -82,7 +82,7 @@ fn start_and_complete_visibility() {
 
     // Complete: 600 ms to the first token, then 100 output tokens × 20 ms = 2,000 ms → 2,600.
     let mut session = Session::with_config(config(Visibility::Complete));
-    let first = session.call(&doc(), 0, |call| call.reply.output_tokens = Some(100)).unwrap();
+    let first = session.call(&doc(), 0, Opts { output_tokens: 100, ..Opts::default() }).unwrap();
     assert_eq!(first.visible_at, SimTime(2_600));
     assert_eq!(U::of(&session.send(&doc(), 2_599)), WRITE);
     assert_eq!(U::of(&session.send(&doc(), 2_600)), READ);
