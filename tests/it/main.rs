@@ -7,6 +7,8 @@ mod longest_prefix;
 mod lookback;
 mod minimum;
 mod positions;
+mod properties;
+mod reference;
 mod salts;
 mod scope;
 mod seed_example;
