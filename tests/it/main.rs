@@ -9,6 +9,7 @@ mod minimum;
 mod positions;
 mod properties;
 mod reference;
+mod replay_cli;
 mod salts;
 mod scope;
 mod seed_example;
