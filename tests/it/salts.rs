@@ -135,3 +135,84 @@ fn an_image_anywhere_invalidates_messages() {
     assert_eq!(U::of(&record), u(3_997, 3_500, 0, 0));
     assert_eq!(record.miss.map(|m| m.path), Some("images".to_string()));
 }
+
+/// Reference §6 G5/G6 conversations on Sonnet 4.5: `system` (G5) or the first user block (G6)
+/// holds the marked document; each turn appends the reply and a new question; the thinking
+/// budget is 4,000, 4,000, then 8,000. Sizes are chosen so the references' own numbers come out.
+fn thinking_turn(turn: usize, document_in_system: bool) -> Body {
+    // (reply, question) sizes per turn: G5 needs in = 44, 386, 811; G6 in = 17, 303, 747.
+    let sizes: [(u64, u64); 3] =
+        if document_in_system { [(0, 44), (300, 42), (400, 25)] } else { [(0, 17), (200, 86), (400, 44)] };
+    let mut messages = Vec::new();
+    for (k, &(reply, question)) in sizes.iter().enumerate().take(turn + 1) {
+        if k > 0 {
+            messages.push(assistant(vec![text(&format!("reply {k}"), reply)]));
+        }
+        messages.push(user(vec![text(&format!("question {k}"), question)]));
+    }
+    let budget = if turn == 2 { 8_000 } else { 4_000 };
+    let body = |messages| {
+        Body::new("claude-sonnet-4-5", messages)
+            .with("thinking", json!({"type": "enabled", "budget_tokens": budget}))
+    };
+    if document_in_system {
+        body(messages).with("system", json!([text("instruction", 15), bp(text("large text", 1_350))]))
+    } else {
+        // The document is the first block of the first user message.
+        let first = messages[0]["content"].as_array_mut().unwrap();
+        first.insert(0, bp(text("large text", 1_370)));
+        body(messages)
+    }
+}
+
+fn thinking_conversation(document_in_system: bool) -> Vec<forkcache::Record> {
+    let mut session = Session::new();
+    (0..3).map(|turn| session.send(&thinking_turn(turn, document_in_system), turn as u64 * 60_000)).collect()
+}
+
+#[test]
+fn g5_a_system_breakpoint_survives_a_budget_change() {
+    // T at the system breakpoint = 15 + 1,350 = 1,365. Uncached: the messages, 44, then
+    // 44 + 300 + 42 = 386, then 386 + 400 + 25 = 811; the budget change leaves system intact.
+    let usages: Vec<U> = thinking_conversation(true).iter().map(U::of).collect();
+    assert_eq!(usages, [u(0, 1_365, 0, 44), u(1_365, 0, 0, 386), u(1_365, 0, 0, 811)]);
+}
+
+#[test]
+fn g6_a_message_breakpoint_is_rewritten_after_a_budget_change() {
+    // The document (1,370, marked) opens the messages: the budget change re-renders it.
+    // Uncached: 17, then 17 + 200 + 86 = 303, then 303 + 400 + 44 = 747.
+    let usages: Vec<U> = thinking_conversation(false).iter().map(U::of).collect();
+    assert_eq!(usages, [u(0, 1_370, 0, 17), u(1_370, 0, 0, 303), u(0, 1_370, 0, 747)]);
+}
+
+#[test]
+fn g6_the_budget_change_is_the_reported_miss() {
+    // The third request sends the very blocks the second read from the cache; only the rendered
+    // thinking budget before them changed. The 1,370 tokens it rewrote are a miss: the prefix
+    // changed in its config (`thinking`), not new content.
+    let third = thinking_conversation(false).pop().unwrap();
+    let miss = third.miss.expect("1,370 cached tokens were lost to the budget change");
+    assert_eq!(miss.cause, forkcache::MissCause::PrefixChanged);
+    assert_eq!((miss.dimension, miss.path.as_str()), (Some(Dimension::Config), "thinking"));
+    assert_eq!(miss.tokens_missed, 1_370);
+}
+
+#[test]
+fn a_tool_choice_change_at_the_cached_block_is_the_reported_miss() {
+    // System S (2,000, marked) and one user block U1 (1,000, marked). tool_choice auto → none
+    // keeps S (read 2,000) and re-renders U1 (written again, 1,000). U1 is the same block the
+    // first request cached; the change is the rendered tool_choice in front of it.
+    let body = |choice: &str| {
+        Body::blocks(vec![bp(text("U1", 1_000))])
+            .with("system", json!([bp(text("S", 2_000))]))
+            .with("tool_choice", json!({"type": choice}))
+    };
+    let mut session = Session::new();
+    session.send(&body("auto"), 0);
+    let record = session.send(&body("none"), 10_000);
+    assert_eq!(U::of(&record), u(2_000, 1_000, 0, 0));
+    let miss = record.miss.expect("1,000 cached tokens were lost to the tool_choice change");
+    assert_eq!((miss.cause, miss.dimension), (forkcache::MissCause::PrefixChanged, Some(Dimension::Config)));
+    assert_eq!((miss.path.as_str(), miss.tokens_missed), ("tool_choice", 1_000));
+}
