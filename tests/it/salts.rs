@@ -136,6 +136,21 @@ fn an_image_anywhere_invalidates_messages() {
     assert_eq!(record.miss.map(|m| m.path), Some("images".to_string()));
 }
 
+#[test]
+fn citations_invalidate_system_but_not_tools() {
+    // The second request appends a document with citations enabled (1,000, marked): the toggle
+    // joins before the system level, so only T1 (1,500) is read; the writes run to the document:
+    // 7,497 − 1,500 = 5,997.
+    let document = json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "a report"}, "citations": {"enabled": true}, "forkcache_tokens": 1_000});
+    let mut session = Session::new();
+    session.send(&layout(&[]), 0);
+    let mut body = layout(&[]);
+    body.0["messages"].as_array_mut().unwrap().push(user(vec![bp(document)]));
+    let record = session.send(&body, 10_000);
+    assert_eq!(U::of(&record), u(1_500, 5_997, 0, 0));
+    assert_eq!(record.miss.map(|m| m.path), Some("citations".to_string()));
+}
+
 /// Reference §6 G5/G6 conversations on Sonnet 4.5: `system` (G5) or the first user block (G6)
 /// holds the marked document; each turn appends the reply and a new question; the thinking
 /// budget is 4,000, 4,000, then 8,000. Sizes are chosen so the references' own numbers come out.
