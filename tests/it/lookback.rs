@@ -6,9 +6,9 @@
 //! writer's time to first token (at most 400 ms + 35,000 × 20 µs = 1.1 s) and well inside 5m.
 
 use forkcache::Dimension;
-use forkcache::cache::MissCause::{self, LookbackExceeded, PrefixChanged};
+use forkcache::cache::MissCause::{LookbackExceeded, PrefixChanged};
 
-use crate::support::{Body, Session, Step, U, bp, check_steps, text, u};
+use crate::support::{Body, Session, Step, bp, check_steps, step, text, u};
 
 const BLOCK: u64 = 1_000;
 
@@ -20,10 +20,6 @@ fn blocks(n: u64, edited: &[u64], marked: &[u64]) -> Body {
         if marked.contains(&k) { bp(block) } else { block }
     };
     Body::blocks((1..=n).map(block).collect())
-}
-
-fn step(what: &'static str, body: Body, at_ms: u64, expect: U, miss: Option<MissCause>) -> Step {
-    Step { what, body, at_ms, expect, miss }
 }
 
 /// The writes the 30-block example presumes: entries at blocks 4, 24 and 30.

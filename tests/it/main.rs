@@ -6,6 +6,7 @@ mod identity;
 mod longest_prefix;
 mod lookback;
 mod minimum;
+mod misses;
 mod positions;
 mod properties;
 mod reference;

@@ -206,6 +206,11 @@ pub struct Step {
     pub miss: Option<MissCause>,
 }
 
+/// A step: `what` names it in failures; `miss` is the expected cause, if any.
+pub fn step(what: &'static str, body: Body, at_ms: u64, expect: U, miss: Option<MissCause>) -> Step {
+    Step { what, body, at_ms, expect, miss }
+}
+
 /// Sends every step in order on a fresh endpoint and checks each usage (and miss cause).
 pub fn check_steps(session: &mut Session, steps: &[Step]) -> Vec<Record> {
     steps
