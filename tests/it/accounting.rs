@@ -8,7 +8,7 @@ use forkcache::endpoint::EndpointConfig;
 use forkcache::{BillingProfile, TokenEquivalents};
 use serde_json::{Value, json};
 
-use crate::support::{Body, Opts, Session, U, assistant, bp, bp_1h, text, u, user};
+use crate::support::{Body, Client, Opts, U, assistant, bp, bp_1h, text, u, user};
 
 /// Which blocks of the layout carry a marker, and with which TTL.
 #[derive(Clone, Copy)]
@@ -39,9 +39,9 @@ fn layout(markers: [M; 3], edit: &[&str]) -> Body {
 
 /// Sends `first` at 0, then `second` at `at_ms`; checks both usages.
 fn check(first: (Body, U), second: (Body, u64, U)) -> forkcache::Record {
-    let mut session = Session::new();
-    assert_eq!(U::of(&session.send(&first.0, 0)), first.1, "first request");
-    let record = session.send(&second.0, second.1);
+    let mut client = Client::new();
+    assert_eq!(U::of(&client.send(&first.0, 0)), first.1, "first request");
+    let record = client.send(&second.0, second.1);
     assert_eq!(U::of(&record), second.2, "second request");
     record
 }
@@ -50,7 +50,7 @@ fn check(first: (Body, U), second: (Body, u64, U)) -> forkcache::Record {
 fn cold_request_with_a_1h_then_a_5m_breakpoint() {
     // A = 0; B = T[S] = 2,000 (the 1h breakpoint); C = T[U2] = 4,000.
     // 1h = 2,000 − 0; 5m = 4,000 − 2,000; uncached = 4,500 − 4,000.
-    let record = Session::new().send(&layout([M::Hour, M::No, M::Five], &[]), 0);
+    let record = Client::new().send(&layout([M::Hour, M::No, M::Five], &[]), 0);
     assert_eq!(U::of(&record), u(0, 2_000, 2_000, 500));
 }
 
@@ -90,7 +90,7 @@ fn after_the_5m_entry_expires_the_1h_entry_still_reads() {
 #[test]
 fn only_1h_breakpoints_write_only_1h() {
     // B = C = 4,000.
-    let record = Session::new().send(&layout([M::Hour, M::No, M::Hour], &[]), 0);
+    let record = Client::new().send(&layout([M::Hour, M::No, M::Hour], &[]), 0);
     assert_eq!(U::of(&record), u(0, 0, 4_000, 500));
 }
 
@@ -99,10 +99,9 @@ fn cost_is_the_price_table_times_the_usage() {
     // Sonnet 4.6 in nano-dollars per token: input 3,000; 5m write 3,750; 1h write 6,000;
     // read 300; output 15,000.
     let body = |edit| layout([M::Hour, M::Hour, M::Five], edit);
-    let mut session = Session::new();
-    session.send(&body(&[]), 0);
-    let record =
-        session.call(&body(&["U1"]), 10_000, Opts { output_tokens: 100, ..Opts::default() }).unwrap();
+    let mut client = Client::new();
+    client.send(&body(&[]), 0);
+    let record = client.call(&body(&["U1"]), 10_000, Opts { output_tokens: 100, ..Opts::default() }).unwrap();
     assert_eq!(U::of(&record), u(2_000, 1_000, 1_000, 500));
     // 2,000 × 300 + 1,000 × 3,750 + 1,000 × 6,000 + 500 × 3,000 + 100 × 15,000
     // = 600,000 + 3,750,000 + 6,000,000 + 1,500,000 + 1,500,000 = 13,350,000.
@@ -112,11 +111,10 @@ fn cost_is_the_price_table_times_the_usage() {
 
     // Seed billing: both writes at 1.0× (3,000), reads at 0.1× (300):
     // 600,000 + 3,000,000 + 3,000,000 + 1,500,000 + 1,500,000 = 9,600,000.
-    let mut session =
-        Session::with_config(EndpointConfig { billing: BillingProfile::Seed, ..Default::default() });
-    session.send(&body(&[]), 0);
-    let record =
-        session.call(&body(&["U1"]), 10_000, Opts { output_tokens: 100, ..Opts::default() }).unwrap();
+    let mut client =
+        Client::with_config(EndpointConfig { billing: BillingProfile::Seed, ..Default::default() });
+    client.send(&body(&[]), 0);
+    let record = client.call(&body(&["U1"]), 10_000, Opts { output_tokens: 100, ..Opts::default() }).unwrap();
     assert_eq!(record.cost.total_nanousd(), 9_600_000);
 }
 
@@ -147,12 +145,12 @@ fn cookbook_growing_conversation_reads_what_the_turn_before_wrote() {
     // (The cookbook's constant `in = 4` is a rendering tail forkcache does not model: 0 here.)
     let expected = [u(0, 187_354, 0, 0), u(187_354, 36, 0, 0), u(187_390, 308, 0, 0), u(187_698, 301, 0, 0)];
     let outputs = [22, 297, 289, 300];
-    let mut session = Session::new();
+    let mut client = Client::new();
     let records: Vec<_> = (0..4)
         .map(|turn| {
             let at_ms = turn as u64 * 60_000;
             let opts = Opts { output_tokens: outputs[turn], ..Opts::default() };
-            session.call(&cookbook_turn(turn), at_ms, opts).unwrap()
+            client.call(&cookbook_turn(turn), at_ms, opts).unwrap()
         })
         .collect();
     let usages: Vec<U> = records.iter().map(U::of).collect();

@@ -4,7 +4,7 @@
 use forkcache::ErrorKind;
 use serde_json::{Value, json};
 
-use crate::support::{Body, SONNET, Session, U, assistant, bp, bp_1h, text, u, user};
+use crate::support::{Body, Client, SONNET, U, assistant, bp, bp_1h, text, u, user};
 
 fn auto() -> Value {
     json!({"type": "ephemeral"})
@@ -23,13 +23,13 @@ fn turn(n: usize) -> Body {
 
 #[test]
 fn the_breakpoint_moves_forward_with_the_conversation() {
-    let mut session = Session::new();
+    let mut client = Client::new();
     // 1: System + U1◀ — everything written: 3,000.
-    assert_eq!(U::of(&session.send(&turn(1), 0)), u(0, 3_000, 0, 0));
+    assert_eq!(U::of(&client.send(&turn(1), 0)), u(0, 3_000, 0, 0));
     // 2: … + A1 + U2◀ — System..U1 read (3,000); A1 + U2 written (1,000).
-    assert_eq!(U::of(&session.send(&turn(2), 10_000)), u(3_000, 1_000, 0, 0));
+    assert_eq!(U::of(&client.send(&turn(2), 10_000)), u(3_000, 1_000, 0, 0));
     // 3: … + A2 + U3◀ — System..U2 read (4,000); A2 + U3 written (500).
-    assert_eq!(U::of(&session.send(&turn(3), 20_000)), u(4_000, 500, 0, 0));
+    assert_eq!(U::of(&client.send(&turn(3), 20_000)), u(4_000, 500, 0, 0));
 }
 
 #[test]
@@ -40,14 +40,14 @@ fn it_walks_back_past_a_trailing_thinking_block() {
         json!({"type": "thinking", "thinking": "hmm", "signature": "c2ln", "forkcache_tokens": 200});
     let messages = vec![user(vec![text("U1", 3_000)]), assistant(vec![text("A1", 500), thinking])];
     let body = Body::new(SONNET, messages).with("cache_control", auto());
-    assert_eq!(U::of(&Session::new().send(&body, 0)), u(0, 3_500, 0, 200));
+    assert_eq!(U::of(&Client::new().send(&body, 0)), u(0, 3_500, 0, 200));
 }
 
 #[test]
 fn the_same_ttl_already_on_the_last_block_is_a_no_op() {
     // One breakpoint, not two: the usage is that of the explicit marker alone.
     let body = Body::blocks(vec![text("doc", 2_000), bp(text("q", 100))]).with("cache_control", auto());
-    let record = Session::new().send(&body, 0);
+    let record = Client::new().send(&body, 0);
     assert_eq!((record.breakpoints, U::of(&record)), (1, u(0, 2_100, 0, 0)));
 }
 
@@ -56,18 +56,18 @@ fn a_different_ttl_on_the_last_block_is_a_400() {
     // Reference §1.10 (b): the status is documented, the message is not.
     let body = Body::blocks(vec![text("doc", 2_000), bp(text("q", 100))])
         .with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}));
-    assert_eq!(Session::new().reject(&body, 0).kind, ErrorKind::InvalidRequest);
+    assert_eq!(Client::new().reject(&body, 0).kind, ErrorKind::InvalidRequest);
 }
 
 #[test]
 fn a_1h_top_level_marker_writes_1h() {
     let body = Body::blocks(vec![text("doc", 2_000)])
         .with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}));
-    assert_eq!(U::of(&Session::new().send(&body, 0)), u(0, 0, 2_000, 0));
+    assert_eq!(U::of(&Client::new().send(&body, 0)), u(0, 0, 2_000, 0));
     // And it may follow explicit 1h markers, not 5m ones.
     let body = Body::blocks(vec![bp_1h(text("doc", 2_000)), text("q", 100)])
         .with("cache_control", json!({"type": "ephemeral", "ttl": "1h"}));
-    assert_eq!(U::of(&Session::new().send(&body, 0)), u(0, 0, 2_100, 0));
+    assert_eq!(U::of(&Client::new().send(&body, 0)), u(0, 0, 2_100, 0));
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn it_caches_string_system_and_string_content() {
         "system": "a".repeat(4_075),
         "messages": [{"role": "user", "content": "hi"}],
     }));
-    let mut session = Session::new();
-    assert_eq!(U::of(&session.send(&body, 0)), u(0, 1_032, 0, 0));
-    assert_eq!(U::of(&session.send(&body, 10_000)), u(1_032, 0, 0, 0));
+    let mut client = Client::new();
+    assert_eq!(U::of(&client.send(&body, 0)), u(0, 1_032, 0, 0));
+    assert_eq!(U::of(&client.send(&body, 10_000)), u(1_032, 0, 0, 0));
 }

@@ -9,20 +9,20 @@ use forkcache::IdentityMode::{self, Semantic, Wire};
 use forkcache::endpoint::EndpointConfig;
 use forkcache::prompt::PromptConfig;
 
-use crate::support::{SONNET, Session, U, u};
+use crate::support::{Client, SONNET, U, u};
 
-fn session(identity: IdentityMode) -> Session {
+fn client(identity: IdentityMode) -> Client {
     let prompt = PromptConfig { identity, ..PromptConfig::default() };
-    Session::with_config(EndpointConfig { prompt, ..Default::default() })
+    Client::with_config(EndpointConfig { prompt, ..Default::default() })
 }
 
 /// Sends `first` at 0 and `second` at 10 s under `identity`; checks the second's usage (the first
 /// writes `total` tokens).
 fn check(identity: IdentityMode, first: &str, second: &str, total: u64, same: bool) {
-    let mut session = session(identity);
-    assert_eq!(U::of(&session.send_bytes(first.as_bytes(), 0)), u(0, total, 0, 0), "{identity:?}: first");
+    let mut client = client(identity);
+    assert_eq!(U::of(&client.send_bytes(first.as_bytes(), 0)), u(0, total, 0, 0), "{identity:?}: first");
     let expect = if same { u(total, 0, 0, 0) } else { u(0, total, 0, 0) };
-    let got = U::of(&session.send_bytes(second.as_bytes(), 10_000));
+    let got = U::of(&client.send_bytes(second.as_bytes(), 10_000));
     assert_eq!(got, expect, "{identity:?}, same = {same}:\n{first}\n{second}");
 }
 
@@ -104,9 +104,9 @@ fn tool_use_input_key_order_matters_in_both_modes() {
     ];
     for (input, semantic, wire) in cases {
         for (identity, same) in [(Semantic, semantic), (Wire, wire)] {
-            let mut session = session(identity);
-            session.send_bytes(with_tool_use(r#"{"a":1,"b":2}"#).as_bytes(), 0);
-            let got = U::of(&session.send_bytes(with_tool_use(input).as_bytes(), 10_000));
+            let mut client = client(identity);
+            client.send_bytes(with_tool_use(r#"{"a":1,"b":2}"#).as_bytes(), 0);
+            let got = U::of(&client.send_bytes(with_tool_use(input).as_bytes(), 10_000));
             let expect = if same { u(2_200, 0, 0, 0) } else { u(2_000, 200, 0, 0) };
             assert_eq!(got, expect, "{identity:?}: input {input}");
         }

@@ -7,11 +7,11 @@ use forkcache::cache::CacheConfig;
 use forkcache::endpoint::EndpointConfig;
 use forkcache::{Policy, SimTime};
 
-use crate::support::{Body, Session, U, bp, bp_1h, text, u};
+use crate::support::{Body, Client, U, bp, bp_1h, text, u};
 
-fn session() -> Session {
+fn client() -> Client {
     let cache = CacheConfig { policy: Policy::LongestPrefix, ..CacheConfig::default() };
-    Session::with_config(EndpointConfig { cache, ..Default::default() })
+    Client::with_config(EndpointConfig { cache, ..Default::default() })
 }
 
 /// Blocks 1..=n of `tokens` each; those in `edited` carry other text.
@@ -27,11 +27,11 @@ fn blocks(n: u64, tokens: u64, edited: &[u64]) -> Body {
     )
 }
 
-/// `(body, at_ms, expected)` in order on one session.
+/// `(body, at_ms, expected)` in order on one client.
 fn check(steps: &[(Body, u64, U)]) {
-    let mut session = session();
+    let mut client = client();
     for (index, (body, at_ms, expect)) in steps.iter().enumerate() {
-        assert_eq!(U::of(&session.send(body, *at_ms)), *expect, "step {index}");
+        assert_eq!(U::of(&client.send(body, *at_ms)), *expect, "step {index}");
     }
 }
 
@@ -74,11 +74,11 @@ fn writes_take_the_largest_marker_ttl() {
 fn ttl_and_visibility_rules_are_the_same() {
     // 10,000 tokens: visible at 600 ms (400 + 200), expired at 300,000.
     let doc = || blocks(1, 10_000, &[]);
-    let mut session = session();
-    assert_eq!(session.send(&doc(), 0).visible_at, SimTime(600));
-    assert_eq!(U::of(&session.send(&doc(), 599)), u(0, 10_000, 0, 0));
-    assert_eq!(U::of(&session.send(&doc(), 600)), u(10_000, 0, 0, 0));
+    let mut client = client();
+    assert_eq!(client.send(&doc(), 0).visible_at, SimTime(600));
+    assert_eq!(U::of(&client.send(&doc(), 599)), u(0, 10_000, 0, 0));
+    assert_eq!(U::of(&client.send(&doc(), 600)), u(10_000, 0, 0, 0));
     // The read at 600 renewed the entry until 300,600.
-    assert_eq!(U::of(&session.send(&doc(), 300_599)), u(10_000, 0, 0, 0));
-    assert_eq!(U::of(&session.send(&doc(), 300_599 + 300_000)), u(0, 10_000, 0, 0));
+    assert_eq!(U::of(&client.send(&doc(), 300_599)), u(10_000, 0, 0, 0));
+    assert_eq!(U::of(&client.send(&doc(), 300_599 + 300_000)), u(0, 10_000, 0, 0));
 }

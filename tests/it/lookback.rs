@@ -8,7 +8,7 @@
 use forkcache::Dimension;
 use forkcache::cache::MissCause::{LookbackExceeded, PrefixChanged};
 
-use crate::support::{Body, Session, Step, bp, check_steps, step, text, u};
+use crate::support::{Body, Client, Step, bp, check_steps, step, text, u};
 
 const BLOCK: u64 = 1_000;
 
@@ -39,7 +39,7 @@ fn thirty_block_history() -> Vec<Step> {
 fn check_after_history(probe: Step) -> forkcache::Record {
     let mut steps = thirty_block_history();
     steps.push(probe);
-    check_steps(&mut Session::new(), &steps).pop().expect("the probe ran")
+    check_steps(&mut Client::new(), &steps).pop().expect("the probe ran")
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn growing_conversation_10_15_35() {
     // window. Writes 35,000.
     let mut steps = history();
     steps.push(step("turn 3", blocks(35, &[], &[35]), 20_000, u(0, 35_000, 0, 0), Some(LookbackExceeded)));
-    let records = check_steps(&mut Session::new(), &steps);
+    let records = check_steps(&mut Client::new(), &steps);
     let miss = records[2].miss.clone().expect("the entry at 15 was readable");
     assert_eq!((miss.position, miss.tokens_missed), (14, 15_000));
     assert_eq!(miss.path, "messages[0].content[14]");
@@ -125,7 +125,7 @@ fn growing_conversation_10_15_35() {
     // A second breakpoint at 15 finds it: read 15,000, write 35,000 − 15,000 = 20,000.
     let mut steps = history();
     steps.push(step("turn 3, 15 marked", blocks(35, &[], &[15, 35]), 20_000, u(15_000, 20_000, 0, 0), None));
-    check_steps(&mut Session::new(), &steps);
+    check_steps(&mut Client::new(), &steps);
 }
 
 #[test]
@@ -134,11 +134,11 @@ fn a_turn_adding_19_blocks_still_hits_and_20_does_not() {
     // the window 34..15 ends exactly on the entry (the 20th check).
     let turn_1 = || step("turn 1", blocks(15, &[], &[15]), 0, u(0, 15_000, 0, 0), None);
     check_steps(
-        &mut Session::new(),
+        &mut Client::new(),
         &[turn_1(), step("+19", blocks(34, &[], &[34]), 10_000, u(15_000, 19_000, 0, 0), None)],
     );
     check_steps(
-        &mut Session::new(),
+        &mut Client::new(),
         &[turn_1(), step("+20", blocks(35, &[], &[35]), 10_000, u(0, 35_000, 0, 0), Some(LookbackExceeded))],
     );
 }
@@ -162,7 +162,7 @@ fn breakpoint_on_a_varying_block_never_reads() {
             step("timestamp", with_timestamp(minute, true), minute * 60_000, u(0, 5_100, 0, 0), miss)
         })
         .collect();
-    let records = check_steps(&mut Session::new(), &steps);
+    let records = check_steps(&mut Client::new(), &steps);
     assert_eq!(records[2].miss.as_ref().unwrap().path, "messages[0].content[5]");
 }
 
@@ -177,5 +177,5 @@ fn automatic_caching_falls_into_the_same_trap() {
             step("automatic", body, minute * 60_000, u(0, 5_100, 0, 0), miss)
         })
         .collect();
-    check_steps(&mut Session::new(), &steps);
+    check_steps(&mut Client::new(), &steps);
 }

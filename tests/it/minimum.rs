@@ -3,7 +3,7 @@
 
 use forkcache::cache::MissCause;
 
-use crate::support::{Body, Session, U, bp, text, u, user};
+use crate::support::{Body, Client, U, bp, text, u, user};
 
 /// The minimums of reference §1.5, per model.
 const MINIMUMS: [(&str, u64); 6] = [
@@ -23,10 +23,10 @@ fn prefix_of(model: &str, total: u64) -> Body {
 
 /// Sends the same request twice, 10 s apart; checks both usages.
 fn check(model: &str, total: u64, first: U, second: U) {
-    let mut session = Session::new();
+    let mut client = Client::new();
     let body = prefix_of(model, total);
-    assert_eq!(U::of(&session.send(&body, 0)), first, "{model} at {total} tokens, first");
-    assert_eq!(U::of(&session.send(&body, 10_000)), second, "{model} at {total} tokens, second");
+    assert_eq!(U::of(&client.send(&body, 0)), first, "{model} at {total} tokens, first");
+    assert_eq!(U::of(&client.send(&body, 10_000)), second, "{model} at {total} tokens, second");
 }
 
 #[test]
@@ -48,11 +48,11 @@ fn exactly_the_minimum_is_cached() {
 
 #[test]
 fn the_repeat_of_a_short_prompt_reports_below_minimum() {
-    let mut session = Session::new();
+    let mut client = Client::new();
     let body = prefix_of("claude-sonnet-4-6", 1_000);
-    let first = session.send(&body, 0);
+    let first = client.send(&body, 0);
     assert_eq!(first.breakpoints_dropped, 1);
-    let second = session.send(&body, 10_000);
+    let second = client.send(&body, 10_000);
     let miss = second.miss.expect("1,000 shared tokens were not read");
     assert_eq!(miss.cause, MissCause::BelowMinimum);
     assert_eq!(miss.tokens_missed, 1_000);
@@ -64,9 +64,9 @@ fn the_minimum_applies_to_the_cumulative_prefix_not_the_segment() {
     // T[b] = 2,010 and is cached in full.
     let body = Body::new("claude-sonnet-4-6", vec![user(vec![bp(text("short", 10))])])
         .with("system", serde_json::json!([text("long system prompt", 2_000)]));
-    let mut session = Session::new();
-    assert_eq!(U::of(&session.send(&body, 0)), u(0, 2_010, 0, 0));
-    assert_eq!(U::of(&session.send(&body, 10_000)), u(2_010, 0, 0, 0));
+    let mut client = Client::new();
+    assert_eq!(U::of(&client.send(&body, 0)), u(0, 2_010, 0, 0));
+    assert_eq!(U::of(&client.send(&body, 10_000)), u(2_010, 0, 0, 0));
 }
 
 #[test]
@@ -76,14 +76,14 @@ fn a_short_breakpoint_is_dropped_while_a_long_one_writes() {
     let system = serde_json::json!([text("instructions", 300), bp(text("short", 200))]);
     let long = Body::new("claude-haiku-4-5", vec![user(vec![bp(text("document", 6_000))])])
         .with("system", system.clone());
-    let record = Session::new().send(&long, 0);
+    let record = Client::new().send(&long, 0);
     assert_eq!(U::of(&record), u(0, 6_500, 0, 0));
     assert_eq!(record.breakpoints_dropped, 1);
 
     // With only the short breakpoint, the marker is simply ignored: all 6,500 uncached.
     let short =
         Body::new("claude-haiku-4-5", vec![user(vec![text("document", 6_000)])]).with("system", system);
-    let mut session = Session::new();
-    assert_eq!(U::of(&session.send(&short, 0)), u(0, 0, 0, 6_500));
-    assert_eq!(U::of(&session.send(&short, 10_000)), u(0, 0, 0, 6_500));
+    let mut client = Client::new();
+    assert_eq!(U::of(&client.send(&short, 0)), u(0, 0, 0, 6_500));
+    assert_eq!(U::of(&client.send(&short, 10_000)), u(0, 0, 0, 6_500));
 }

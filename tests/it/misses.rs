@@ -4,14 +4,14 @@
 
 use forkcache::cache::MissCause::{Cold, NoBreakpoint};
 
-use crate::support::{Body, Session, bp, check_steps, step, text, u};
+use crate::support::{Body, Client, bp, check_steps, step, text, u};
 
 #[test]
 fn a_prefix_sent_but_never_cached_is_cold() {
     // The first request marks nothing (2,000 uncached); the second shares its 2,000 tokens,
     // marks its question, and reads nothing.
     let records = check_steps(
-        &mut Session::new(),
+        &mut Client::new(),
         &[
             step("unmarked", Body::blocks(vec![text("doc", 2_000)]), 0, u(0, 0, 0, 2_000), None),
             step(
@@ -32,7 +32,7 @@ fn a_readable_entry_without_a_breakpoint_is_no_breakpoint() {
     // The second request drops every marker: the entry at the document is readable, but nothing
     // looks it up.
     let records = check_steps(
-        &mut Session::new(),
+        &mut Client::new(),
         &[
             step("marked", Body::blocks(vec![bp(text("doc", 2_000))]), 0, u(0, 2_000, 0, 0), None),
             step(
@@ -51,7 +51,7 @@ fn a_readable_entry_without_a_breakpoint_is_no_breakpoint() {
 fn new_content_is_never_a_miss() {
     // A first request, then one that reads all of it and appends new blocks.
     check_steps(
-        &mut Session::new(),
+        &mut Client::new(),
         &[
             step("first", Body::blocks(vec![bp(text("doc", 2_000))]), 0, u(0, 2_000, 0, 0), None),
             step(

@@ -9,7 +9,7 @@ use forkcache::prompt::PromptConfig;
 use forkcache::{Policy, cache::CacheConfig};
 use serde_json::{Value, json};
 
-use crate::support::{Body, SONNET, Session, U, assistant, bp, text, tool, tool_result, tool_use, u, user};
+use crate::support::{Body, Client, SONNET, U, assistant, bp, text, tool, tool_result, tool_use, u, user};
 
 #[test]
 fn the_hidden_tool_prompt_is_sized_per_model_and_tool_choice() {
@@ -31,11 +31,11 @@ fn the_hidden_tool_prompt_is_sized_per_model_and_tool_choice() {
         if let Some(choice) = choice {
             body = body.with("tool_choice", json!({"type": choice}));
         }
-        let record = Session::new().send(&body, 0);
+        let record = Client::new().send(&body, 0);
         assert_eq!(U::of(&record), u(0, 0, 0, 1_000 + hidden + 100), "{model} {choice:?}");
     }
     // No tools: no hidden prompt.
-    let record = Session::new().send(&Body::blocks(vec![text("q", 100)]), 0);
+    let record = Client::new().send(&Body::blocks(vec![text("q", 100)]), 0);
     assert_eq!(U::of(&record), u(0, 0, 0, 100));
 }
 
@@ -54,14 +54,14 @@ fn the_hidden_tool_prompt_is_one_position_of_the_walk() {
     // system) writes at the tool (1,100) and at the question; later ones mark the question only.
     // 17 system blocks: the question is position 19; its window 19..0 reaches the tool's entry.
     // T = 1,100 + 497 + 170 + 10 = 1,777: read 1,100, write 677.
-    let mut session = Session::new();
-    session.send(&tool_then_system(0), 0);
-    assert_eq!(U::of(&session.send(&tool_then_system(17), 10_000)), u(1_100, 677, 0, 0));
+    let mut client = Client::new();
+    client.send(&tool_then_system(0), 0);
+    assert_eq!(U::of(&client.send(&tool_then_system(17), 10_000)), u(1_100, 677, 0, 0));
     // 18 system blocks: the question is position 20; its window 20..1 misses position 0.
     // T = 1,100 + 497 + 180 + 10 = 1,787, all written again.
-    let mut session = Session::new();
-    session.send(&tool_then_system(0), 0);
-    let record = session.send(&tool_then_system(18), 10_000);
+    let mut client = Client::new();
+    client.send(&tool_then_system(0), 0);
+    let record = client.send(&tool_then_system(18), 10_000);
     assert_eq!(U::of(&record), u(0, 1_787, 0, 0));
     assert_eq!(record.miss.map(|m| (m.cause, m.path)), Some((LookbackExceeded, "tools[0]".to_string())));
 }
@@ -88,14 +88,14 @@ fn a_run_of_tool_calls_and_one_of_results_are_one_position_each() {
     // The first request writes the document. Then 25 calls + 25 results: 2 positions after the
     // document, so the last result's window reaches it: read 2,000, write 500.
     let first = Body::new(SONNET, vec![user(vec![bp(text("document", 2_000))])]);
-    let mut session = Session::with_config(collapse(true));
-    session.send(&first, 0);
-    assert_eq!(U::of(&session.send(&tool_round(25), 10_000)), u(2_000, 500, 0, 0));
+    let mut client = Client::with_config(collapse(true));
+    client.send(&first, 0);
+    assert_eq!(U::of(&client.send(&tool_round(25), 10_000)), u(2_000, 500, 0, 0));
     // Without the collapse they are 50 positions: the window (positions 50..31) misses the
     // document at 0, and all 2,500 are written again.
-    let mut session = Session::with_config(collapse(false));
-    session.send(&first, 0);
-    let record = session.send(&tool_round(25), 10_000);
+    let mut client = Client::with_config(collapse(false));
+    client.send(&first, 0);
+    let record = client.send(&tool_round(25), 10_000);
     assert_eq!(U::of(&record), u(0, 2_500, 0, 0));
     assert_eq!(record.miss.map(|m| m.cause), Some(LookbackExceeded));
 }
@@ -117,7 +117,7 @@ fn results_marked(marked: &[usize]) -> Body {
 fn a_marked_block_ends_its_run() {
     // The marker on the second result closes the run there: the entry covers 2,000 + 200 + 200
     // = 2,400; the two results after it are uncached.
-    assert_eq!(U::of(&Session::new().send(&results_marked(&[1]), 0)), u(0, 2_400, 0, 200));
+    assert_eq!(U::of(&Client::new().send(&results_marked(&[1]), 0)), u(0, 2_400, 0, 200));
 }
 
 #[test]
@@ -127,9 +127,9 @@ fn a_marker_inside_a_run_does_not_change_what_the_prefix_is() {
     // prefix through result 4 (T = 2,000 + 200 + 400 = 2,600). The second sends the same bytes
     // with a marker on result 4 only: its breakpoint's prefix is the very same prefix, so it
     // reads all 2,600.
-    let mut session = Session::new();
-    assert_eq!(U::of(&session.send(&results_marked(&[1, 3]), 0)), u(0, 2_600, 0, 0));
-    assert_eq!(U::of(&session.send(&results_marked(&[3]), 10_000)), u(2_600, 0, 0, 0));
+    let mut client = Client::new();
+    assert_eq!(U::of(&client.send(&results_marked(&[1, 3]), 0)), u(0, 2_600, 0, 0));
+    assert_eq!(U::of(&client.send(&results_marked(&[3]), 10_000)), u(2_600, 0, 0, 0));
 }
 
 #[test]
@@ -141,7 +141,7 @@ fn longest_prefix_reads_the_same_bytes_whatever_the_markers() {
         cache: CacheConfig { policy: Policy::LongestPrefix, ..CacheConfig::default() },
         ..Default::default()
     };
-    let mut session = Session::with_config(config);
-    assert_eq!(U::of(&session.send(&results_marked(&[0]), 0)), u(0, 2_600, 0, 0));
-    assert_eq!(U::of(&session.send(&results_marked(&[]), 10_000)), u(2_600, 0, 0, 0));
+    let mut client = Client::with_config(config);
+    assert_eq!(U::of(&client.send(&results_marked(&[0]), 0)), u(0, 2_600, 0, 0));
+    assert_eq!(U::of(&client.send(&results_marked(&[]), 10_000)), u(2_600, 0, 0, 0));
 }

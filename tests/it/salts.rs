@@ -16,7 +16,7 @@ use forkcache::endpoint::EndpointConfig;
 use forkcache::prompt::PromptConfig;
 use serde_json::{Value, json};
 
-use crate::support::{Body, SONNET, Session, U, assistant, bp, text, tool, u, user};
+use crate::support::{Body, Client, SONNET, U, assistant, bp, text, tool, u, user};
 
 const ALL: U = u(6_497, 0, 0, 0);
 const MESSAGES: U = u(3_997, 2_500, 0, 0);
@@ -44,9 +44,9 @@ fn check(
     expect: U,
     field: Option<&str>,
 ) {
-    let mut session = Session::with_config(EndpointConfig { prompt: config, ..Default::default() });
-    assert_eq!(U::of(&session.send(&layout(before), 0)), AHEAD, "first request writes everything");
-    let record = session.send(&layout(after), 10_000);
+    let mut client = Client::with_config(EndpointConfig { prompt: config, ..Default::default() });
+    assert_eq!(U::of(&client.send(&layout(before), 0)), AHEAD, "first request writes everything");
+    let record = client.send(&layout(after), 10_000);
     assert_eq!(U::of(&record), expect, "{before:?} → {after:?}");
     let miss = record.miss.map(|m| (m.dimension, m.path));
     assert_eq!(miss, field.map(|f| (Some(Dimension::Config), f.to_string())), "{before:?} → {after:?}");
@@ -127,11 +127,11 @@ fn an_image_anywhere_invalidates_messages() {
     // image salt it would read 6,497; with it, S (3,997) is the last intact entry, and the writes
     // run to the image: 7,497 − 3,997 = 3,500.
     let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}, "forkcache_tokens": 1_000});
-    let mut session = Session::new();
-    session.send(&layout(&[]), 0);
+    let mut client = Client::new();
+    client.send(&layout(&[]), 0);
     let mut body = layout(&[]);
     body.0["messages"].as_array_mut().unwrap().push(user(vec![bp(image)]));
-    let record = session.send(&body, 10_000);
+    let record = client.send(&body, 10_000);
     assert_eq!(U::of(&record), u(3_997, 3_500, 0, 0));
     assert_eq!(record.miss.map(|m| m.path), Some("images".to_string()));
 }
@@ -142,11 +142,11 @@ fn citations_invalidate_system_but_not_tools() {
     // joins before the system level, so only T1 (1,500) is read; the writes run to the document:
     // 7,497 − 1,500 = 5,997.
     let document = json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "a report"}, "citations": {"enabled": true}, "forkcache_tokens": 1_000});
-    let mut session = Session::new();
-    session.send(&layout(&[]), 0);
+    let mut client = Client::new();
+    client.send(&layout(&[]), 0);
     let mut body = layout(&[]);
     body.0["messages"].as_array_mut().unwrap().push(user(vec![bp(document)]));
-    let record = session.send(&body, 10_000);
+    let record = client.send(&body, 10_000);
     assert_eq!(U::of(&record), u(1_500, 5_997, 0, 0));
     assert_eq!(record.miss.map(|m| m.path), Some("citations".to_string()));
 }
@@ -181,8 +181,8 @@ fn thinking_turn(turn: usize, document_in_system: bool) -> Body {
 }
 
 fn thinking_conversation(document_in_system: bool) -> Vec<forkcache::Record> {
-    let mut session = Session::new();
-    (0..3).map(|turn| session.send(&thinking_turn(turn, document_in_system), turn as u64 * 60_000)).collect()
+    let mut client = Client::new();
+    (0..3).map(|turn| client.send(&thinking_turn(turn, document_in_system), turn as u64 * 60_000)).collect()
 }
 
 #[test]
@@ -223,9 +223,9 @@ fn a_tool_choice_change_at_the_cached_block_is_the_reported_miss() {
             .with("system", json!([bp(text("S", 2_000))]))
             .with("tool_choice", json!({"type": choice}))
     };
-    let mut session = Session::new();
-    session.send(&body("auto"), 0);
-    let record = session.send(&body("none"), 10_000);
+    let mut client = Client::new();
+    client.send(&body("auto"), 0);
+    let record = client.send(&body("none"), 10_000);
     assert_eq!(U::of(&record), u(2_000, 1_000, 0, 0));
     let miss = record.miss.expect("1,000 cached tokens were lost to the tool_choice change");
     assert_eq!((miss.cause, miss.dimension), (forkcache::MissCause::PrefixChanged, Some(Dimension::Config)));

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use forkcache::cache::MissCause::ModelChanged;
 use forkcache::endpoint::EndpointConfig;
 
-use crate::support::{Body, Opts, Session, U, bp, text, u};
+use crate::support::{Body, Client, Opts, U, bp, text, u};
 
 const WRITE: U = u(0, 2_000, 0, 0);
 const READ: U = u(2_000, 0, 0, 0);
@@ -17,12 +17,11 @@ fn doc(model: &str) -> Body {
 
 /// Sends the steps `(model, api key, expected usage)` 10 s apart.
 fn check(config: EndpointConfig, steps: &[(&str, &str, U)]) -> Vec<forkcache::Record> {
-    let mut session = Session::with_config(config);
+    let mut client = Client::with_config(config);
     let mut records = Vec::new();
     for (index, &(model, key, expect)) in steps.iter().enumerate() {
         let at_ms = index as u64 * 10_000;
-        let record =
-            session.call(&doc(model), at_ms, Opts { api_key: Some(key), ..Opts::default() }).unwrap();
+        let record = client.call(&doc(model), at_ms, Opts { api_key: Some(key), ..Opts::default() }).unwrap();
         assert_eq!(U::of(&record), expect, "step {index}: {model} with {key}");
         records.push(record);
     }
@@ -83,11 +82,11 @@ fn with_billing_header(header: &str) -> Body {
 fn the_billing_header_block_is_ignored() {
     // Claude Code's per-request billing line is system[0]: no position, no tokens. Two requests
     // differing only in it share the whole prefix: T = 2,000 + 1,000.
-    let mut session = Session::new();
+    let mut client = Client::new();
     let first = with_billing_header("x-anthropic-billing-header: cc_version=2.1.197.fa0; cch=1a2b3;");
     let second = with_billing_header("x-anthropic-billing-header: cc_version=2.1.197.fa0; cch=9f8e7;");
-    assert_eq!(U::of(&session.send(&first, 0)), u(0, 3_000, 0, 0));
-    let record = session.send(&second, 10_000);
+    assert_eq!(U::of(&client.send(&first, 0)), u(0, 3_000, 0, 0));
+    let record = client.send(&second, 10_000);
     assert_eq!(U::of(&record), u(3_000, 0, 0, 0));
     assert_eq!(record.miss, None);
 }
@@ -101,7 +100,7 @@ fn a_marker_on_the_billing_header_is_ignored() {
     let body = Body::blocks(vec![bp(text("q1", 500)), bp(text("q2", 500))])
         .with("tools", serde_json::json!([bp(crate::support::tool("t", 1_000))]))
         .with("system", system);
-    let record = Session::new().send(&body, 0);
+    let record = Client::new().send(&body, 0);
     // T: tool 1,000; hidden tool prompt 497 → 1,497; S → 3,497; q1 → 3,997; q2 → 4,497.
     assert_eq!((record.breakpoints, U::of(&record)), (4, u(0, 4_497, 0, 0)));
 }
@@ -116,5 +115,5 @@ fn the_billing_prefix_counts_in_a_message() {
     let line = "x-anthropic-billing-header: cch=1;";
     let body = Body::blocks(vec![serde_json::json!({"type": "text", "text": line}), bp(text("q", 2_000))]);
     // {"type":"text","text":"x-anthropic-billing-header: cch=1;"} is 25 + 34 = 59 bytes → 15.
-    assert_eq!(U::of(&Session::new().send(&body, 0)), u(0, 2_015, 0, 0));
+    assert_eq!(U::of(&Client::new().send(&body, 0)), u(0, 2_015, 0, 0));
 }

@@ -1,4 +1,4 @@
-//! Shared helpers: request bodies built from declared-size blocks, an endpoint session that
+//! Shared helpers: request bodies built from declared-size blocks, an endpoint client that
 //! sends them at given times, and a compact usage tuple to compare against.
 //!
 //! Every helper here only *builds* requests or *reads* results; no expected number is computed
@@ -135,18 +135,18 @@ impl fmt::Debug for U {
 }
 
 /// An endpoint and the requests sent to it so far.
-pub struct Session {
+pub struct Client {
     pub endpoint: MockEndpoint,
 }
 
-impl Session {
+impl Client {
     /// The default configuration: `anthropic` policy, semantic identity, first-token visibility.
-    pub fn new() -> Session {
-        Session::with_config(EndpointConfig::default())
+    pub fn new() -> Client {
+        Client::with_config(EndpointConfig::default())
     }
 
-    pub fn with_config(config: EndpointConfig) -> Session {
-        Session { endpoint: MockEndpoint::new(config, PriceTable::builtin()).expect("bytes4 is built in") }
+    pub fn with_config(config: EndpointConfig) -> Client {
+        Client { endpoint: MockEndpoint::new(config, PriceTable::builtin()).expect("bytes4 is built in") }
     }
 
     /// Sends `body` at `at_ms` with no API key and no output; the request must be accepted.
@@ -212,11 +212,11 @@ pub fn step(what: &'static str, body: Body, at_ms: u64, expect: U, miss: Option<
 }
 
 /// Sends every step in order on a fresh endpoint and checks each usage (and miss cause).
-pub fn check_steps(session: &mut Session, steps: &[Step]) -> Vec<Record> {
+pub fn check_steps(client: &mut Client, steps: &[Step]) -> Vec<Record> {
     steps
         .iter()
         .map(|step| {
-            let record = session.send(&step.body, step.at_ms);
+            let record = client.send(&step.body, step.at_ms);
             assert_eq!(U::of(&record), step.expect, "{}: usage", step.what);
             let cause = record.miss.as_ref().map(|miss| miss.cause);
             assert_eq!(cause, step.miss, "{}: miss cause (miss = {:?})", step.what, record.miss);

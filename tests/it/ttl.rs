@@ -6,7 +6,7 @@
 
 use forkcache::cache::MissCause::{self, Expired};
 
-use crate::support::{Body, FIVE_MIN_MS, HOUR_MS, Session, Step, U, bp, bp_1h, check_steps, text, u};
+use crate::support::{Body, Client, FIVE_MIN_MS, HOUR_MS, Step, U, bp, bp_1h, check_steps, text, u};
 
 const DOC: u64 = 10_000;
 
@@ -32,7 +32,7 @@ fn check(ttl_1h: bool, probes: &[(u64, bool)]) {
             write(at_ms, Some(Expired))
         });
     }
-    check_steps(&mut Session::new(), &steps);
+    check_steps(&mut Client::new(), &steps);
 }
 
 #[test]
@@ -68,15 +68,15 @@ fn the_ttl_runs_from_the_start_of_a_slow_request() {
     // 100,000 uncached tokens: first token at 400 + 2,000 = 2,400 ms. The entry still expires
     // 300,000 ms after the request *started*.
     let body = Body::blocks(vec![bp(text("big", 100_000))]);
-    let mut session = Session::new();
-    let first = session.send(&body, 0);
+    let mut client = Client::new();
+    let first = client.send(&body, 0);
     assert_eq!(first.ttft_ms, 2_400);
-    assert_eq!(U::of(&session.send(&body, FIVE_MIN_MS - 1)), u(100_000, 0, 0, 0));
+    assert_eq!(U::of(&client.send(&body, FIVE_MIN_MS - 1)), u(100_000, 0, 0, 0));
     // That read renewed it from 299,999: alive until 599,999 exclusive.
-    assert_eq!(U::of(&session.send(&body, 599_998)), u(100_000, 0, 0, 0));
-    let mut session = Session::new();
-    session.send(&body, 0);
-    assert_eq!(U::of(&session.send(&body, FIVE_MIN_MS)), u(0, 100_000, 0, 0));
+    assert_eq!(U::of(&client.send(&body, 599_998)), u(100_000, 0, 0, 0));
+    let mut client = Client::new();
+    client.send(&body, 0);
+    assert_eq!(U::of(&client.send(&body, FIVE_MIN_MS)), u(0, 100_000, 0, 0));
 }
 
 #[test]
@@ -85,16 +85,16 @@ fn a_hit_refreshes_only_the_matched_entry() {
     let a = || bp(text("A", 5_000));
     let ab = Body::blocks(vec![a(), bp(text("B", 5_000))]);
     let ac = Body::blocks(vec![a(), bp(text("C", 5_000))]);
-    let mut session = Session::new();
-    assert_eq!(U::of(&session.send(&ab, 0)), u(0, 10_000, 0, 0));
+    let mut client = Client::new();
+    assert_eq!(U::of(&client.send(&ab, 0)), u(0, 10_000, 0, 0));
     // At 200,000 the same request hits B (its last breakpoint) and renews B only.
-    assert_eq!(U::of(&session.send(&ab, 200_000)), u(10_000, 0, 0, 0));
+    assert_eq!(U::of(&client.send(&ab, 200_000)), u(10_000, 0, 0, 0));
     // At 350,000, A's entry (written at 0) has expired although B's lives on: a request sharing
     // only A reads nothing, and A + B still hits.
-    let record = session.send(&ac, 350_000);
+    let record = client.send(&ac, 350_000);
     assert_eq!(U::of(&record), u(0, 10_000, 0, 0));
     assert_eq!(record.miss.map(|m| m.cause), Some(Expired));
-    assert_eq!(U::of(&session.send(&ab, 350_001)), u(10_000, 0, 0, 0));
+    assert_eq!(U::of(&client.send(&ab, 350_001)), u(10_000, 0, 0, 0));
 }
 
 #[test]
@@ -102,8 +102,8 @@ fn rewriting_a_live_entry_keeps_the_longer_ttl() {
     // Two requests at one instant write the same entry, the first with 1h, the second with 5m
     // (it cannot read: the first has not begun its response). The entry keeps 1h: readable
     // after 5 minutes.
-    let mut session = Session::new();
-    assert_eq!(U::of(&session.send(&doc(true), 0)), u(0, 0, DOC, 0));
-    assert_eq!(U::of(&session.send(&doc(false), 0)), u(0, DOC, 0, 0));
-    assert_eq!(U::of(&session.send(&doc(false), 10 * 60_000)), u(DOC, 0, 0, 0));
+    let mut client = Client::new();
+    assert_eq!(U::of(&client.send(&doc(true), 0)), u(0, 0, DOC, 0));
+    assert_eq!(U::of(&client.send(&doc(false), 0)), u(0, DOC, 0, 0));
+    assert_eq!(U::of(&client.send(&doc(false), 10 * 60_000)), u(DOC, 0, 0, 0));
 }

@@ -4,7 +4,7 @@
 use forkcache::ErrorKind;
 use serde_json::{Value, json};
 
-use crate::support::{Body, Session, U, assistant, bp, bp_1h, text, tool, u, user};
+use crate::support::{Body, Client, U, assistant, bp, bp_1h, text, tool, u, user};
 
 const TOO_MANY_5: &str = "A maximum of 4 blocks with cache_control may be provided. Found 5.";
 
@@ -25,7 +25,7 @@ fn thinking_block() -> Value {
 
 /// The request is rejected with exactly `message`.
 fn check(what: &str, body: Body, message: &str) {
-    let error = Session::new().reject(&body, 0);
+    let error = Client::new().reject(&body, 0);
     assert_eq!((error.kind, error.kind.status()), (ErrorKind::InvalidRequest, 400), "{what}");
     assert_eq!(error.message, message, "{what}");
 }
@@ -51,11 +51,11 @@ fn more_than_four_breakpoints() {
 
 #[test]
 fn four_breakpoints_are_accepted() {
-    let record = Session::new().send(&Body::blocks(marked_blocks(4)), 0);
+    let record = Client::new().send(&Body::blocks(marked_blocks(4)), 0);
     assert_eq!(record.breakpoints, 4);
     // The automatic marker lands on a block already marked with the same TTL: still 4.
     let body = Body::blocks(marked_blocks(4)).with("cache_control", json!({"type": "ephemeral"}));
-    assert_eq!(Session::new().send(&body, 0).breakpoints, 4);
+    assert_eq!(Client::new().send(&body, 0).breakpoints, 4);
 }
 
 #[test]
@@ -83,7 +83,7 @@ fn a_1h_breakpoint_before_a_5m_one_is_fine() {
     // T = 1,100 at the 1h breakpoint (above Sonnet 4.6's 1,024), 2,100 at the 5m one.
     let body =
         Body::blocks(vec![bp(text("question", 1_000))]).with("system", json!([bp_1h(text("rules", 1_100))]));
-    assert_eq!(U::of(&Session::new().send(&body, 0)), u(0, 1_000, 1_100, 0));
+    assert_eq!(U::of(&Client::new().send(&body, 0)), u(0, 1_000, 1_100, 0));
 }
 
 #[test]
