@@ -1,4 +1,21 @@
 //! forkcache's integration tests: one binary, one module per feature.
 
+mod accounting;
+mod automatic;
+mod identity;
+mod longest_prefix;
+mod lookback;
+mod minimum;
+mod misses;
+mod positions;
+mod properties;
+mod reference;
 mod rendered;
+mod replay_cli;
+mod salts;
+mod scope;
 mod seed_example;
+mod support;
+mod ttl;
+mod validation;
+mod visibility;

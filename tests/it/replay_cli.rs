@@ -1,0 +1,110 @@
+//! `forkcache replay TRACE --json`, run as a program (DESIGN §5, issue 2 item 7).
+//!
+//! `tests/data/replay_mixed.jsonl` (Sonnet 4.6; D = one marked 10,000-token block, cold ttft
+//! 400 + 200 = 600 ms):
+//!
+//! | line | index | what | start |
+//! |---|---|---|---|
+//! | 1 | 0 | raw body D | 0 (first line) |
+//! | 2 | 1 | envelope, D | 100 |
+//! | 3 | 2 | envelope, key sk-b, first byte 5,000, D | 1,000 |
+//! | 4 | 3 | envelope, key sk-b, D | 4,999 |
+//! | 5 | 4 | envelope, key sk-b, D as a string | 5,000 |
+//! | 6 | 5 | not JSON | 5,000 + 30,000 gap = 35,000 |
+//! | 7 | – | blank | – |
+//! | 8 | 6 | envelope, 5 markers | 6,000 |
+//! | 9 | 7 | raw body: D's block unmarked + a marked 100-token question | 6,000 + 30,000 = 36,000 |
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const TRACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/replay_mixed.jsonl");
+
+/// The program's standard output for `replay TRACE --json` plus `flags`.
+fn replay_json(flags: &[&str]) -> Vec<u8> {
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["replay", TRACE, "--json"])
+        .args(flags)
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success(), "exit {:?}: {}", output.status, String::from_utf8_lossy(&output.stderr));
+    output.stdout
+}
+
+fn requests() -> Vec<Value> {
+    let report: Value = serde_json::from_slice(&replay_json(&[])).expect("--json prints JSON");
+    report["requests"].as_array().expect("a requests array").clone()
+}
+
+/// (read, 5m, 1h, uncached) of a priced request.
+fn usage(request: &Value) -> [u64; 4] {
+    let usage = &request["usage"];
+    let field = |value: &Value| value.as_u64().unwrap_or_else(|| panic!("not a count in {request}"));
+    [
+        field(&usage["cache_read_input_tokens"]),
+        field(&usage["cache_creation"]["ephemeral_5m_input_tokens"]),
+        field(&usage["cache_creation"]["ephemeral_1h_input_tokens"]),
+        field(&usage["input_tokens"]),
+    ]
+}
+
+#[test]
+fn replay_json_twice_gives_identical_bytes() {
+    for flags in [&[][..], &["--policy", "longest-prefix"], &["--billing", "seed", "--identity", "wire"]] {
+        let first = replay_json(flags);
+        assert!(!first.is_empty());
+        assert_eq!(first, replay_json(flags), "{flags:?}");
+    }
+}
+
+#[test]
+fn every_line_is_priced_in_start_time_order() {
+    let requests = requests();
+    assert_eq!(requests.len(), 8, "blank lines are skipped");
+    let starts: Vec<u64> = requests.iter().map(|r| r["at_ms"].as_u64().unwrap()).collect();
+    assert_eq!(starts, [0, 100, 1_000, 4_999, 5_000, 35_000, 6_000, 36_000]);
+    // 0: cold write. 1: at 100 the entry is not visible until 600 → written again.
+    assert_eq!(usage(&requests[0]), [0, 10_000, 0, 0]);
+    assert_eq!(usage(&requests[1]), [0, 10_000, 0, 0]);
+    assert_eq!(requests[1]["miss"]["cause"], "not_yet_visible");
+    // 2: another workspace, nothing shared. 3: its response began at 5,000 (not 1,600):
+    // at 4,999 it is not visible. 4: at 5,000 it is (the string body is the same request).
+    assert_eq!(usage(&requests[2]), [0, 10_000, 0, 0]);
+    assert_eq!(requests[2]["miss"], Value::Null);
+    assert_eq!(usage(&requests[3]), [0, 10_000, 0, 0]);
+    assert_eq!(usage(&requests[4]), [10_000, 0, 0, 0]);
+    // 7: the default workspace's entry (written at 0, rewritten at 100) is alive at 36,000:
+    // read 10,000, write the question's 100.
+    assert_eq!(usage(&requests[7]), [10_000, 100, 0, 0]);
+}
+
+#[test]
+fn a_malformed_line_is_reported_with_its_line_number_and_the_replay_goes_on() {
+    let requests = requests();
+    let error = &requests[5]["error"];
+    assert_eq!(error["type"], "invalid_request_error");
+    let message = error["message"].as_str().expect("a message");
+    assert!(message.starts_with("line 6: not JSON"), "{message}");
+    assert!(requests[5].get("usage").is_none());
+    assert!(requests[7].get("usage").is_some(), "the lines after it are priced");
+}
+
+#[test]
+fn a_rejected_request_has_an_error_and_no_usage() {
+    let requests = requests();
+    let rejected = requests[6].as_object().expect("an object");
+    assert_eq!(rejected["error"]["type"], "invalid_request_error");
+    assert_eq!(
+        rejected["error"]["message"],
+        "A maximum of 4 blocks with cache_control may be provided. Found 5."
+    );
+    for absent in ["usage", "cost_usd", "cost_nanousd", "token_equivalents", "miss"] {
+        assert!(!rejected.contains_key(absent), "{absent} on a rejected request");
+    }
+    let report: Value = serde_json::from_slice(&replay_json(&[])).unwrap();
+    assert_eq!(
+        (report["totals"]["requests"].as_u64(), report["totals"]["rejected"].as_u64()),
+        (Some(6), Some(2))
+    );
+}
