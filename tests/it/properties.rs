@@ -7,9 +7,8 @@
 //! split a message or flip its role, append a few or ~20 messages), `tool_use` / `tool_result`
 //! runs, up to 4 markers in valid TTL order, automatic caching, prompts sized exactly at the
 //! model's minimum, the billing header, thinking budgets, known first bytes, and start times on
-//! or next to earlier requests' first byte and TTL ends. Markers are never put inside a run (on
-//! a block followed in its message by one of its kind): that case has its own tests in
-//! `positions.rs`.
+//! or next to earlier requests' first byte and TTL ends. Markers may sit anywhere, inside a
+//! `tool_use`/`tool_result` run included.
 //!
 //! `PROPTEST_CASES=10000 cargo test --release properties` runs more cases.
 
@@ -322,17 +321,10 @@ fn blocks_mut(request: &mut Request) -> Vec<&mut Block> {
     request.tools.iter_mut().chain(request.system.iter_mut()).chain(messages).collect()
 }
 
-/// Blocks that may carry a marker: not one followed in its message by a block of its own kind
-/// in a run.
+/// Blocks that may carry a marker: every one (the generator makes no thinking blocks).
 fn markable(request: &Request) -> Vec<bool> {
-    let fixed = request.tools.len() + request.system.len();
-    let messages = request.messages.iter().flat_map(|m| {
-        m.blocks.iter().enumerate().map(|(b, block)| {
-            let next = m.blocks.get(b + 1);
-            !(block.in_run() && next.is_some_and(|n| n.kind == block.kind))
-        })
-    });
-    std::iter::repeat_n(true, fixed).chain(messages).collect()
+    let messages: usize = request.messages.iter().map(|m| m.blocks.len()).sum();
+    vec![true; request.tools.len() + request.system.len() + messages]
 }
 
 /// Up to 4 markers on markable blocks, 1h ones first; `forced_last` puts one on the last block.

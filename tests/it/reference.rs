@@ -239,7 +239,22 @@ pub enum Policy {
 struct Position {
     prefix: u32,
     tokens_end: u64,
-    marker: Option<Ttl>,
+}
+
+/// A marked block: the prefix through it (which is a position's prefix unless the block sits
+/// inside a run) and the position holding it, where its lookback starts.
+struct Breakpoint {
+    position: usize,
+    prefix: u32,
+    tokens: u64,
+    ttl: Ttl,
+}
+
+/// Where a request read from.
+#[derive(Clone, Copy)]
+struct Hit {
+    prefix: u32,
+    tokens: u64,
 }
 
 struct Entry {
@@ -275,27 +290,34 @@ impl Model {
         *self.trie.entry((prefix, description)).or_insert(next)
     }
 
-    /// DESIGN §1/§2.1.1: the request's positions, in tools → system → messages order.
-    fn positions(&mut self, request: &Request) -> Vec<Position> {
+    /// DESIGN §1/§2.1.1: the request's positions, in tools → system → messages order, and its
+    /// breakpoints. A prefix is named by its blocks alone; a run of tool_use (or tool_result)
+    /// blocks is one position whatever markers it carries.
+    fn positions(&mut self, request: &Request) -> (Vec<Position>, Vec<Breakpoint>) {
         let mut positions = Vec::new();
+        let mut breakpoints = Vec::new();
         let (mut prefix, mut tokens) = (0, 0);
-        let push = |positions: &mut Vec<Position>, prefix, tokens, marker| {
-            positions.push(Position { prefix, tokens_end: tokens, marker })
+        let mut mark = |positions: &Vec<Position>, prefix, tokens, marker: Option<Ttl>| {
+            if let Some(ttl) = marker {
+                breakpoints.push(Breakpoint { position: positions.len(), prefix, tokens, ttl });
+            }
         };
         for tool in &request.tools {
             prefix = self.extend(prefix, format!("tool {}", tool.tool_json()));
             tokens += tool.tokens;
-            push(&mut positions, prefix, tokens, tool.marker);
+            mark(&positions, prefix, tokens, tool.marker);
+            positions.push(Position { prefix, tokens_end: tokens });
         }
         if !request.tools.is_empty() {
             prefix = self.extend(prefix, "hidden tool prompt".into());
             tokens += MODELS[request.model].tool_prompt;
-            push(&mut positions, prefix, tokens, None);
+            positions.push(Position { prefix, tokens_end: tokens });
         }
         for block in &request.system {
             prefix = self.extend(prefix, format!("system {}", block.json()));
             tokens += block.tokens;
-            push(&mut positions, prefix, tokens, block.marker);
+            mark(&positions, prefix, tokens, block.marker);
+            positions.push(Position { prefix, tokens_end: tokens });
         }
         prefix = self.extend(prefix, format!("thinking {:?}", request.thinking_budget));
         let last_message = request.messages.len() - 1;
@@ -305,16 +327,20 @@ impl Model {
                 prefix = self.extend(prefix, format!("{role} opens={} {}", b == 0, block.json()));
                 tokens += block.tokens;
                 let last_of_request = m == last_message && b + 1 == message.blocks.len();
-                let marker = block.marker.or(request.automatic.filter(|_| last_of_request));
+                mark(
+                    &positions,
+                    prefix,
+                    tokens,
+                    block.marker.or(request.automatic.filter(|_| last_of_request)),
+                );
                 let next = message.blocks.get(b + 1);
-                let run_goes_on =
-                    block.in_run() && next.is_some_and(|n| n.kind == block.kind) && marker.is_none();
+                let run_goes_on = block.in_run() && next.is_some_and(|n| n.kind == block.kind);
                 if !run_goes_on {
-                    push(&mut positions, prefix, tokens, marker);
+                    positions.push(Position { prefix, tokens_end: tokens });
                 }
             }
         }
-        positions
+        (positions, breakpoints)
     }
 
     fn find(&self, request: &Request, prefix: u32) -> Option<usize> {
@@ -329,28 +355,26 @@ impl Model {
 
     /// Prices one request and updates the cache.
     pub fn serve(&mut self, request: &Request) -> Predicted {
-        let positions = self.positions(request);
+        let (positions, breakpoints) = self.positions(request);
         let total = positions.last().map_or(0, |p| p.tokens_end);
-        let marked: Vec<usize> = (0..positions.len()).filter(|&p| positions[p].marker.is_some()).collect();
         let (hit, writes) = match self.policy {
-            Policy::Anthropic => self.anthropic(request, &positions, &marked),
-            Policy::LongestPrefix => self.longest(request, &positions, &marked),
+            Policy::Anthropic => self.anthropic(request, &positions, &breakpoints),
+            Policy::LongestPrefix => self.longest(request, &positions, &breakpoints),
         };
-        let t = |p: usize| positions[p].tokens_end;
         // §2.1.7: A, B, C.
-        let a = hit.map_or(0, t);
-        let b = writes.iter().filter(|w| w.1 == Ttl::Hour).map(|w| t(w.0)).max().unwrap_or(a);
-        let c = writes.last().map_or(a, |w| t(w.0));
+        let a = hit.map_or(0, |h| h.tokens);
+        let b = writes.iter().filter(|w| w.2 == Ttl::Hour).map(|w| w.1).max().unwrap_or(a);
+        let c = writes.last().map_or(a, |w| w.1);
         let ttft_ms = 400 + ((total - a) * 20).div_ceil(1_000);
         let visible_at = request.first_byte_ms.unwrap_or(request.at_ms + ttft_ms);
         // §2.1.8: refresh the matched entry, then write.
-        if let Some(p) = hit {
-            let index = self.find(request, positions[p].prefix).expect("a hit has an entry");
+        if let Some(hit) = hit {
+            let index = self.find(request, hit.prefix).expect("a hit has an entry");
             let entry = &mut self.entries[index];
             entry.expires_at = entry.expires_at.max(request.at_ms + entry.ttl.ms());
         }
-        for &(p, ttl) in &writes {
-            self.write(request, positions[p].prefix, ttl, visible_at);
+        for &(prefix, _, ttl) in &writes {
+            self.write(request, prefix, ttl, visible_at);
         }
         Predicted {
             read: a,
@@ -363,30 +387,32 @@ impl Model {
         }
     }
 
-    /// §2.1.5–6: breakpoints long enough, last first, each checking itself and 19 positions back.
+    /// §2.1.5–6: breakpoints long enough, last first, each checking its own prefix and then the
+    /// 19 positions before its own. Writes: (prefix, tokens, ttl) for breakpoints beyond A.
     fn anthropic(
         &self,
         request: &Request,
         positions: &[Position],
-        marked: &[usize],
-    ) -> (Option<usize>, Vec<(usize, Ttl)>) {
+        breakpoints: &[Breakpoint],
+    ) -> (Option<Hit>, Vec<(u32, u64, Ttl)>) {
         let minimum = MODELS[request.model].min_tokens;
-        let valid: Vec<usize> =
-            marked.iter().copied().filter(|&p| positions[p].tokens_end >= minimum).collect();
+        let valid: Vec<&Breakpoint> = breakpoints.iter().filter(|bp| bp.tokens >= minimum).collect();
         let mut hit = None;
-        'breakpoints: for &breakpoint in valid.iter().rev() {
-            for p in (breakpoint.saturating_sub(19)..=breakpoint).rev() {
+        'breakpoints: for bp in valid.iter().rev() {
+            if self.readable(request, bp.prefix) {
+                hit = Some(Hit { prefix: bp.prefix, tokens: bp.tokens });
+                break;
+            }
+            for p in (bp.position.saturating_sub(19)..bp.position).rev() {
                 if self.readable(request, positions[p].prefix) {
-                    hit = Some(p);
+                    hit = Some(Hit { prefix: positions[p].prefix, tokens: positions[p].tokens_end });
                     break 'breakpoints;
                 }
             }
         }
-        let writes = valid
-            .iter()
-            .filter(|&&p| hit.is_none_or(|h| p > h))
-            .map(|&p| (p, positions[p].marker.expect("a breakpoint")))
-            .collect();
+        let a = hit.map_or(0, |h| h.tokens);
+        let writes =
+            valid.iter().filter(|bp| bp.tokens > a).map(|bp| (bp.prefix, bp.tokens, bp.ttl)).collect();
         (hit, writes)
     }
 
@@ -396,12 +422,18 @@ impl Model {
         &self,
         request: &Request,
         positions: &[Position],
-        marked: &[usize],
-    ) -> (Option<usize>, Vec<(usize, Ttl)>) {
-        let hit = (0..positions.len()).rev().find(|&p| self.readable(request, positions[p].prefix));
-        let ttl = marked.iter().map(|&p| positions[p].marker.expect("marked")).max().unwrap_or(Ttl::Five);
-        let first = hit.map_or(0, |h| h + 1);
-        (hit, (first..positions.len()).map(|p| (p, ttl)).collect())
+        breakpoints: &[Breakpoint],
+    ) -> (Option<Hit>, Vec<(u32, u64, Ttl)>) {
+        let hit = positions
+            .iter()
+            .rev()
+            .find(|p| self.readable(request, p.prefix))
+            .map(|p| Hit { prefix: p.prefix, tokens: p.tokens_end });
+        let ttl = breakpoints.iter().map(|bp| bp.ttl).max().unwrap_or(Ttl::Five);
+        let a = hit.map_or(0, |h| h.tokens);
+        let writes =
+            positions.iter().filter(|p| p.tokens_end > a).map(|p| (p.prefix, p.tokens_end, ttl)).collect();
+        (hit, writes)
     }
 
     /// A write creates the entry, or renews a live one keeping the earliest visibility and the
