@@ -7,6 +7,7 @@
 //! point; [`replay`] drives it over a recorded trace.
 #![deny(missing_docs)]
 
+pub mod agent;
 pub mod billing;
 pub mod cache;
 pub mod clock;
