@@ -15,8 +15,10 @@ pub mod demo;
 pub mod endpoint;
 pub mod prompt;
 pub mod replay;
+pub mod scenario;
 pub mod tokenize;
 pub mod trace;
+pub mod verify;
 pub mod wire;
 
 pub use billing::{BillingProfile, Cost, PriceTable, TokenEquivalents, Usage};

@@ -66,6 +66,12 @@ pub fn placeholder_result(tool_use: &BlockRef, tokens: Option<u64>) -> BlockRef 
     ))
 }
 
+/// The `tool_use_id` a `tool_result` block answers.
+pub fn tool_result_id(block: &BlockRef) -> Option<String> {
+    let value: Value = serde_json::from_str(block.json()).ok()?;
+    value.get("tool_use_id").and_then(Value::as_str).map(str::to_string)
+}
+
 /// The `id` of a `tool_use` block.
 pub fn tool_use_id(block: &BlockRef) -> Option<String> {
     let value: Value = serde_json::from_str(block.json()).ok()?;

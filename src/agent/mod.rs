@@ -14,7 +14,8 @@ mod request;
 pub use block::{Block, BlockKind, BlockRef, Message, with_tokens};
 pub use fork::{
     FORK_BOILERPLATE_TAG, FORK_PLACEHOLDER, FORK_QUERY_SOURCE, FORK_TEMPLATE, ForkVariant, GuardVerdict,
-    build_forked_messages, directive_text, fork_guard, placeholder_result, worktree_note,
+    build_forked_messages, directive_text, fork_guard, placeholder_result, tool_result_id, tool_use_id,
+    worktree_note,
 };
 pub use named::{NamedAgent, SectionKind, SidecarKind, Tool, named_system, named_tools, sidecar_prompt};
 pub use request::{AgentRequest, Mark, ThinkingConfig};

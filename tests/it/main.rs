@@ -1,3 +1,4 @@
 //! forkcache's integration tests: one binary, one module per feature.
 
+mod scenario_seed;
 mod seed_example;
