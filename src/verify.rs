@@ -460,6 +460,61 @@ pub fn strict_extension(prefix: &[Segment], longer: &[Segment]) -> bool {
     longer.len() > prefix.len() && prefix.iter().zip(longer).all(|(a, b)| a == b)
 }
 
+/// `explain A B`: how B's cache prefix relates to A's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Explanation {
+    /// A's size in cache order.
+    pub a_bytes: u64,
+    /// B's size in cache order.
+    pub b_bytes: u64,
+    /// Bytes they share from the start.
+    pub common_prefix_bytes: u64,
+    /// Where they part; `None` when identical (markers aside).
+    pub divergence: Option<Divergence>,
+}
+
+/// Compares two request bodies in cache order.
+pub fn explain(a: &str, b: &str) -> Result<Explanation, ApiError> {
+    let (a, b) = (cache_order(a)?, cache_order(b)?);
+    Ok(Explanation {
+        a_bytes: total_bytes(&a),
+        b_bytes: total_bytes(&b),
+        common_prefix_bytes: common_prefix_bytes(&a, &b),
+        divergence: first_divergence(&a, &b),
+    })
+}
+
+impl Explanation {
+    /// A few lines for people.
+    pub fn to_text(&self) -> String {
+        let share = if self.b_bytes == 0 {
+            100.0
+        } else {
+            100.0 * self.common_prefix_bytes as f64 / self.b_bytes as f64
+        };
+        let mut out = format!(
+            "A: {} bytes, B: {} bytes in cache order (tools → system → messages, cache_control ignored)\ncommon prefix: {} bytes ({share:.2}% of B)\n",
+            self.a_bytes, self.b_bytes, self.common_prefix_bytes
+        );
+        match &self.divergence {
+            None => out.push_str("identical: B reads everything A cached\n"),
+            Some(d) => {
+                out.push_str(&format!(
+                    "first divergence at byte {}: {} (dimension {}, cause {})\n  before: …{}\n  A:      {}…\n  B:      {}…\n",
+                    d.byte_offset,
+                    d.path,
+                    d.dimension.name(),
+                    d.cause.name(),
+                    d.before,
+                    d.a,
+                    d.b
+                ));
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::ScenarioError;
-use super::generate::{Generator, stream};
+use super::generate::Generator;
 use super::report::{GuardEvent, RequestRole, ScenarioRecord, ScenarioReport, SpawnReport};
 use super::spec::{
     EventSpec, ForkSpec, ForkTools, GenerateSpec, Launch, NamedSpec, ScenarioSpec, SidecarSpec,
@@ -118,7 +118,7 @@ struct Engine<'s> {
     sections: Vec<(SectionKind, String, Option<u64>)>,
     tools: Vec<Tool>,
     tools_arc: Arc<Vec<BlockRef>>,
-    schema_rng: rand_chacha::ChaCha8Rng,
+    schema_renders: u64,
     named_count: usize,
 }
 
@@ -176,7 +176,7 @@ impl<'s> Engine<'s> {
             sections,
             tools,
             tools_arc,
-            schema_rng: stream(spec.seed, "schema"),
+            schema_renders: 0,
             named_count: 0,
         };
         engine.snapshot = engine.params_now(Arc::clone(&engine.pending), None);
@@ -293,10 +293,14 @@ impl<'s> Engine<'s> {
         if !self.spec.knobs.unstable_schema_key_order {
             return Arc::clone(&self.tools_arc);
         }
-        let shuffled = self.tools.iter().enumerate().map(|(index, tool)| {
-            if index == 0 { shuffled_schema(tool, &mut self.schema_rng) } else { tool.block.clone() }
+        // An unordered map iterates in a different order from one process (or request) to the
+        // next; rotating the properties on every render is the deterministic worst case of that.
+        self.schema_renders += 1;
+        let rotation = self.schema_renders as usize;
+        let tools = self.tools.iter().enumerate().map(|(index, tool)| {
+            if index == 0 { rotated_schema(tool, rotation) } else { tool.block.clone() }
         });
-        Arc::new(shuffled.collect())
+        Arc::new(tools.collect())
     }
 
     fn thinking(&self) -> Option<ThinkingConfig> {
@@ -456,7 +460,10 @@ impl<'s> Engine<'s> {
             self.after_main_request(request, assistant.clone(), &sent);
             sent.completes_at
         } else {
-            self.snapshot = self.params_now(Arc::clone(&self.pending), Some(assistant.clone()));
+            // The spawn follows the history as it stands; system, tools and config stay those of
+            // the last main-loop turn (the snapshot), never re-collected.
+            self.snapshot.messages = Arc::clone(&self.pending);
+            self.snapshot.last_reply = Some(assistant.clone());
             self.now
         };
         let parent_body = self.config.verify.then(|| self.snapshot.request(Vec::new()).body());
@@ -924,22 +931,21 @@ fn build_tools(spec: &ScenarioSpec) -> Vec<Tool> {
         .iter()
         .map(|tool| {
             let definition = json!({"name": tool.name, "description": format!("The {} tool.", tool.name),
-                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "query": {"type": "string"}}, "required": ["path"]}});
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "query": {"type": "string"},
+                    "limit": {"type": "integer"}, "offset": {"type": "integer"}}, "required": ["path"]}});
             Tool { name: tool.name.clone(), read_only: tool.read_only, block: Block::from_value(&with_tokens(definition, tool.tokens)) }
         })
         .collect()
 }
 
-/// The tool's definition with its schema's keys in a random order, as a serializer over an
-/// unordered map would write it.
-fn shuffled_schema(tool: &Tool, rng: &mut rand_chacha::ChaCha8Rng) -> BlockRef {
-    use rand::RngExt as _;
+/// The tool's definition with its schema's properties rotated, as a serializer over an
+/// unordered map may write them.
+fn rotated_schema(tool: &Tool, rotation: usize) -> BlockRef {
     let mut value: Value = serde_json::from_str(tool.block.json()).expect("a tool block is JSON");
     if let Some(Value::Object(properties)) = value.pointer_mut("/input_schema/properties") {
         let mut entries: Vec<(String, Value)> = std::mem::take(properties).into_iter().collect();
-        if rng.random_range(0..2u32) == 1 {
-            entries.reverse();
-        }
+        let len = entries.len().max(1);
+        entries.rotate_left(rotation % len);
         properties.extend(entries);
     }
     Block::from_value(&value)
@@ -961,7 +967,7 @@ fn placeholder_snapshot(spec: &ScenarioSpec) -> CacheSafeParams {
 
 fn initial_history(spec: &ScenarioSpec, generator: &mut Generator) -> Result<Vec<Message>, ScenarioError> {
     let messages = match &spec.history.messages {
-        Some(literal) => literal_history(literal)?,
+        Some(literal) => literal_history(literal, stub_threshold(spec))?,
         None => generator.history(generate_spec(spec).turns),
     };
     match messages.last() {
@@ -971,11 +977,11 @@ fn initial_history(spec: &ScenarioSpec, generator: &mut Generator) -> Result<Vec
     }
 }
 
-fn literal_history(messages: &[Value]) -> Result<Vec<Message>, ScenarioError> {
-    messages.iter().enumerate().map(|(index, message)| literal_message(index, message)).collect()
+fn literal_history(messages: &[Value], stub_from: Option<u64>) -> Result<Vec<Message>, ScenarioError> {
+    messages.iter().enumerate().map(|(index, message)| literal_message(index, message, stub_from)).collect()
 }
 
-fn literal_message(index: usize, message: &Value) -> Result<Message, ScenarioError> {
+fn literal_message(index: usize, message: &Value, stub_from: Option<u64>) -> Result<Message, ScenarioError> {
     let at = |field: &str| format!("history.messages[{index}]{field}");
     let role = match message.get("role").and_then(Value::as_str) {
         Some("user") => Role::User,
@@ -985,7 +991,7 @@ fn literal_message(index: usize, message: &Value) -> Result<Message, ScenarioErr
     };
     let blocks = match message.get("content") {
         Some(Value::String(text)) => vec![Block::text(text, None)],
-        Some(Value::Array(blocks)) => literal_blocks(blocks, &at(".content"))?,
+        Some(Value::Array(blocks)) => literal_blocks(blocks, &at(".content"), stub_from)?,
         _ => {
             return Err(ScenarioError::spec(
                 at(".content"),
@@ -996,7 +1002,11 @@ fn literal_message(index: usize, message: &Value) -> Result<Message, ScenarioErr
     Ok(Message { role, blocks })
 }
 
-fn literal_blocks(blocks: &[Value], path: &str) -> Result<Vec<BlockRef>, ScenarioError> {
+fn literal_blocks(
+    blocks: &[Value],
+    path: &str,
+    stub_from: Option<u64>,
+) -> Result<Vec<BlockRef>, ScenarioError> {
     blocks
         .iter()
         .enumerate()
@@ -1011,7 +1021,17 @@ fn literal_blocks(blocks: &[Value], path: &str) -> Result<Vec<BlockRef>, Scenari
                     "not allowed: the agent places the markers",
                 ));
             }
-            Ok(Block::from_value(block))
+            Ok(with_literal_stub(Block::from_value(block), stub_from))
         })
         .collect()
+}
+
+/// A large literal tool result can be stubbed out by the replacement budget like a generated one.
+fn with_literal_stub(block: BlockRef, stub_from: Option<u64>) -> BlockRef {
+    match (stub_from, crate::agent::tool_result_id(&block)) {
+        (Some(min), Some(id)) if block.kind == crate::agent::BlockKind::ToolResult && block.tokens >= min => {
+            Block::with_stub(block, crate::agent::result_stub(&id, 60))
+        }
+        _ => block,
+    }
 }

@@ -20,7 +20,10 @@ pub use spec::{
     HistorySpec, IdleSpec, Knobs, Launch, NamedSpec, Range, ScenarioSpec, SectionSpec, SidecarSpec, Sizes,
     ToolSpec, TurnSpec,
 };
-pub use suite::{FIXTURES, Fixture, MISTAKES, Mistake, fixture};
+pub use suite::{
+    FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, suite_csv,
+    suite_table,
+};
 
 use crate::tokenize::TokenizerUnavailable;
 
@@ -97,9 +100,6 @@ fn strip_position(err: &serde_json::Error) -> String {
 }
 
 fn validate_history(history: &HistorySpec) -> Result<(), ScenarioError> {
-    if history.messages.is_some() && history.generate.is_some() {
-        return Err(ScenarioError::spec("history", "give either `messages` or `generate`, not both"));
-    }
     if let Some(generate) = &history.generate {
         for (name, range) in [
             ("user_tokens", generate.user_tokens),

@@ -167,14 +167,14 @@ impl Default for AgentSpec {
 }
 
 /// The conversation before the timeline: given literally, or generated. Default: generated
-/// with [`GenerateSpec::default`].
+/// with [`GenerateSpec::default`]. With `messages`, `generate` only shapes the later turns.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HistorySpec {
     /// Messages as the API takes them (`{"role", "content"}`), blocks kept as given; the last
     /// one must be a user message. `cache_control` is not allowed (requests place markers).
     pub messages: Option<Vec<Value>>,
-    /// Draw the history (and every later generated turn) from the seed.
+    /// Draw the history from the seed (without `messages`), and every later turn (always).
     pub generate: Option<GenerateSpec>,
 }
 
