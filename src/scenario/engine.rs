@@ -35,6 +35,8 @@ pub struct RunConfig {
     pub verify: bool,
     /// Price every request again alone in its own workspace, for the naive cost. Default true.
     pub naive: bool,
+    /// Keep every request's full body in its record (for byte-level checks). Default false.
+    pub keep_bodies: bool,
 }
 
 impl RunConfig {
@@ -44,7 +46,7 @@ impl RunConfig {
         endpoint.cache.policy = spec.policy;
         endpoint.cache.visibility = spec.visibility;
         endpoint.prompt.identity = spec.identity;
-        RunConfig { endpoint, verify: true, naive: true }
+        RunConfig { endpoint, verify: true, naive: true, keep_bodies: false }
     }
 }
 
@@ -245,7 +247,9 @@ impl<'s> Engine<'s> {
         let first_token_at = at.plus_ms(record.ttft_ms);
         let completes_at = first_token_at.plus_ms(latency.generation_ms(record.usage.output_tokens));
         let total_tokens = record.usage.total_input_tokens();
-        self.records.push(ScenarioRecord::new(index, who, record, naive.as_ref()));
+        let mut record = ScenarioRecord::new(index, who, record, naive.as_ref());
+        record.body = self.config.keep_bodies.then(|| request.body());
+        self.records.push(record);
         Ok(Sent { total_tokens, first_token_at, completes_at })
     }
 

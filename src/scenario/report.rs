@@ -63,6 +63,8 @@ pub struct ScenarioRecord {
     pub naive_nanousd: u64,
     /// …and in token-equivalents.
     pub naive_token_equivalents: TokenEquivalents,
+    /// The full body, when [`RunConfig::keep_bodies`] is set.
+    pub body: Option<String>,
 }
 
 impl ScenarioRecord {
@@ -78,6 +80,7 @@ impl ScenarioRecord {
             record,
             naive_nanousd,
             naive_token_equivalents,
+            body: None,
         }
     }
 }

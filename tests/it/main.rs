@@ -1,4 +1,6 @@
 //! forkcache's integration tests: one binary, one module per feature.
 
+mod scenario_engine;
+mod scenario_mistakes;
 mod scenario_seed;
 mod seed_example;
