@@ -4,7 +4,6 @@
 
 use forkcache::billing::PriceTable;
 use forkcache::cache::MissCause;
-use forkcache::clock::SimTime;
 use forkcache::endpoint::{Call, MockEndpoint};
 use forkcache::scenario::{FIXTURES, RunConfig, ScenarioReport, ScenarioSpec, fixture, run};
 use forkcache::verify::DivergenceCause;
