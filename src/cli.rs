@@ -61,6 +61,9 @@ pub struct RunArgs {
     /// Seed (default: the scenario's).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Also write every request's body to this directory (NNNN-role.json), for `explain`.
+    #[arg(long)]
+    pub bodies: Option<PathBuf>,
 }
 
 /// `explain`.

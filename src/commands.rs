@@ -64,14 +64,28 @@ fn run_scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {
     args.apply(&mut spec);
     let mut config = RunConfig::for_spec(&spec);
     config.endpoint.tokenizer = args.tokenizer.into();
+    config.keep_bodies = args.bodies.is_some();
     let report = run(&spec, &config, &args.prices()?)
         .with_context(|| format!("running {}", args.scenario.display()))?;
+    if let Some(dir) = &args.bodies {
+        write_bodies(dir, &report)?;
+    }
     if args.json {
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_table());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn write_bodies(dir: &std::path::Path, report: &forkcache::scenario::ScenarioReport) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for record in &report.records {
+        let path = dir.join(format!("{:04}-{}.json", record.index, record.role.name()));
+        let body = record.body.as_deref().unwrap_or_default();
+        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 fn run_explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {

@@ -2,5 +2,6 @@
 
 mod scenario_engine;
 mod scenario_mistakes;
+mod scenario_props;
 mod scenario_seed;
 mod seed_example;

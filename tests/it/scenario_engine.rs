@@ -247,3 +247,15 @@ fn run_and_explain_on_the_command_line() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("reading /nonexistent/scenario.json"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_readme_example_is_the_fixture_and_runs() {
+    let readme = include_str!("../../README.md");
+    let fixture = fixture("readme-example").unwrap().json.trim_end();
+    assert!(
+        readme.contains(fixture),
+        "README's complete example differs from fixtures/scenarios/readme-example.json"
+    );
+    let report = run_with(&spec_of("readme-example"), false);
+    assert!(report.totals.cost_nanousd < report.totals.naive_nanousd);
+}

@@ -301,3 +301,30 @@ fn every_mistake_costs_more_than_its_twin_and_reports_a_miss() {
         assert_eq!(good.totals.misses.values().sum::<u64>(), 0, "{}", mistake.correct);
     }
 }
+
+/// The engine's miss diagnosis does not report this one, and I believe it should.
+///
+/// Same as `mistake-fork-max-output-tokens` but with a one-block history: the parent's last
+/// entry sits exactly on the first message position, where the clamped thinking salt makes the
+/// fork diverge. `cache::miss::unread_shared_prefix` counts a change *at* the earlier request's
+/// cached position only as `shared − read` (here 5,000 − 5,000 = 0) and drops it, whereas the
+/// same change one position earlier (the three-message history above) reports 15,000 missed at
+/// `thinking`. The 15,000 history tokens are byte-identical; only the config salt changed, so
+/// this is a miss of 15,000 tokens with cause `prefix_changed`, dimension config.
+#[test]
+#[ignore = "engine: a salt change at the earlier request's cached position is not reported (see doc)"]
+fn a_config_change_at_the_cached_position_is_a_miss() {
+    let mut spec = ScenarioSpec::from_json(fixture("mistake-fork-max-output-tokens").unwrap().json).unwrap();
+    spec.history.messages = Some(vec![serde_json::json!(
+        {"role": "user", "content": [{"type": "text", "text": "h", "forkcache_tokens": 15000}]}
+    )]);
+    let report = run(&spec, &RunConfig::for_spec(&spec), &PriceTable::builtin()).unwrap();
+    let fork1 = &report.records[1].record;
+    // The costs are right: reads the 5,000-token system entry, writes 15,400.
+    assert_eq!(fork1.token_equivalents.value(), 19_750.0);
+    let miss = fork1.miss.as_ref().expect("the config change lost 15,000 cached tokens");
+    assert_eq!(
+        (miss.cause, miss.path.as_str(), miss.tokens_missed),
+        (MissCause::PrefixChanged, "thinking", 15_000)
+    );
+}
