@@ -259,3 +259,27 @@ fn the_readme_example_is_the_fixture_and_runs() {
     let report = run_with(&spec_of("readme-example"), false);
     assert!(report.totals.cost_nanousd < report.totals.naive_nanousd);
 }
+
+#[test]
+fn runs_on_two_threads_match_a_run_on_one() {
+    // The engine is single-threaded and keeps no global state: two runs at once on two
+    // threads give the same bytes as one after the other.
+    let prices = PriceTable::builtin();
+    let serial: Vec<String> =
+        forkcache::scenario::run_suite(&prices).unwrap().iter().map(|r| r.report.to_json()).collect();
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let prices = PriceTable::builtin();
+                forkcache::scenario::run_suite(&prices)
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.report.to_json())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for handle in threads {
+        assert_eq!(handle.join().unwrap(), serial);
+    }
+}
