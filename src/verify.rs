@@ -6,10 +6,12 @@
 //! order says little (Claude Code sends `messages` before `system` and `tools`), and a marker that
 //! moves is not a difference in the prefix.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::agent::FORK_BOILERPLATE_TAG;
+use crate::agent::{AgentRequest, FORK_BOILERPLATE_TAG};
 use crate::prompt::without_own_marker;
 use crate::wire::{ApiError, ContentView, RequestView, parse_request};
 
@@ -42,15 +44,70 @@ impl Part {
     }
 }
 
-/// One piece of a request in cache order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Segment {
+/// Where a piece of a request sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loc {
+    /// `model`.
+    Model,
+    /// `tools[i]`.
+    Tool(u32),
+    /// `system[i]`.
+    System(u32),
+    /// The rendered parameters (`thinking`, effort, tool choice).
+    Config,
+    /// `messages[m].role`.
+    Role(u32),
+    /// `messages[m].content[b]`.
+    Block(u32, u32),
+}
+
+impl Loc {
     /// `tools[3]`, `messages[14].content[2]`, `messages[14].role`, `thinking`, `model`.
-    pub path: String,
-    /// Which part.
-    pub part: Part,
-    /// The bytes compared (JSON).
-    pub bytes: String,
+    pub fn path(self) -> String {
+        match self {
+            Loc::Model => "model".into(),
+            Loc::Tool(i) => format!("tools[{i}]"),
+            Loc::System(i) => format!("system[{i}]"),
+            Loc::Config => "thinking".into(),
+            Loc::Role(m) => format!("messages[{m}].role"),
+            Loc::Block(m, b) => format!("messages[{m}].content[{b}]"),
+        }
+    }
+
+    /// The part of the prompt.
+    pub fn part(self) -> Part {
+        match self {
+            Loc::Model => Part::Model,
+            Loc::Tool(_) => Part::Tools,
+            Loc::System(_) => Part::System,
+            Loc::Config => Part::Config,
+            Loc::Role(_) | Loc::Block(..) => Part::Messages,
+        }
+    }
+
+    fn message(self) -> Option<u32> {
+        match self {
+            Loc::Role(m) | Loc::Block(m, _) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// One piece of a request in cache order: borrowed from shared blocks where it can be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment<'a> {
+    /// Where it sits.
+    pub loc: Loc,
+    /// The bytes compared (JSON, without `cache_control`).
+    pub bytes: Cow<'a, str>,
+}
+
+impl Segment<'_> {
+    /// The same piece: same place, same bytes (shared blocks compare by address first).
+    fn same(&self, other: &Segment) -> bool {
+        let (a, b) = (self.bytes.as_ref(), other.bytes.as_ref());
+        self.loc == other.loc && (std::ptr::eq(a, b) || a == b)
+    }
 }
 
 /// What kind of difference the first divergence is.
@@ -129,56 +186,75 @@ pub struct Divergence {
 pub const CONTEXT_BYTES: usize = 32;
 
 /// A request body in cache order.
-pub fn cache_order(body: &str) -> Result<Vec<Segment>, ApiError> {
+pub fn cache_order(body: &str) -> Result<Vec<Segment<'static>>, ApiError> {
     let view = parse_request(body.as_bytes())?;
     Ok(segments(&view))
 }
 
 /// A parsed request in cache order.
-pub fn segments(view: &RequestView) -> Vec<Segment> {
-    let mut out = Vec::new();
-    let model = view.model.as_deref().unwrap_or("");
-    out.push(Segment { path: "model".into(), part: Part::Model, bytes: json_string(model) });
+pub fn segments(view: &RequestView) -> Vec<Segment<'static>> {
+    let owned = |loc, bytes: String| Segment { loc, bytes: Cow::Owned(bytes) };
+    let mut out = vec![owned(Loc::Model, json_string(view.model.as_deref().unwrap_or("")))];
     for (index, tool) in view.tools.iter().enumerate() {
-        out.push(block_segment(format!("tools[{index}]"), Part::Tools, tool.get()));
+        out.push(owned(Loc::Tool(index as u32), unmarked(tool.get())));
     }
     if let Some(system) = &view.system {
-        content_segments(system, "system", Part::System, &mut out);
+        content_segments(system, &mut out, Loc::System);
     }
-    out.push(Segment { path: "thinking".into(), part: Part::Config, bytes: config_text(view) });
+    out.push(owned(Loc::Config, config_text(view.thinking.as_ref(), view)));
     for (index, message) in view.messages.iter().flatten().enumerate() {
-        let path = format!("messages[{index}]");
-        out.push(Segment {
-            path: format!("{path}.role"),
-            part: Part::Messages,
-            bytes: json_string(message.role.as_str()),
-        });
-        content_segments(&message.content, &format!("{path}.content"), Part::Messages, &mut out);
+        let m = index as u32;
+        out.push(owned(Loc::Role(m), json_string(message.role.as_str())));
+        content_segments(&message.content, &mut out, |b| Loc::Block(m, b));
     }
     out
 }
 
-fn content_segments(content: &ContentView, path: &str, part: Part, out: &mut Vec<Segment>) {
+fn content_segments(content: &ContentView, out: &mut Vec<Segment<'static>>, loc: impl Fn(u32) -> Loc) {
     match content {
         ContentView::Text(text) => {
             let block = serde_json::json!({"type": "text", "text": text});
-            out.push(Segment { path: format!("{path}[0]"), part, bytes: block.to_string() });
+            out.push(Segment { loc: loc(0), bytes: Cow::Owned(block.to_string()) });
         }
         ContentView::Blocks(blocks) => {
             for (index, block) in blocks.iter().enumerate() {
-                out.push(block_segment(format!("{path}[{index}]"), part, block.get()));
+                out.push(Segment { loc: loc(index as u32), bytes: Cow::Owned(unmarked(block.get())) });
             }
         }
     }
 }
 
-fn block_segment(path: String, part: Part, raw: &str) -> Segment {
-    let bytes = String::from_utf8(without_own_marker(raw)).expect("cutting a member keeps UTF-8");
-    Segment { path, part, bytes }
+fn unmarked(raw: &str) -> String {
+    String::from_utf8(without_own_marker(raw)).expect("cutting a member keeps UTF-8")
 }
 
-fn config_text(view: &RequestView) -> String {
-    let thinking = view.thinking.as_ref().map_or("none".to_string(), |t| match t.budget_tokens {
+/// An agent's request in cache order, borrowing its shared blocks (stored without markers), so
+/// siblings that share a block compare it by address.
+pub fn request_segments(request: &AgentRequest) -> Vec<Segment<'_>> {
+    let mut out = vec![Segment { loc: Loc::Model, bytes: Cow::Owned(json_string(&request.model)) }];
+    out.extend(request.tools.iter().enumerate().map(|(i, b)| borrowed(Loc::Tool(i as u32), b)));
+    out.extend(request.system.iter().enumerate().map(|(i, b)| borrowed(Loc::System(i as u32), b)));
+    let thinking = request.thinking.map(|t| t.wire());
+    out.push(Segment {
+        loc: Loc::Config,
+        bytes: Cow::Owned(config_text(thinking.as_ref(), &RequestView::default())),
+    });
+    for (index, message) in request.messages().enumerate() {
+        let m = index as u32;
+        out.push(Segment { loc: Loc::Role(m), bytes: Cow::Owned(json_string(message.role.as_str())) });
+        out.extend(
+            message.blocks.iter().enumerate().map(|(b, block)| borrowed(Loc::Block(m, b as u32), block)),
+        );
+    }
+    out
+}
+
+fn borrowed(loc: Loc, block: &crate::agent::BlockRef) -> Segment<'_> {
+    Segment { loc, bytes: Cow::Borrowed(block.json()) }
+}
+
+fn config_text(thinking: Option<&crate::wire::Thinking>, view: &RequestView) -> String {
+    let thinking = thinking.map_or("none".to_string(), |t| match t.budget_tokens {
         Some(budget) => format!("{}:{budget}", t.kind),
         None => t.kind.clone(),
     });
@@ -200,9 +276,13 @@ pub fn total_bytes(segments: &[Segment]) -> u64 {
 pub fn common_prefix_bytes(a: &[Segment], b: &[Segment]) -> u64 {
     let mut shared = 0u64;
     for (x, y) in a.iter().zip(b) {
+        if x.same(y) {
+            shared += x.bytes.len() as u64;
+            continue;
+        }
         let common = common_len(x.bytes.as_bytes(), y.bytes.as_bytes());
         shared += common as u64;
-        if common < x.bytes.len() || x.bytes.len() != y.bytes.len() || x.path != y.path {
+        if x.loc != y.loc || common < x.bytes.len() || x.bytes.len() != y.bytes.len() {
             break;
         }
     }
@@ -221,7 +301,7 @@ pub fn first_divergence(a: &[Segment], b: &[Segment]) -> Option<Divergence> {
             let longer = a.get(index).or(b.get(index)).expect("one side goes on");
             return Some(extension(offset, longer, a.get(index).is_some()));
         };
-        if x.bytes == y.bytes && x.path == y.path {
+        if x.same(y) {
             offset += x.bytes.len() as u64;
             continue;
         }
@@ -235,8 +315,8 @@ fn extension(offset: u64, longer: &Segment, a_is_longer: bool) -> Divergence {
     let (a, b) = if a_is_longer { (more, String::new()) } else { (String::new(), more) };
     Divergence {
         byte_offset: offset,
-        path: longer.path.clone(),
-        dimension: longer.part,
+        path: longer.loc.path(),
+        dimension: longer.loc.part(),
         cause: DivergenceCause::Extension,
         before: String::new(),
         a,
@@ -247,12 +327,12 @@ fn extension(offset: u64, longer: &Segment, a_is_longer: bool) -> Divergence {
 fn diverge_in(offset: u64, x: &Segment, y: &Segment) -> Divergence {
     let common = floor_char(&x.bytes, common_len(x.bytes.as_bytes(), y.bytes.as_bytes()));
     let inner = inner_path(&x.bytes, &y.bytes);
-    let path = if x.path == y.path { format!("{}{inner}", x.path) } else { x.path.clone() };
+    let path = if x.loc == y.loc { format!("{}{inner}", x.loc.path()) } else { x.loc.path() };
     let start = floor_char(&x.bytes, common.saturating_sub(CONTEXT_BYTES));
     Divergence {
         byte_offset: offset + common as u64,
         path,
-        dimension: x.part.min(y.part),
+        dimension: x.loc.part().min(y.loc.part()),
         cause: classify(x, y),
         before: x.bytes[start..common].to_string(),
         a: snippet(&x.bytes, common),
@@ -283,11 +363,12 @@ fn classify(x: &Segment, y: &Segment) -> DivergenceCause {
                 DivergenceCause::KeyOrder
             };
         }
-        if x.part == Part::Messages && a.get("type") != b.get("type") && !x.path.ends_with(".role") {
+        let blocks = matches!((x.loc, y.loc), (Loc::Block(..), Loc::Block(..)));
+        if blocks && a.get("type") != b.get("type") {
             return DivergenceCause::BlockType;
         }
     }
-    match x.part.min(y.part) {
+    match x.loc.part().min(y.loc.part()) {
         Part::Model => DivergenceCause::Model,
         Part::Config => DivergenceCause::Config,
         Part::Tools => DivergenceCause::ToolDefinition,
@@ -297,7 +378,7 @@ fn classify(x: &Segment, y: &Segment) -> DivergenceCause {
 }
 
 fn message_cause(x: &Segment, a: Option<&Value>) -> DivergenceCause {
-    if x.path.ends_with(".role") {
+    if matches!(x.loc, Loc::Role(_)) {
         return DivergenceCause::Role;
     }
     match a.and_then(|v| v.get("type")).and_then(Value::as_str) {
@@ -399,9 +480,15 @@ impl SiblingCheck {
     }
 }
 
-/// Checks siblings (request bodies) against each other and against the parent's last request.
-pub fn check_siblings(bodies: &[String], parent: Option<&str>) -> Result<SiblingCheck, ApiError> {
+/// Checks sibling request bodies against each other and against the parent's last request.
+pub fn check_sibling_bodies(bodies: &[String], parent: Option<&str>) -> Result<SiblingCheck, ApiError> {
     let laid: Vec<Vec<Segment>> = bodies.iter().map(|b| cache_order(b)).collect::<Result<_, _>>()?;
+    let parent = parent.map(cache_order).transpose()?;
+    Ok(check_siblings(&laid, parent.as_deref()))
+}
+
+/// Checks siblings (in cache order) against each other and against the parent's last request.
+pub fn check_siblings(laid: &[Vec<Segment>], parent: Option<&[Segment]>) -> SiblingCheck {
     let first = laid.first().map(Vec::as_slice).unwrap_or(&[]);
     let common = laid.iter().map(|s| common_prefix_bytes(first, s)).min().unwrap_or(0);
     let divergence =
@@ -411,29 +498,24 @@ pub fn check_siblings(bodies: &[String], parent: Option<&str>) -> Result<Sibling
     differing.dedup();
     let only_directive =
         laid.iter().all(|s| s.len() == first.len()) && differing_blocks_after_directive(first, &differing);
-    let extends_parent = match parent {
-        None => None,
-        Some(body) => {
-            let parent = cache_order(body)?;
-            Some(laid.iter().all(|s| strict_extension(&parent, s)))
-        }
-    };
-    Ok(SiblingCheck {
-        siblings: bodies.len(),
+    let extends_parent = parent.map(|parent| laid.iter().all(|s| strict_extension(parent, s)));
+    SiblingCheck {
+        siblings: laid.len(),
         common_prefix_bytes: common,
         longest_bytes: laid.iter().map(|s| total_bytes(s)).max().unwrap_or(0),
         first_divergence: divergence,
         differing_blocks: differing,
         only_directive,
         extends_parent,
-    })
+    }
 }
 
 fn differing_paths(a: &[Segment], b: &[Segment]) -> Vec<String> {
     let count = a.len().max(b.len());
+    let same = |i: usize| matches!((a.get(i), b.get(i)), (Some(x), Some(y)) if x.same(y));
     (0..count)
-        .filter(|&i| a.get(i).map(|s| (&s.path, &s.bytes)) != b.get(i).map(|s| (&s.path, &s.bytes)))
-        .map(|i| a.get(i).or(b.get(i)).expect("index below the longer length").path.clone())
+        .filter(|&i| !same(i))
+        .map(|i| a.get(i).or(b.get(i)).expect("index below the longer length").loc.path())
         .collect()
 }
 
@@ -444,20 +526,16 @@ fn differing_blocks_after_directive(first: &[Segment], differing: &[String]) -> 
     else {
         return differing.is_empty();
     };
-    let directive_message = message_of(&first[directive].path);
+    let directive_message = first[directive].loc.message();
     differing.iter().all(|path| {
-        let index = first.iter().position(|s| &s.path == path);
-        index.is_some_and(|i| i >= directive) && message_of(path) == directive_message
+        let index = first.iter().position(|s| &s.loc.path() == path);
+        index.is_some_and(|i| i >= directive && first[i].loc.message() == directive_message)
     })
-}
-
-fn message_of(path: &str) -> &str {
-    path.split('.').next().unwrap_or(path)
 }
 
 /// Whether `longer` starts with every piece of `prefix` and goes on.
 pub fn strict_extension(prefix: &[Segment], longer: &[Segment]) -> bool {
-    longer.len() > prefix.len() && prefix.iter().zip(longer).all(|(a, b)| a == b)
+    longer.len() > prefix.len() && prefix.iter().zip(longer).all(|(a, b)| a.same(b))
 }
 
 /// `explain A B`: how B's cache prefix relates to A's.

@@ -26,7 +26,8 @@ pub enum ThinkingConfig {
 }
 
 impl ThinkingConfig {
-    fn wire(self) -> Thinking {
+    /// The parameter as the wire view holds it.
+    pub fn wire(self) -> Thinking {
         match self {
             ThinkingConfig::Enabled { budget_tokens } => {
                 Thinking { kind: "enabled".into(), budget_tokens: Some(budget_tokens) }

@@ -24,6 +24,7 @@ use crate::billing::PriceTable;
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint};
 use crate::prompt::Ttl;
+use crate::verify::{SiblingCheck, check_siblings, request_segments};
 use crate::wire::{Reply, Role};
 
 /// How a scenario runs.
@@ -436,7 +437,9 @@ impl<'s> Engine<'s> {
 
     /// The summary sidecar reads the whole conversation; then the history is the summary.
     fn compact_parent(&mut self) -> Result<(), ScenarioError> {
-        let params = self.params_now(Arc::clone(&self.pending), None);
+        // Built like any sidecar: the snapshot's system, tools and config, the whole history.
+        let mut params = self.snapshot.clone();
+        params.messages = Arc::clone(&self.pending);
         let request = params.request(vec![Message::user(vec![compaction_prompt()])]);
         let summary_tokens = self.spec.agent.summary_tokens;
         let who = Who::new(RequestRole::Compaction, format!("compaction after parent {}", self.parent_turns));
@@ -470,23 +473,21 @@ impl<'s> Engine<'s> {
             self.snapshot.last_reply = Some(assistant.clone());
             self.now
         };
-        let parent_body = self.config.verify.then(|| self.snapshot.request(Vec::new()).body());
         let requests: Vec<AgentRequest> = (0..directives.len())
             .map(|fork| self.fork_request(spec, &assistant, &directives, fork, launch_at))
             .collect();
-        let bodies: Vec<String> =
-            if self.config.verify { requests.iter().map(AgentRequest::body).collect() } else { Vec::new() };
+        let verification = self.config.verify.then(|| self.verify_spawn(&requests));
         self.launch(spawn, spec, requests, launch_at)?;
-        self.spawns.push(SpawnReport::new(
-            index,
-            spawn,
-            spec,
-            directives.len(),
-            &bodies,
-            parent_body.as_deref(),
-        ));
+        self.spawns.push(SpawnReport::new(index, spawn, spec, directives.len(), verification));
         self.parent_after_spawn(assistant, &directives, launch_at);
         Ok(())
+    }
+
+    /// Byte identity across the siblings, and against the parent's last request.
+    fn verify_spawn(&self, requests: &[AgentRequest]) -> SiblingCheck {
+        let parent = self.snapshot.request(Vec::new());
+        let laid: Vec<_> = requests.iter().map(request_segments).collect();
+        check_siblings(&laid, Some(&request_segments(&parent)))
     }
 
     /// The parent's reply that spawns the forks: one Agent `tool_use` per directive.

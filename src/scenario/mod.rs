@@ -99,8 +99,32 @@ fn strip_position(err: &serde_json::Error) -> String {
     }
 }
 
+/// Limits that keep a typo from asking for more memory than any machine has.
+const MAX_FORKS: u32 = 4_096;
+const MAX_GENERATED_TURNS: u32 = 100_000;
+const MAX_FILLER_TOKENS: u64 = 10_000_000;
+
 fn validate_history(history: &HistorySpec) -> Result<(), ScenarioError> {
     if let Some(generate) = &history.generate {
+        if generate.turns > MAX_GENERATED_TURNS {
+            return Err(ScenarioError::spec(
+                "history.generate.turns",
+                format!("expected at most {MAX_GENERATED_TURNS}, got {}", generate.turns),
+            ));
+        }
+        let largest = [generate.user_tokens, generate.assistant_tokens, generate.tool_result_tokens]
+            .iter()
+            .map(|range| range[1])
+            .max()
+            .unwrap_or(0);
+        if generate.content == ContentMode::Filler && largest > MAX_FILLER_TOKENS {
+            return Err(ScenarioError::spec(
+                "history.generate.content",
+                format!(
+                    "filler blocks are written out: keep ranges under {MAX_FILLER_TOKENS} tokens, or use `declared`"
+                ),
+            ));
+        }
         for (name, range) in [
             ("user_tokens", generate.user_tokens),
             ("assistant_tokens", generate.assistant_tokens),
@@ -127,6 +151,18 @@ fn validate_event(index: usize, event: &EventSpec) -> Result<(), ScenarioError> 
                 "expected `directives` (a non-empty list) or `count` ≥ 1",
             ))
         }
+        EventSpec::Fork(fork)
+            if fork.directives.len() as u64 > u64::from(MAX_FORKS) || fork.count.unwrap_or(0) > MAX_FORKS =>
+        {
+            Err(ScenarioError::spec(
+                format!("timeline[{index}].fork"),
+                format!("expected at most {MAX_FORKS} forks"),
+            ))
+        }
+        EventSpec::Turn(turn) if turn.blocks.unwrap_or(0) > MAX_GENERATED_TURNS => Err(ScenarioError::spec(
+            format!("timeline[{index}].turn.blocks"),
+            format!("expected at most {MAX_GENERATED_TURNS}"),
+        )),
         EventSpec::Fork(fork) if fork.child_turns == 0 => {
             Err(ScenarioError::spec(format!("timeline[{index}].fork.child_turns"), "expected at least 1"))
         }

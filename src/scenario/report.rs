@@ -13,7 +13,7 @@ use crate::billing::{PriceTable, TokenEquivalents, Usage};
 use crate::cache::MissCause;
 use crate::endpoint::Record;
 use crate::replay::describe_miss;
-use crate::verify::{SiblingCheck, check_siblings};
+use crate::verify::SiblingCheck;
 
 /// Who sent a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -108,11 +108,8 @@ impl SpawnReport {
         spawn: usize,
         spec: &ForkSpec,
         forks: usize,
-        bodies: &[String],
-        parent: Option<&str>,
+        verification: Option<SiblingCheck>,
     ) -> SpawnReport {
-        let verification = (!bodies.is_empty())
-            .then(|| check_siblings(bodies, parent).expect("the engine's own requests parse"));
         SpawnReport { event, spawn, forks, variant: spec.variant, launch: spec.launch, verification }
     }
 }

@@ -283,3 +283,25 @@ fn runs_on_two_threads_match_a_run_on_one() {
         assert_eq!(handle.join().unwrap(), serial);
     }
 }
+
+#[test]
+fn verification_over_shared_blocks_matches_verification_of_the_bytes() {
+    // The engine checks siblings on borrowed blocks; the same check on their rendered bodies,
+    // parsed back, must agree for every spawn of every fixture.
+    for fixture in FIXTURES {
+        let report = run_with(&ScenarioSpec::from_json(fixture.json).unwrap(), true);
+        for spawn in &report.spawns {
+            let bodies: Vec<String> = report
+                .records
+                .iter()
+                .filter(|r| r.spawn == Some(spawn.spawn) && r.agent.ends_with("turn 1") && r.fork.is_some())
+                .map(|r| r.body.clone().unwrap())
+                .collect();
+            let mut from_bytes = forkcache::verify::check_sibling_bodies(&bodies, None).unwrap();
+            let mut engine = spawn.verification.clone().unwrap();
+            engine.extends_parent = None;
+            from_bytes.extends_parent = None;
+            assert_eq!(from_bytes, engine, "{} spawn {}", fixture.name, spawn.spawn);
+        }
+    }
+}
