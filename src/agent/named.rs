@@ -139,3 +139,44 @@ pub fn sidecar_prompt(kind: SidecarKind, question: &str, tokens: Option<u64>) ->
     };
     Block::text(&text, tokens)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sections() -> Vec<(SectionKind, BlockRef)> {
+        [SectionKind::Identity, SectionKind::Main, SectionKind::ProjectConventions, SectionKind::GitStatus]
+            .into_iter()
+            .map(|kind| (kind, Block::text(&format!("{kind:?}"), Some(10))))
+            .collect()
+    }
+
+    #[test]
+    fn named_agents_keep_only_the_sections_they_need() {
+        let kept = |agent| {
+            named_system(agent, &sections(), 5)
+                .iter()
+                .skip(1)
+                .map(|b| b.json().to_string())
+                .collect::<Vec<_>>()
+        };
+        // Own instructions replace identity and main; Explore drops conventions and git status,
+        // Plan drops git status, general-purpose keeps both.
+        assert!(kept(NamedAgent::Explore).is_empty());
+        assert_eq!(kept(NamedAgent::Plan).len(), 1);
+        assert!(kept(NamedAgent::Plan)[0].contains("ProjectConventions"));
+        assert_eq!(kept(NamedAgent::GeneralPurpose).len(), 2);
+    }
+
+    #[test]
+    fn explore_and_plan_get_read_only_tools_general_purpose_all_but_agent() {
+        let tool =
+            |name: &str, read_only| Tool { name: name.into(), read_only, block: Block::text(name, None) };
+        let tools = [tool("Agent", false), tool("Read", true), tool("Edit", false), tool("Grep", true)];
+        assert_eq!(named_tools(NamedAgent::Explore, &tools).len(), 2);
+        assert_eq!(named_tools(NamedAgent::Plan, &tools).len(), 2);
+        let general = named_tools(NamedAgent::GeneralPurpose, &tools);
+        assert_eq!(general.len(), 3);
+        assert!(general.iter().all(|b| !b.json().contains("Agent")));
+    }
+}

@@ -305,3 +305,53 @@ fn verification_over_shared_blocks_matches_verification_of_the_bytes() {
         }
     }
 }
+
+#[test]
+fn named_agents_run_on_their_own_model_and_share_nothing_with_the_parent() {
+    let report = run_with(&spec_of("session"), false);
+    let explore: Vec<_> = report.records.iter().filter(|r| r.agent.starts_with("explore")).collect();
+    assert_eq!(explore.len(), 3);
+    assert!(explore.iter().all(|r| r.record.model == "claude-haiku-4-5"));
+    // Its first request reads nothing: its system prompt and tools are its own.
+    assert_eq!(explore[0].record.usage.cache_read_input_tokens, 0);
+    let plan: Vec<_> = report.records.iter().filter(|r| r.agent.starts_with("plan")).collect();
+    assert!(plan.iter().all(|r| r.record.model == "claude-sonnet-4-6"));
+}
+
+#[test]
+fn a_sidecar_is_a_strict_extension_of_the_last_main_loop_request() {
+    let report = run_with(&spec_of("sidecar"), true);
+    let parent = forkcache::verify::cache_order(report.records[0].body.as_deref().unwrap()).unwrap();
+    let sidecar = forkcache::verify::cache_order(report.records[1].body.as_deref().unwrap()).unwrap();
+    assert!(forkcache::verify::strict_extension(&parent, &sidecar));
+}
+
+#[test]
+fn compaction_reads_the_whole_cache_then_the_next_request_rewrites() {
+    // The `main-loop` base with auto-compaction at 20,000 tokens and a 2,000-token summary.
+    let mut spec = spec_of("main-loop");
+    spec.agent.compaction_threshold_tokens = Some(20_000);
+    spec.agent.summary_tokens = 2_000;
+    spec.timeline = serde_json::from_str(r#"[{"turn": {}}, {"turn": {}}]"#).unwrap();
+    let report = run_with(&spec, false);
+    let rows: Vec<(&str, u64, u64)> = report
+        .records
+        .iter()
+        .map(|r| {
+            (
+                r.role.name(),
+                r.record.usage.cache_read_input_tokens,
+                r.record.usage.cache_creation_input_tokens,
+            )
+        })
+        .collect();
+    // Parent 1 reaches 20,000 and writes it all. The summary request = that history + the
+    // 1,300-token turn + the instruction: it reads the 20,000 parent 1 cached. The history is
+    // then one 2,000-token summary: parent 2 = tools and system (5,000, read) + 2,000 written.
+    assert_eq!(rows[0], ("parent", 0, 20_000));
+    assert_eq!((rows[1].0, rows[1].1), ("compaction", 20_000));
+    assert!(rows[1].2 > 1_300, "the compaction request writes the turn and its instruction");
+    assert_eq!(rows[2], ("parent", 5_000, 2_000));
+    assert_eq!(report.records[1].record.usage.output_tokens, 0, "bill_output is off in the base");
+    assert_eq!(rows.len(), 3, "parent 2 (7,000 tokens) stays under the threshold");
+}
