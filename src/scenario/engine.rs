@@ -73,6 +73,11 @@ pub fn run(
 /// catches a spec that asks for an absurd amount of work.
 const MAX_REQUESTS: usize = 2_000_000;
 
+/// Size of a fork child's final report (its reply's output tokens).
+const FORK_REPORT_TOKENS: u64 = 200;
+/// Size of a sidecar's answer.
+const SIDECAR_REPLY_TOKENS: u64 = 100;
+
 /// A background agent: a fork child, a sidecar, or a named sub-agent.
 struct Child {
     role: RequestRole,
@@ -685,7 +690,7 @@ impl<'s> Engine<'s> {
 
     fn final_reply(&mut self, child: usize) -> Message {
         let c = &mut self.children[child];
-        let tokens = if c.report_tokens > 0 { c.report_tokens } else { 200 };
+        let tokens = if c.report_tokens > 0 { c.report_tokens } else { FORK_REPORT_TOKENS };
         Message::assistant(vec![c.generator.text("report", tokens)])
     }
 
@@ -841,7 +846,7 @@ impl<'s> Engine<'s> {
         }
         let request = params.sidecar_request(sidecar_prompt(spec.kind, &spec.question, spec.prompt_tokens));
         let label = format!("{} after parent {}", spec.kind.name(), self.parent_turns);
-        let child = self.push_child(RequestRole::Sidecar, label, request, 1, 100);
+        let child = self.push_child(RequestRole::Sidecar, label, request, 1, SIDECAR_REPLY_TOKENS);
         self.schedule(at, child);
         Ok(())
     }
