@@ -26,6 +26,56 @@ pub enum Command {
     Demo(DemoArgs),
     /// Price a recorded request stream (JSONL: raw bodies or envelopes), request by request.
     Replay(ReplayArgs),
+    /// Run one scenario (forks, sub-agents, sidecars, compaction) and price every request.
+    Run(RunArgs),
+    /// Show where request B's cache prefix first leaves request A's, and why.
+    Explain(ExplainArgs),
+}
+
+/// `run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The scenario file (see fixtures/scenarios/ and the README); `-` reads standard input.
+    pub scenario: PathBuf,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Cache policy (default: the scenario's).
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
+    /// Billing profile (default: the scenario's).
+    #[arg(long, value_enum)]
+    pub billing: Option<BillingArg>,
+    /// What "the same bytes" means (default: the scenario's).
+    #[arg(long, value_enum)]
+    pub identity: Option<IdentityArg>,
+    /// When a write becomes readable (default: the scenario's).
+    #[arg(long, value_enum)]
+    pub visibility: Option<VisibilityArg>,
+    /// Token estimate (o200k needs the `o200k` cargo feature).
+    #[arg(long, value_enum, default_value_t = TokenizerArg::Bytes4)]
+    pub tokenizer: TokenizerArg,
+    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+    /// Seed (default: the scenario's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Also write every request's body to this directory (NNNN-role.json), for `explain`.
+    #[arg(long)]
+    pub bodies: Option<PathBuf>,
+}
+
+/// `explain`.
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    /// The earlier request: a body, or an envelope with a `body` member.
+    pub a: PathBuf,
+    /// The later request.
+    pub b: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `demo`.
@@ -134,6 +184,90 @@ pub enum VisibilityArg {
     FirstToken,
     /// When the writer's response ends.
     Complete,
+}
+
+impl From<PolicyArg> for Policy {
+    fn from(arg: PolicyArg) -> Policy {
+        match arg {
+            PolicyArg::Anthropic => Policy::Anthropic,
+            PolicyArg::LongestPrefix => Policy::LongestPrefix,
+        }
+    }
+}
+
+impl From<BillingArg> for BillingProfile {
+    fn from(arg: BillingArg) -> BillingProfile {
+        match arg {
+            BillingArg::Anthropic => BillingProfile::Anthropic,
+            BillingArg::Seed => BillingProfile::Seed,
+        }
+    }
+}
+
+impl From<IdentityArg> for IdentityMode {
+    fn from(arg: IdentityArg) -> IdentityMode {
+        match arg {
+            IdentityArg::Semantic => IdentityMode::Semantic,
+            IdentityArg::Wire => IdentityMode::Wire,
+        }
+    }
+}
+
+impl From<VisibilityArg> for Visibility {
+    fn from(arg: VisibilityArg) -> Visibility {
+        match arg {
+            VisibilityArg::Start => Visibility::Start,
+            VisibilityArg::FirstToken => Visibility::FirstToken,
+            VisibilityArg::Complete => Visibility::Complete,
+        }
+    }
+}
+
+impl From<TokenizerArg> for TokenizerKind {
+    fn from(arg: TokenizerArg) -> TokenizerKind {
+        match arg {
+            TokenizerArg::Bytes4 => TokenizerKind::Bytes4,
+            TokenizerArg::O200k => TokenizerKind::O200k,
+        }
+    }
+}
+
+impl RunArgs {
+    /// Applies the flags given to the scenario's own settings.
+    pub fn apply(&self, spec: &mut forkcache::scenario::ScenarioSpec) {
+        if let Some(policy) = self.policy {
+            spec.policy = policy.into();
+        }
+        if let Some(billing) = self.billing {
+            spec.billing = billing.into();
+        }
+        if let Some(identity) = self.identity {
+            spec.identity = identity.into();
+        }
+        if let Some(visibility) = self.visibility {
+            spec.visibility = visibility.into();
+        }
+        if let Some(seed) = self.seed {
+            spec.seed = seed;
+        }
+    }
+
+    /// The price table named by `--prices`.
+    pub fn prices(&self) -> anyhow::Result<PriceTable> {
+        load_prices(self.prices.as_deref())
+    }
+}
+
+fn load_prices(path: Option<&std::path::Path>) -> anyhow::Result<PriceTable> {
+    use anyhow::Context;
+    match path {
+        None => Ok(PriceTable::builtin()),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading price table {}", path.display()))?;
+            Ok(PriceTable::from_json(&text).with_context(|| format!("in {}", path.display()))?)
+        }
+    }
 }
 
 impl EngineArgs {

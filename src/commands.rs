@@ -7,13 +7,15 @@ use anyhow::Context;
 use forkcache::demo;
 use forkcache::replay::{ReplayConfig, replay};
 
-use crate::cli::{Cli, Command, DemoArgs, ReplayArgs};
+use crate::cli::{Cli, Command, DemoArgs, ExplainArgs, ReplayArgs, RunArgs};
 
 /// Runs one command; the exit code says whether it succeeded.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Demo(args) => run_demo(&args),
         Command::Replay(args) => run_replay(&args),
+        Command::Run(args) => run_scenario(&args),
+        Command::Explain(args) => run_explain(&args),
     }
 }
 
@@ -24,6 +26,18 @@ fn run_demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let path = args.out.join("seed_example.csv");
     std::fs::write(&path, demo::seed_example_csv(&runs)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!("\nwrote {}", path.display());
+    run_suite_demo(args, &prices)
+}
+
+fn run_suite_demo(args: &DemoArgs, prices: &forkcache::PriceTable) -> anyhow::Result<ExitCode> {
+    use forkcache::scenario;
+    let runs = scenario::run_suite(prices)?;
+    print!("\n{}", scenario::suite_table(&runs));
+    print!("\n{}", scenario::mistakes_table(&runs));
+    let path = args.out.join("scenarios.csv");
+    std::fs::write(&path, scenario::suite_csv(&runs)?)
         .with_context(|| format!("writing {}", path.display()))?;
     println!("\nwrote {}", path.display());
     Ok(ExitCode::SUCCESS)
@@ -40,6 +54,68 @@ fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         print!("{}", report.to_table());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    use forkcache::scenario::{RunConfig, ScenarioSpec, run};
+    let text = read_input(&args.scenario)?;
+    let mut spec =
+        ScenarioSpec::from_json(&text).with_context(|| format!("in {}", args.scenario.display()))?;
+    args.apply(&mut spec);
+    let mut config = RunConfig::for_spec(&spec);
+    config.endpoint.tokenizer = args.tokenizer.into();
+    config.keep_bodies = args.bodies.is_some();
+    let report = run(&spec, &config, &args.prices()?)
+        .with_context(|| format!("running {}", args.scenario.display()))?;
+    if let Some(dir) = &args.bodies {
+        write_bodies(dir, &report)?;
+    }
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_table());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_bodies(dir: &std::path::Path, report: &forkcache::scenario::ScenarioReport) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for record in &report.records {
+        let path = dir.join(format!("{:04}-{}.json", record.index, record.role.name()));
+        let body = record.body.as_deref().unwrap_or_default();
+        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn run_explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
+    let a = request_body(&read_input(&args.a)?).with_context(|| format!("in {}", args.a.display()))?;
+    let b = request_body(&read_input(&args.b)?).with_context(|| format!("in {}", args.b.display()))?;
+    let explanation = forkcache::verify::explain(&a, &b).context("reading the requests")?;
+    if args.json {
+        println!("{}", serde_json::to_string(&explanation)?);
+    } else {
+        print!("{}", explanation.to_text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A request body, or the `body` of a trace envelope (an object kept byte for byte, or a string).
+fn request_body(text: &str) -> anyhow::Result<String> {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        body: Option<&'a serde_json::value::RawValue>,
+    }
+    let text = text.trim();
+    let envelope: Envelope = serde_json::from_str(text).context("not a JSON object")?;
+    match envelope.body {
+        None => Ok(text.to_string()),
+        Some(body) => match serde_json::from_str::<String>(body.get()) {
+            Ok(string) => Ok(string),
+            Err(_) => Ok(body.get().to_string()),
+        },
+    }
 }
 
 fn read_input(path: &std::path::Path) -> anyhow::Result<String> {

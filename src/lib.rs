@@ -7,6 +7,7 @@
 //! point; [`replay`] drives it over a recorded trace.
 #![deny(missing_docs)]
 
+pub mod agent;
 pub mod billing;
 pub mod cache;
 pub mod clock;
@@ -15,9 +16,11 @@ pub mod endpoint;
 pub mod prompt;
 pub mod replay;
 pub mod report;
+pub mod scenario;
 pub mod synth;
 pub mod tokenize;
 pub mod trace;
+pub mod verify;
 pub mod wire;
 
 pub use billing::{BillingProfile, Cost, PriceTable, TokenEquivalents, Usage};

@@ -1,0 +1,174 @@
+//! Scenarios: a spec (JSON), a seeded history generator, and an event engine on the virtual
+//! clock that drives the [`crate::agent`] builders and prices every request through the
+//! [`MockEndpoint`](crate::endpoint::MockEndpoint).
+//!
+//! The entry point is [`run`]: `run(&spec, &RunConfig::for_spec(&spec), &prices)` → a
+//! [`ScenarioReport`]. A sweep builds specs programmatically (every field has a default) and
+//! calls it per grid point.
+
+mod engine;
+mod generate;
+mod report;
+mod spec;
+mod suite;
+
+pub use engine::{RunConfig, run};
+pub use generate::{Generator, stream, tool_mix};
+pub use report::{GuardEvent, RequestRole, ScenarioRecord, ScenarioReport, ScenarioTotals, SpawnReport};
+pub use spec::{
+    AgentSpec, CompactSpec, ContentMode, EventSpec, FlagFlipSpec, ForkSpec, ForkTools, GenerateSpec,
+    HistorySpec, IdleSpec, Knobs, Launch, NamedSpec, Range, ScenarioSpec, SectionSpec, SidecarSpec, Sizes,
+    ToolSpec, TurnSpec,
+};
+pub use suite::{
+    FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, suite_csv,
+    suite_table,
+};
+
+use crate::tokenize::TokenizerUnavailable;
+
+/// Why a scenario could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file is not a valid scenario: where, and what was expected.
+    #[error("{path}: {message}")]
+    Spec {
+        /// The field, e.g. `timeline[2].fork.launch`.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The configured tokenizer is not compiled in.
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerUnavailable),
+    /// The endpoint rejected a request the scenario built (literal history blocks the API would
+    /// refuse, for instance).
+    #[error("request {index} ({agent}) was rejected: {message}")]
+    Rejected {
+        /// 0-based request index.
+        index: usize,
+        /// Which agent sent it.
+        agent: String,
+        /// The API's error message.
+        message: String,
+    },
+}
+
+impl ScenarioError {
+    fn spec(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError::Spec { path: path.into(), message: message.into() }
+    }
+}
+
+impl ScenarioSpec {
+    /// Parses a scenario file; errors name the field path and what was expected.
+    pub fn from_json(text: &str) -> Result<ScenarioSpec, ScenarioError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let spec: ScenarioSpec = serde_path_to_error::deserialize(de).map_err(|err| {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            let message = strip_position(&inner);
+            let path = if path == "." { "scenario".to_string() } else { path };
+            ScenarioError::spec(path, message)
+        })?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Checks what serde cannot: ranges, the history's shape, knobs that need a setting.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        validate_history(&self.history)?;
+        if self.knobs.breakpoint_on_varying_block && self.agent.reminder_tokens.is_none() {
+            return Err(ScenarioError::spec(
+                "knobs.breakpoint_on_varying_block",
+                "needs agent.reminder_tokens: the varying block is the per-request reminder",
+            ));
+        }
+        for (index, event) in self.timeline.iter().enumerate() {
+            validate_event(index, event)?;
+        }
+        Ok(())
+    }
+}
+
+fn strip_position(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    match text.rfind(" at line ") {
+        Some(cut) => format!("{} ({})", &text[..cut], &text[cut + 1..]),
+        None => text,
+    }
+}
+
+/// Limits that keep a typo from asking for more memory than any machine has.
+const MAX_FORKS: u32 = 4_096;
+const MAX_GENERATED_TURNS: u32 = 100_000;
+const MAX_FILLER_TOKENS: u64 = 10_000_000;
+
+fn validate_history(history: &HistorySpec) -> Result<(), ScenarioError> {
+    if let Some(generate) = &history.generate {
+        if generate.turns > MAX_GENERATED_TURNS {
+            return Err(ScenarioError::spec(
+                "history.generate.turns",
+                format!("expected at most {MAX_GENERATED_TURNS}, got {}", generate.turns),
+            ));
+        }
+        let largest = [generate.user_tokens, generate.assistant_tokens, generate.tool_result_tokens]
+            .iter()
+            .map(|range| range[1])
+            .max()
+            .unwrap_or(0);
+        if generate.content == ContentMode::Filler && largest > MAX_FILLER_TOKENS {
+            return Err(ScenarioError::spec(
+                "history.generate.content",
+                format!(
+                    "filler blocks are written out: keep ranges under {MAX_FILLER_TOKENS} tokens, or use `declared`"
+                ),
+            ));
+        }
+        for (name, range) in [
+            ("user_tokens", generate.user_tokens),
+            ("assistant_tokens", generate.assistant_tokens),
+            ("tool_calls", generate.tool_calls),
+            ("tool_use_tokens", generate.tool_use_tokens),
+            ("tool_result_tokens", generate.tool_result_tokens),
+        ] {
+            if range[0] > range[1] {
+                return Err(ScenarioError::spec(
+                    format!("history.generate.{name}"),
+                    format!("expected [min, max] with min ≤ max, got [{}, {}]", range[0], range[1]),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn validate_event(index: usize, event: &EventSpec) -> Result<(), ScenarioError> {
+    match event {
+        EventSpec::Fork(fork) if fork.directives.is_empty() && fork.count.unwrap_or(0) == 0 => {
+            Err(ScenarioError::spec(
+                format!("timeline[{index}].fork"),
+                "expected `directives` (a non-empty list) or `count` ≥ 1",
+            ))
+        }
+        EventSpec::Fork(fork)
+            if fork.directives.len() as u64 > u64::from(MAX_FORKS) || fork.count.unwrap_or(0) > MAX_FORKS =>
+        {
+            Err(ScenarioError::spec(
+                format!("timeline[{index}].fork"),
+                format!("expected at most {MAX_FORKS} forks"),
+            ))
+        }
+        EventSpec::Turn(turn) if turn.blocks.unwrap_or(0) > MAX_GENERATED_TURNS => Err(ScenarioError::spec(
+            format!("timeline[{index}].turn.blocks"),
+            format!("expected at most {MAX_GENERATED_TURNS}"),
+        )),
+        EventSpec::Fork(fork) if fork.child_turns == 0 => {
+            Err(ScenarioError::spec(format!("timeline[{index}].fork.child_turns"), "expected at least 1"))
+        }
+        EventSpec::Named(named) if named.turns == 0 => {
+            Err(ScenarioError::spec(format!("timeline[{index}].named.turns"), "expected at least 1"))
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,433 @@
+//! What a scenario run reports: every request with its role, each spawn's byte-identity check,
+//! the recursion guard's verdicts, and totals (overall and per role) against the naive cost.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::engine::{RunConfig, Who};
+use super::spec::{ForkSpec, Launch, ScenarioSpec};
+use crate::agent::{ForkVariant, GuardVerdict};
+use crate::billing::{PriceTable, TokenEquivalents, Usage};
+use crate::cache::MissCause;
+use crate::endpoint::Record;
+use crate::replay::describe_miss;
+use crate::verify::SiblingCheck;
+
+/// Who sent a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestRole {
+    /// The main loop.
+    Parent,
+    /// A fork child.
+    Fork,
+    /// A named sub-agent.
+    Named,
+    /// A post-turn side request.
+    Sidecar,
+    /// A compaction summary.
+    Compaction,
+}
+
+impl RequestRole {
+    /// Snake-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestRole::Parent => "parent",
+            RequestRole::Fork => "fork",
+            RequestRole::Named => "named",
+            RequestRole::Sidecar => "sidecar",
+            RequestRole::Compaction => "compaction",
+        }
+    }
+}
+
+/// One priced request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioRecord {
+    /// 0-based, in start order.
+    pub index: usize,
+    /// Who sent it.
+    pub role: RequestRole,
+    /// `parent 3`, `fork 1.2 turn 1`, `explore 1 turn 2`, …
+    pub agent: String,
+    /// The spawn a fork belongs to (0-based).
+    pub spawn: Option<usize>,
+    /// The fork's index in its spawn (0-based).
+    pub fork: Option<usize>,
+    /// What the endpoint did.
+    pub record: Record,
+    /// The same request alone in its own workspace (nothing shared), in nano-dollars.
+    pub naive_nanousd: u64,
+    /// …and in token-equivalents.
+    pub naive_token_equivalents: TokenEquivalents,
+    /// The full body, when [`RunConfig::keep_bodies`] is set.
+    pub body: Option<String>,
+}
+
+impl ScenarioRecord {
+    pub(super) fn new(index: usize, who: Who, record: Record, naive: Option<&Record>) -> ScenarioRecord {
+        let naive_nanousd = naive.map_or(0, |n| n.cost.total_nanousd());
+        let naive_token_equivalents = naive.map_or(TokenEquivalents(0), |n| n.token_equivalents);
+        ScenarioRecord {
+            index,
+            role: who.role,
+            agent: who.label,
+            spawn: who.spawn,
+            fork: who.fork,
+            record,
+            naive_nanousd,
+            naive_token_equivalents,
+            body: None,
+        }
+    }
+}
+
+/// A spawn and its byte-identity check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SpawnReport {
+    /// Index of the timeline event.
+    pub event: usize,
+    /// 0-based spawn number.
+    pub spawn: usize,
+    /// Forks.
+    pub forks: usize,
+    /// Which tool uses each fork kept.
+    pub variant: ForkVariant,
+    /// How they started.
+    pub launch: Launch,
+    /// The check (absent when verification is off).
+    pub verification: Option<SiblingCheck>,
+}
+
+impl SpawnReport {
+    pub(super) fn new(
+        event: usize,
+        spawn: usize,
+        spec: &ForkSpec,
+        forks: usize,
+        verification: Option<SiblingCheck>,
+    ) -> SpawnReport {
+        SpawnReport { event, spawn, forks, variant: spec.variant, launch: spec.launch, verification }
+    }
+}
+
+/// A fork child that asked to fork.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GuardEvent {
+    /// Which child.
+    pub agent: String,
+    /// Its turn.
+    pub turn: u32,
+    /// Its history had been compacted before it asked.
+    pub compacted: bool,
+    /// What each layer of the guard said.
+    pub verdict: GuardVerdict,
+}
+
+/// Sums over a set of requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScenarioTotals {
+    /// Requests.
+    pub requests: u64,
+    /// Usage summed.
+    pub usage: Usage,
+    /// Actual cost, nano-dollars.
+    pub cost_nanousd: u64,
+    /// Naive cost (every request alone), nano-dollars.
+    pub naive_nanousd: u64,
+    /// Actual token-equivalents (thousandths).
+    pub token_equivalents: TokenEquivalents,
+    /// Naive token-equivalents (thousandths).
+    pub naive_token_equivalents: TokenEquivalents,
+    /// The largest request's input tokens.
+    pub largest_context_tokens: u64,
+    /// Requests per miss cause.
+    pub misses: BTreeMap<MissCause, u64>,
+    /// Tokens missed, summed.
+    pub tokens_missed: u64,
+}
+
+impl ScenarioTotals {
+    fn add(&mut self, record: &ScenarioRecord) {
+        let r = &record.record;
+        self.requests += 1;
+        self.usage.add(&r.usage);
+        self.cost_nanousd += r.cost.total_nanousd();
+        self.naive_nanousd += record.naive_nanousd;
+        self.token_equivalents.0 += r.token_equivalents.0;
+        self.naive_token_equivalents.0 += record.naive_token_equivalents.0;
+        self.largest_context_tokens = self.largest_context_tokens.max(r.usage.total_input_tokens());
+        if let Some(miss) = &r.miss {
+            *self.misses.entry(miss.cause).or_insert(0) += 1;
+            self.tokens_missed += miss.tokens_missed;
+        }
+    }
+
+    /// 1 − actual ÷ naive (display only).
+    pub fn savings(&self) -> f64 {
+        if self.naive_nanousd == 0 { 0.0 } else { 1.0 - self.cost_nanousd as f64 / self.naive_nanousd as f64 }
+    }
+
+    /// Tokens read ÷ input tokens (display only).
+    pub fn hit_rate(&self) -> f64 {
+        let total = self.usage.total_input_tokens();
+        if total == 0 { 0.0 } else { self.usage.cache_read_input_tokens as f64 / total as f64 }
+    }
+
+    /// Tokens written ÷ the largest context: how many times the context was written over.
+    pub fn rewrite_factor(&self) -> f64 {
+        if self.largest_context_tokens == 0 {
+            0.0
+        } else {
+            self.usage.cache_creation_input_tokens as f64 / self.largest_context_tokens as f64
+        }
+    }
+}
+
+/// A whole run.
+#[derive(Clone, Debug)]
+pub struct ScenarioReport {
+    /// The scenario's name.
+    pub name: String,
+    /// Its seed.
+    pub seed: u64,
+    /// The settings used.
+    pub config: RunConfig,
+    /// The price table's date.
+    pub prices_date: String,
+    /// Every request, in start order.
+    pub records: Vec<ScenarioRecord>,
+    /// Every spawn.
+    pub spawns: Vec<SpawnReport>,
+    /// Every guard decision.
+    pub guard: Vec<GuardEvent>,
+    /// Sums over everything.
+    pub totals: ScenarioTotals,
+    /// Sums per role.
+    pub by_role: BTreeMap<RequestRole, ScenarioTotals>,
+}
+
+impl ScenarioReport {
+    pub(super) fn new(
+        spec: &ScenarioSpec,
+        config: &RunConfig,
+        prices: &PriceTable,
+        records: Vec<ScenarioRecord>,
+        spawns: Vec<SpawnReport>,
+        guard: Vec<GuardEvent>,
+    ) -> ScenarioReport {
+        let mut totals = ScenarioTotals::default();
+        let mut by_role: BTreeMap<RequestRole, ScenarioTotals> = BTreeMap::new();
+        for record in &records {
+            totals.add(record);
+            by_role.entry(record.role).or_default().add(record);
+        }
+        ScenarioReport {
+            name: spec.name.clone(),
+            seed: spec.seed,
+            config: config.clone(),
+            prices_date: prices.date.clone(),
+            records,
+            spawns,
+            guard,
+            totals,
+            by_role,
+        }
+    }
+
+    /// Totals of one role (empty when it sent nothing).
+    pub fn role(&self, role: RequestRole) -> ScenarioTotals {
+        self.by_role.get(&role).cloned().unwrap_or_default()
+    }
+
+    /// The `run --json` document (one line).
+    pub fn to_json(&self) -> String {
+        let endpoint = &self.config.endpoint;
+        let json = serde_json::json!({
+            "scenario": {"name": self.name, "seed": self.seed, "policy": endpoint.cache.policy.name(),
+                "billing": endpoint.billing.name(), "identity": endpoint.prompt.identity.name(),
+                "tokenizer": endpoint.tokenizer.name(), "visibility": endpoint.cache.visibility,
+                "prices_date": self.prices_date},
+            "requests": self.records.iter().map(record_json).collect::<Vec<_>>(),
+            "spawns": self.spawns.iter().map(spawn_json).collect::<Vec<_>>(),
+            "guard": self.guard,
+            "totals": totals_json(&self.totals),
+            "by_role": self.by_role.iter().map(|(role, t)| (role.name(), totals_json(t))).collect::<BTreeMap<_, _>>(),
+        });
+        serde_json::to_string(&json).expect("the report serializes")
+    }
+
+    /// A table for people.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let endpoint = &self.config.endpoint;
+        let _ = writeln!(
+            out,
+            "scenario {} · seed {} · policy {} · billing {} · prices of {}\n",
+            self.name,
+            self.seed,
+            endpoint.cache.policy.name(),
+            endpoint.billing.name(),
+            self.prices_date
+        );
+        let _ = writeln!(
+            out,
+            "{:>4} {:>9} {:<11} {:<30} {:>9} {:>9} {:>9} {:>11} {:>11}  miss",
+            "#", "at_ms", "role", "agent", "read", "written", "uncached", "tok_equiv", "naive"
+        );
+        for r in &self.records {
+            let u = &r.record.usage;
+            let _ = writeln!(
+                out,
+                "{:>4} {:>9} {:<11} {:<30} {:>9} {:>9} {:>9} {:>11.1} {:>11.1}  {}",
+                r.index,
+                r.record.at.ms(),
+                r.role.name(),
+                truncate(&r.agent, 30),
+                u.cache_read_input_tokens,
+                u.cache_creation_input_tokens,
+                u.input_tokens,
+                r.record.token_equivalents.value(),
+                r.naive_token_equivalents.value(),
+                describe_miss(r.record.miss.as_ref())
+            );
+        }
+        self.spawn_lines(&mut out);
+        self.guard_lines(&mut out);
+        self.totals_lines(&mut out);
+        out
+    }
+
+    fn spawn_lines(&self, out: &mut String) {
+        for spawn in &self.spawns {
+            let Some(check) = &spawn.verification else { continue };
+            let _ = writeln!(
+                out,
+                "\nspawn {}: {} forks, {}, {} launch — {:.2}% byte-identical ({} of {} bytes), only the directive differs: {}, extends the parent: {}",
+                spawn.spawn + 1,
+                spawn.forks,
+                spawn.variant.name(),
+                launch_name(spawn.launch),
+                check.identical_pct(),
+                check.common_prefix_bytes,
+                check.longest_bytes,
+                yes_no(check.only_directive),
+                check.extends_parent.map_or("n/a", yes_no)
+            );
+            if let Some(d) = &check.first_divergence {
+                let _ = writeln!(
+                    out,
+                    "  first divergence at byte {}: {} ({}, {})",
+                    d.byte_offset,
+                    d.path,
+                    d.dimension.name(),
+                    d.cause.name()
+                );
+            }
+        }
+    }
+
+    fn guard_lines(&self, out: &mut String) {
+        for event in &self.guard {
+            let _ = writeln!(
+                out,
+                "\nguard: {} asked to fork on turn {}{}: query_source {}, tag scan {} → {}",
+                event.agent,
+                event.turn,
+                if event.compacted { " after compaction" } else { "" },
+                if event.verdict.by_query_source { "caught it" } else { "missed it" },
+                if event.verdict.by_tag_scan { "caught it" } else { "missed it" },
+                if event.verdict.refused() { "refused" } else { "ALLOWED" }
+            );
+        }
+    }
+
+    fn totals_lines(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "\n{:<11} {:>8} {:>14} {:>14} {:>9} {:>9} {:>9}",
+            "role", "requests", "tok_equiv", "naive", "saves", "hit_rate", "rewrite"
+        );
+        let rows = self.by_role.iter().map(|(role, t)| (role.name(), t)).chain([("total", &self.totals)]);
+        for (name, t) in rows {
+            let _ = writeln!(
+                out,
+                "{:<11} {:>8} {:>14.1} {:>14.1} {:>8.1}% {:>8.1}% {:>8.2}x",
+                name,
+                t.requests,
+                t.token_equivalents.value(),
+                t.naive_token_equivalents.value(),
+                t.savings() * 100.0,
+                t.hit_rate() * 100.0,
+                t.rewrite_factor()
+            );
+        }
+        let t = &self.totals;
+        let _ = writeln!(
+            out,
+            "\ncost ${:.6} vs naive ${:.6}; largest context {} tokens; token counts are estimates",
+            t.cost_nanousd as f64 / 1e9,
+            t.naive_nanousd as f64 / 1e9,
+            t.largest_context_tokens
+        );
+    }
+}
+
+fn record_json(r: &ScenarioRecord) -> serde_json::Value {
+    serde_json::json!({
+        "index": r.index, "role": r.role, "agent": r.agent, "spawn": r.spawn, "fork": r.fork,
+        "at_ms": r.record.at.ms(), "model": r.record.model, "usage": r.record.usage,
+        "cost_nanousd": r.record.cost.total_nanousd(), "token_equivalents": r.record.token_equivalents.value(),
+        "naive_nanousd": r.naive_nanousd, "ttft_ms": r.record.ttft_ms, "miss": r.record.miss,
+    })
+}
+
+fn spawn_json(s: &SpawnReport) -> serde_json::Value {
+    let mut value = serde_json::to_value(s).expect("a spawn serializes");
+    if let Some(check) = &s.verification {
+        value["verification"]["identical_pct"] = serde_json::json!(round3(check.identical_pct()));
+    }
+    value
+}
+
+fn totals_json(t: &ScenarioTotals) -> serde_json::Value {
+    serde_json::json!({
+        "requests": t.requests, "usage": t.usage, "total_input_tokens": t.usage.total_input_tokens(),
+        "cost_nanousd": t.cost_nanousd, "naive_nanousd": t.naive_nanousd,
+        "savings_nanousd": t.naive_nanousd.saturating_sub(t.cost_nanousd),
+        "token_equivalents": t.token_equivalents.value(), "naive_token_equivalents": t.naive_token_equivalents.value(),
+        "savings": round6(t.savings()), "hit_rate": round6(t.hit_rate()), "rewrite_factor": round6(t.rewrite_factor()),
+        "largest_context_tokens": t.largest_context_tokens, "tokens_missed": t.tokens_missed,
+        "misses": t.misses.iter().map(|(c, n)| (c.name(), *n)).collect::<BTreeMap<_, _>>(),
+    })
+}
+
+fn launch_name(launch: Launch) -> &'static str {
+    match launch {
+        Launch::Parallel => "parallel",
+        Launch::Staggered => "staggered",
+        Launch::Sequential => "sequential",
+    }
+}
+
+fn yes_no(value: bool) -> &'static str {
+    if value { "yes" } else { "no" }
+}
+
+fn truncate(text: &str, width: usize) -> &str {
+    match text.char_indices().nth(width) {
+        Some((cut, _)) => &text[..cut],
+        None => text,
+    }
+}
+
+fn round3(value: f64) -> f64 {
+    (value * 1e3).round() / 1e3
+}
+
+fn round6(value: f64) -> f64 {
+    (value * 1e6).round() / 1e6
+}

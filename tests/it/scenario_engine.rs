@@ -1,0 +1,357 @@
+//! The scenario engine's own guarantees: the pre-rendered path prices exactly like wire bytes,
+//! runs repeat byte for byte, the recursion guard, spec errors that name the field, and what
+//! verification finds for each fork variant.
+
+use forkcache::billing::PriceTable;
+use forkcache::cache::MissCause;
+use forkcache::endpoint::{Call, MockEndpoint};
+use forkcache::scenario::{FIXTURES, RunConfig, ScenarioReport, ScenarioSpec, fixture, run};
+use forkcache::verify::DivergenceCause;
+use forkcache::wire::Reply;
+
+fn spec_of(name: &str) -> ScenarioSpec {
+    ScenarioSpec::from_json(fixture(name).unwrap().json).unwrap()
+}
+
+fn run_with(spec: &ScenarioSpec, keep_bodies: bool) -> ScenarioReport {
+    let mut config = RunConfig::for_spec(spec);
+    config.keep_bodies = keep_bodies;
+    run(spec, &config, &PriceTable::builtin()).unwrap()
+}
+
+#[test]
+fn views_over_shared_blocks_price_exactly_like_the_wire_bytes() {
+    // Every request of every fixture, sent again as its full body through `handle` (which
+    // parses the bytes) into a fresh endpoint at the same times, gives the same record.
+    for fixture in FIXTURES {
+        let spec = ScenarioSpec::from_json(fixture.json).unwrap();
+        let report = run_with(&spec, true);
+        let config = RunConfig::for_spec(&spec);
+        let mut endpoint = MockEndpoint::new(config.endpoint, PriceTable::builtin()).unwrap();
+        for record in &report.records {
+            let body = record.body.as_ref().unwrap();
+            let reply =
+                Reply { output_tokens: Some(record.record.usage.output_tokens), ..Reply::input_only() };
+            let call =
+                Call { body: body.as_bytes(), api_key: None, at: record.record.at, first_byte: None, reply };
+            let wire = endpoint.handle(call).unwrap().record;
+            assert_eq!(wire, record.record, "{} request {} ({})", fixture.name, record.index, record.agent);
+        }
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_report_and_bytes() {
+    for name in ["session", "recursion-guard"] {
+        let spec = spec_of(name);
+        let (a, b) = (run_with(&spec, true), run_with(&spec, true));
+        assert_eq!(a.to_json(), b.to_json(), "{name}");
+        let bodies =
+            |r: &ScenarioReport| r.records.iter().map(|r| r.body.clone().unwrap()).collect::<Vec<_>>();
+        assert_eq!(bodies(&a), bodies(&b), "{name}");
+    }
+    // Another seed draws another history.
+    let mut other = spec_of("session");
+    other.seed += 1;
+    assert_ne!(run_with(&other, false).to_json(), run_with(&spec_of("session"), false).to_json());
+}
+
+#[test]
+fn run_json_twice_from_the_command_line_is_identical() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/scenarios/session.json");
+    let once = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+            .args(["run", path, "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let first = once();
+    assert_eq!(first, once());
+    let json: serde_json::Value = serde_json::from_slice(&first).unwrap();
+    let roles: std::collections::BTreeSet<&str> =
+        json["requests"].as_array().unwrap().iter().map(|r| r["role"].as_str().unwrap()).collect();
+    // Every role appears in the session fixture.
+    assert_eq!(roles.into_iter().collect::<Vec<_>>(), ["compaction", "fork", "named", "parent", "sidecar"]);
+}
+
+#[test]
+fn a_fork_child_asking_to_fork_is_refused_and_compaction_blinds_only_the_tag_scan() {
+    let report = run_with(&spec_of("recursion-guard"), false);
+    let verdicts: Vec<(String, bool, bool, bool, bool)> = report
+        .guard
+        .iter()
+        .map(|g| {
+            (
+                g.agent.clone(),
+                g.compacted,
+                g.verdict.by_query_source,
+                g.verdict.by_tag_scan,
+                g.verdict.refused(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            // The directive's <fork-boilerplate> is still in the history: both layers see it.
+            ("fork 1.1".to_string(), false, true, true, true),
+            ("fork 1.2".to_string(), false, true, true, true),
+            // Compaction replaced the history with a summary: the tag scan alone would let the
+            // child fork; query_source, set at spawn, still refuses.
+            ("fork 2.1".to_string(), true, true, false, true),
+            ("fork 2.2".to_string(), true, true, false, true),
+        ]
+    );
+}
+
+#[test]
+fn all_tool_uses_siblings_differ_only_in_the_directive() {
+    let report = run_with(&spec_of("forks"), false);
+    let check = report.spawns[0].verification.as_ref().unwrap();
+    assert!(check.only_directive);
+    assert_eq!(check.differing_blocks, ["messages[4].content[2]"]);
+    let d = check.first_divergence.as_ref().unwrap();
+    assert_eq!((d.path.as_str(), d.cause), ("messages[4].content[2].text", DivergenceCause::Directive));
+    // The shared template comes first, so the divergence is inside the block, after
+    // "…Your directive: ": both directives start differently ("Update" vs "Write").
+    assert!(d.before.ends_with("Your directive: "), "{:?}", d.before);
+    assert!(d.a.starts_with("Update the parser") && d.b.starts_with("Write the migration"));
+}
+
+#[test]
+fn own_tool_use_siblings_diverge_at_the_assistant_message() {
+    let report = run_with(&spec_of("forks-own-tool-use"), false);
+    let check = report.spawns[0].verification.as_ref().unwrap();
+    assert!(!check.only_directive);
+    let d = check.first_divergence.as_ref().unwrap();
+    // messages[3] is the spawning assistant message: each fork keeps its own tool_use, whose
+    // ids differ first.
+    assert_eq!((d.path.as_str(), d.cause), ("messages[3].content[0].id", DivergenceCause::ToolUse));
+    // Fork 2 reads only the history: 20,000 of its 20,250 tokens.
+    let fork2 = &report.records[2].record;
+    assert_eq!(fork2.usage.cache_read_input_tokens, 20_000);
+    assert_eq!(fork2.miss.as_ref().unwrap().cause, MissCause::PrefixChanged);
+}
+
+#[test]
+fn the_worktree_note_follows_the_directive_and_leaves_the_prefix_alone() {
+    // The session's first spawn runs in worktrees: the notes differ (each names its worktree)
+    // but come after the directive.
+    let report = run_with(&spec_of("session"), false);
+    let check = report.spawns[0].verification.as_ref().unwrap();
+    assert!(check.only_directive);
+    assert_eq!(check.differing_blocks.len(), 2, "{:?}", check.differing_blocks);
+    assert_eq!(check.first_divergence.as_ref().unwrap().cause, DivergenceCause::Directive);
+}
+
+fn spec_error(text: &str) -> String {
+    ScenarioSpec::from_json(text).unwrap_err().to_string()
+}
+
+#[test]
+fn bad_scenarios_name_the_field_and_what_was_expected() {
+    let cases = [
+        (r#"{"name": "x", "timelime": []}"#, "timelime"),
+        (
+            r#"{"timeline": [{"fork": {"count": 2, "launch": "paralel"}}]}"#,
+            "timeline[0].fork.launch: unknown variant `paralel`, expected one of `parallel`, `staggered`, `sequential`",
+        ),
+        (r#"{"timeline": [{"jump": {}}]}"#, "timeline[0]: unknown variant `jump`"),
+        (
+            r#"{"timeline": [{"fork": {}}]}"#,
+            "timeline[0].fork: expected `directives` (a non-empty list) or `count` ≥ 1",
+        ),
+        (
+            r#"{"history": {"generate": {"user_tokens": [9, 1]}}}"#,
+            "history.generate.user_tokens: expected [min, max] with min ≤ max, got [9, 1]",
+        ),
+        (r#"{"seed": -1}"#, "seed: invalid value: integer `-1`, expected u64"),
+        (
+            r#"{"knobs": {"breakpoint_on_varying_block": true}}"#,
+            "knobs.breakpoint_on_varying_block: needs agent.reminder_tokens",
+        ),
+    ];
+    for (text, expected) in cases {
+        let message = spec_error(text);
+        assert!(message.contains(expected), "{text}\n→ {message}");
+    }
+}
+
+#[test]
+fn bad_histories_and_models_are_errors_not_panics() {
+    let run_text = |text: &str| {
+        let spec = ScenarioSpec::from_json(text).unwrap();
+        run(&spec, &RunConfig::for_spec(&spec), &PriceTable::builtin()).unwrap_err().to_string()
+    };
+    assert_eq!(
+        run_text(
+            r#"{"history": {"messages": [{"role": "assistant", "content": "hi"}]}, "timeline": [{"turn": {}}]}"#
+        ),
+        "history.messages: the last message must have role \"user\""
+    );
+    assert_eq!(
+        run_text(
+            r#"{"history": {"messages": [{"role": "user", "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]}]}}"#
+        ),
+        "history.messages[0].content[0].cache_control: not allowed: the agent places the markers"
+    );
+    assert_eq!(
+        run_text(r#"{"model": "claude-opus-9"}"#),
+        "model: \"claude-opus-9\" is not in the price table"
+    );
+    // A block the API would refuse is reported with the request that carried it.
+    let rejected = run_text(
+        r#"{"history": {"messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]}, "timeline": [{"turn": {}}]}"#,
+    );
+    assert!(rejected.starts_with("request 0 (parent 1) was rejected: "), "{rejected}");
+}
+
+#[test]
+fn explain_shows_where_the_second_request_leaves_the_first() {
+    // The parent's request and fork 1's, from `forks`: fork 1 extends the parent.
+    let report = run_with(&spec_of("forks"), true);
+    let bodies: Vec<&str> = report.records.iter().map(|r| r.body.as_deref().unwrap()).collect();
+    let parent_vs_fork = forkcache::verify::explain(bodies[0], bodies[1]).unwrap();
+    assert_eq!(parent_vs_fork.divergence.as_ref().unwrap().cause, DivergenceCause::Extension);
+    assert_eq!(parent_vs_fork.common_prefix_bytes, parent_vs_fork.a_bytes);
+    let siblings = forkcache::verify::explain(bodies[1], bodies[2]).unwrap();
+    let text = siblings.to_text();
+    assert!(text.contains("first divergence at byte"), "{text}");
+    assert!(text.contains("messages[4].content[2].text (dimension messages, cause directive)"), "{text}");
+}
+
+#[test]
+fn run_and_explain_on_the_command_line() {
+    let dir = std::env::temp_dir().join(format!("forkcache-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = run_with(&spec_of("mistake-fork-tools-filtered"), true);
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    std::fs::write(&a, report.records[0].body.as_ref().unwrap()).unwrap();
+    std::fs::write(&b, report.records[1].body.as_ref().unwrap()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .arg("explain")
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success());
+    assert!(text.contains("tools[0].name (dimension tools, cause tool_definition)"), "{text}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["run", "/nonexistent/scenario.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reading /nonexistent/scenario.json"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_readme_example_is_the_fixture_and_runs() {
+    let readme = include_str!("../../README.md");
+    let fixture = fixture("readme-example").unwrap().json.trim_end();
+    assert!(
+        readme.contains(fixture),
+        "README's complete example differs from fixtures/scenarios/readme-example.json"
+    );
+    let report = run_with(&spec_of("readme-example"), false);
+    assert!(report.totals.cost_nanousd < report.totals.naive_nanousd);
+}
+
+#[test]
+fn runs_on_two_threads_match_a_run_on_one() {
+    // The engine is single-threaded and keeps no global state: two runs at once on two
+    // threads give the same bytes as one after the other.
+    let prices = PriceTable::builtin();
+    let serial: Vec<String> =
+        forkcache::scenario::run_suite(&prices).unwrap().iter().map(|r| r.report.to_json()).collect();
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let prices = PriceTable::builtin();
+                forkcache::scenario::run_suite(&prices)
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.report.to_json())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for handle in threads {
+        assert_eq!(handle.join().unwrap(), serial);
+    }
+}
+
+#[test]
+fn verification_over_shared_blocks_matches_verification_of_the_bytes() {
+    // The engine checks siblings on borrowed blocks; the same check on their rendered bodies,
+    // parsed back, must agree for every spawn of every fixture.
+    for fixture in FIXTURES {
+        let report = run_with(&ScenarioSpec::from_json(fixture.json).unwrap(), true);
+        for spawn in &report.spawns {
+            let bodies: Vec<String> = report
+                .records
+                .iter()
+                .filter(|r| r.spawn == Some(spawn.spawn) && r.agent.ends_with("turn 1") && r.fork.is_some())
+                .map(|r| r.body.clone().unwrap())
+                .collect();
+            let mut from_bytes = forkcache::verify::check_sibling_bodies(&bodies, None).unwrap();
+            let mut engine = spawn.verification.clone().unwrap();
+            engine.extends_parent = None;
+            from_bytes.extends_parent = None;
+            assert_eq!(from_bytes, engine, "{} spawn {}", fixture.name, spawn.spawn);
+        }
+    }
+}
+
+#[test]
+fn named_agents_run_on_their_own_model_and_share_nothing_with_the_parent() {
+    let report = run_with(&spec_of("session"), false);
+    let explore: Vec<_> = report.records.iter().filter(|r| r.agent.starts_with("explore")).collect();
+    assert_eq!(explore.len(), 3);
+    assert!(explore.iter().all(|r| r.record.model == "claude-haiku-4-5"));
+    // Its first request reads nothing: its system prompt and tools are its own.
+    assert_eq!(explore[0].record.usage.cache_read_input_tokens, 0);
+    let plan: Vec<_> = report.records.iter().filter(|r| r.agent.starts_with("plan")).collect();
+    assert!(plan.iter().all(|r| r.record.model == "claude-sonnet-4-6"));
+}
+
+#[test]
+fn a_sidecar_is_a_strict_extension_of_the_last_main_loop_request() {
+    let report = run_with(&spec_of("sidecar"), true);
+    let parent = forkcache::verify::cache_order(report.records[0].body.as_deref().unwrap()).unwrap();
+    let sidecar = forkcache::verify::cache_order(report.records[1].body.as_deref().unwrap()).unwrap();
+    assert!(forkcache::verify::strict_extension(&parent, &sidecar));
+}
+
+#[test]
+fn compaction_reads_the_whole_cache_then_the_next_request_rewrites() {
+    // The `main-loop` base with auto-compaction at 20,000 tokens and a 2,000-token summary.
+    let mut spec = spec_of("main-loop");
+    spec.agent.compaction_threshold_tokens = Some(20_000);
+    spec.agent.summary_tokens = 2_000;
+    spec.timeline = serde_json::from_str(r#"[{"turn": {}}, {"turn": {}}]"#).unwrap();
+    let report = run_with(&spec, false);
+    let rows: Vec<(&str, u64, u64)> = report
+        .records
+        .iter()
+        .map(|r| {
+            (
+                r.role.name(),
+                r.record.usage.cache_read_input_tokens,
+                r.record.usage.cache_creation_input_tokens,
+            )
+        })
+        .collect();
+    // Parent 1 reaches 20,000 and writes it all. The summary request = that history + the
+    // 1,300-token turn + the instruction: it reads the 20,000 parent 1 cached. The history is
+    // then one 2,000-token summary: parent 2 = tools and system (5,000, read) + 2,000 written.
+    assert_eq!(rows[0], ("parent", 0, 20_000));
+    assert_eq!((rows[1].0, rows[1].1), ("compaction", 20_000));
+    assert!(rows[1].2 > 1_300, "the compaction request writes the turn and its instruction");
+    assert_eq!(rows[2], ("parent", 5_000, 2_000));
+    assert_eq!(report.records[1].record.usage.output_tokens, 0, "bill_output is off in the base");
+    assert_eq!(rows.len(), 3, "parent 2 (7,000 tokens) stays under the threshold");
+}
