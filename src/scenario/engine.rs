@@ -478,8 +478,9 @@ impl<'s> Engine<'s> {
             self.snapshot.last_reply = Some(assistant.clone());
             self.now
         };
+        let placeholders = placeholder_results(spec, &assistant);
         let requests: Vec<AgentRequest> = (0..directives.len())
-            .map(|fork| self.fork_request(spec, &assistant, &directives, fork, launch_at))
+            .map(|fork| self.fork_request(spec, &assistant, &directives, &placeholders, fork, launch_at))
             .collect();
         let verification = self.config.verify.then(|| self.verify_spawn(&requests));
         self.launch(spawn, spec, requests, launch_at)?;
@@ -519,24 +520,21 @@ impl<'s> Engine<'s> {
         spec: &ForkSpec,
         assistant: &Message,
         directives: &[String],
+        placeholders: &[BlockRef],
         fork: usize,
         at: SimTime,
     ) -> AgentRequest {
         let knobs = &self.spec.knobs;
-        let uses: Vec<&BlockRef> =
-            assistant.blocks.iter().filter(|b| b.kind == crate::agent::BlockKind::ToolUse).collect();
-        let results: Vec<BlockRef> = uses
-            .iter()
-            .enumerate()
-            .map(|(j, tool_use)| {
-                let tokens = spec.placeholder_tokens.as_ref().map(|sizes| sizes.get(j));
-                if knobs.real_results {
-                    real_result(tool_use, j == fork, &directives[j], tokens)
-                } else {
-                    placeholder_result(tool_use, tokens)
-                }
-            })
-            .collect();
+        let results: Vec<BlockRef> = if knobs.real_results {
+            tool_uses(assistant)
+                .enumerate()
+                .map(|(j, tool_use)| {
+                    real_result(tool_use, j == fork, &directives[j], placeholder_tokens(spec, j))
+                })
+                .collect()
+        } else {
+            placeholders.to_vec()
+        };
         let directive = Block::text(&directive_text(&directives[fork]), spec.directive_tokens);
         let after = if spec.worktree { vec![worktree_note(fork + 1)] } else { Vec::new() };
         let tail = build_forked_messages(assistant, fork, &results, directive, after, spec.variant).to_vec();
@@ -904,6 +902,23 @@ fn directives_of(spec: &ForkSpec) -> Vec<String> {
     }
     (1..=spec.count.unwrap_or(0))
         .map(|i| format!("Carry out part {i} of the plan and report back."))
+        .collect()
+}
+
+fn tool_uses(assistant: &Message) -> impl Iterator<Item = &BlockRef> {
+    assistant.blocks.iter().filter(|b| b.kind == crate::agent::BlockKind::ToolUse)
+}
+
+fn placeholder_tokens(spec: &ForkSpec, index: usize) -> Option<u64> {
+    spec.placeholder_tokens.as_ref().map(|sizes| sizes.get(index))
+}
+
+/// The constant placeholder results of a spawn, built once: they are the same in every fork, and
+/// building them per fork made a spawn of N forks cost N² block serializations.
+fn placeholder_results(spec: &ForkSpec, assistant: &Message) -> Vec<BlockRef> {
+    tool_uses(assistant)
+        .enumerate()
+        .map(|(j, tool_use)| placeholder_result(tool_use, placeholder_tokens(spec, j)))
         .collect()
 }
 
