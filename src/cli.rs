@@ -30,6 +30,28 @@ pub enum Command {
     Run(RunArgs),
     /// Show where request B's cache prefix first leaves request A's, and why.
     Explain(ExplainArgs),
+    /// Run a parameter grid of scenarios in parallel and write one CSV row per cell.
+    Sweep(SweepArgs),
+}
+
+/// `sweep`.
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// The sweep file (see fixtures/sweeps/ and the README); `-` reads standard input.
+    pub sweep: PathBuf,
+    /// Directory sweep.csv and sweep.meta.json are written to.
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+    /// Run only part i of n of the grid (contiguous cells; the header is in part 1 only, so
+    /// the parts' files concatenate, in order, to the whole grid's).
+    #[arg(long, value_name = "i/n")]
+    pub shard: Option<String>,
+    /// Worker threads (default: one per core). The output does not depend on it.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
 }
 
 /// `run`.
@@ -267,6 +289,13 @@ fn load_prices(path: Option<&std::path::Path>) -> anyhow::Result<PriceTable> {
                 .with_context(|| format!("reading price table {}", path.display()))?;
             Ok(PriceTable::from_json(&text).with_context(|| format!("in {}", path.display()))?)
         }
+    }
+}
+
+impl SweepArgs {
+    /// The price table named by `--prices`.
+    pub fn prices(&self) -> anyhow::Result<PriceTable> {
+        load_prices(self.prices.as_deref())
     }
 }
 

@@ -7,7 +7,8 @@ use anyhow::Context;
 use forkcache::demo;
 use forkcache::replay::{ReplayConfig, replay};
 
-use crate::cli::{Cli, Command, DemoArgs, ExplainArgs, ReplayArgs, RunArgs};
+use crate::cli::{Cli, Command, DemoArgs, ExplainArgs, ReplayArgs, RunArgs, SweepArgs};
+use crate::progress;
 
 /// Runs one command; the exit code says whether it succeeded.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -16,6 +17,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => run_replay(&args),
         Command::Run(args) => run_scenario(&args),
         Command::Explain(args) => run_explain(&args),
+        Command::Sweep(args) => run_sweep(&args),
     }
 }
 
@@ -40,6 +42,25 @@ fn run_suite_demo(args: &DemoArgs, prices: &forkcache::PriceTable) -> anyhow::Re
     std::fs::write(&path, scenario::suite_csv(&runs)?)
         .with_context(|| format!("writing {}", path.display()))?;
     println!("\nwrote {}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_sweep(args: &SweepArgs) -> anyhow::Result<ExitCode> {
+    use forkcache::sweep::{self, Shard, SweepOptions, SweepSpec};
+    let text = read_input(&args.sweep)?;
+    let spec = SweepSpec::from_json(&text).with_context(|| format!("in {}", args.sweep.display()))?;
+    let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or_default();
+    let options = SweepOptions { threads: args.threads, shard };
+    let cells = shard.range(spec.cells().len()).len();
+    let bar = progress::bar(cells as u64, "cells");
+    let result = sweep::run(&spec, &options, &args.prices()?, || bar.inc(1))
+        .with_context(|| format!("sweeping {}", args.sweep.display()))?;
+    bar.finish_and_clear();
+    let written = forkcache::report::write_sweep(&args.out, &spec, &result)?;
+    for path in written {
+        println!("wrote {}", path.display());
+    }
+    println!("{} of {} cells (shard {}/{})", result.rows.len(), result.cells_total, shard.index, shard.count);
     Ok(ExitCode::SUCCESS)
 }
 

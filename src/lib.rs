@@ -17,6 +17,7 @@ pub mod prompt;
 pub mod replay;
 pub mod report;
 pub mod scenario;
+pub mod sweep;
 pub mod synth;
 pub mod tokenize;
 pub mod trace;

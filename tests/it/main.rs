@@ -20,6 +20,7 @@ mod scenario_seed;
 mod scope;
 mod seed_example;
 mod support;
+mod sweep_grid;
 mod ttl;
 mod validation;
 mod visibility;

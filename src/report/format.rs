@@ -1,0 +1,56 @@
+//! Fixed-precision numbers for CSV cells, computed in integers so the text is the same on every
+//! machine: no float is ever formatted into a report file.
+
+/// Thousandths (token-equivalents are kept so) as `1234.567`.
+pub(crate) fn thousandths(value: u64) -> String {
+    format!("{}.{:03}", value / 1000, value % 1000)
+}
+
+/// `numerator ÷ denominator` as a percentage with two decimals, rounded half away from zero;
+/// `0.00` when the denominator is 0.
+pub(crate) fn percent(numerator: i128, denominator: u128) -> String {
+    fixed(numerator * 100, denominator, 2)
+}
+
+/// `numerator ÷ denominator` written with `decimals` digits after the point.
+fn fixed(numerator: i128, denominator: u128, decimals: u32) -> String {
+    if denominator == 0 {
+        return format!("0.{:0width$}", 0, width = decimals as usize);
+    }
+    let scale = 10u128.pow(decimals);
+    let magnitude = numerator.unsigned_abs() * scale;
+    // Round half away from zero: add half the denominator before dividing.
+    let units = (2 * magnitude + denominator) / (2 * denominator);
+    let sign = if numerator < 0 && units > 0 { "-" } else { "" };
+    format!("{sign}{}.{:0width$}", units / scale, units % scale, width = decimals as usize)
+}
+
+/// `1 − part ÷ whole` as a percentage: what sharing saved against the naive cost.
+pub(crate) fn savings_percent(cost: u64, naive: u64) -> String {
+    percent(i128::from(naive) - i128::from(cost), u128::from(naive))
+}
+
+/// `cause=count` pairs in cause order, `;`-separated; empty when nothing was missed.
+pub(crate) fn misses(t: &crate::scenario::ScenarioTotals) -> String {
+    let pairs: Vec<String> = t.misses.iter().map(|(cause, n)| format!("{}={n}", cause.name())).collect();
+    pairs.join(";")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_point_text() {
+        assert_eq!(thousandths(31_140_000), "31140.000");
+        assert_eq!(thousandths(5), "0.005");
+        assert_eq!(percent(1, 3), "33.33");
+        assert_eq!(percent(2, 3), "66.67");
+        assert_eq!(percent(1, 8), "12.50");
+        assert_eq!(percent(1, 80_000), "0.00");
+        assert_eq!(percent(-1, 8), "-12.50");
+        assert_eq!(percent(5, 0), "0.00");
+        // The seed example's warm case: 31,140 against 302,400.
+        assert_eq!(savings_percent(31_140, 302_400), "89.70");
+    }
+}

@@ -1,0 +1,105 @@
+//! The sweep as CSV (one row per cell, fixed column order) and its metadata sidecar.
+
+use super::run::{SweepResult, SweepRow};
+use crate::report::format::{misses, percent, savings_percent, thousandths};
+use crate::scenario::{Launch, ScenarioTotals};
+
+type Cell = fn(&SweepRow) -> String;
+
+/// Every column of `sweep.csv`, in order, with how its cell is written. Tokens and nano-dollars
+/// are integers; percentages have two decimals, token-equivalents three. Fork-only settings are
+/// empty for named sub-agents.
+const TABLE: &[(&str, Cell)] = &[
+    ("cell", |r| r.cell.index.to_string()),
+    ("history_tokens", |r| r.cell.history_tokens.to_string()),
+    ("forks", |r| r.cell.forks.to_string()),
+    ("subagents", |r| r.cell.subagents.name().into()),
+    ("policy", |r| r.cell.policy.name().into()),
+    ("billing", |r| r.cell.billing.name().into()),
+    ("variant", |r| r.cell.variant.map_or(String::new(), |v| v.name().into())),
+    ("launch", |r| r.cell.launch.map_or(String::new(), |l| launch_name(l).into())),
+    ("mark_placeholders", |r| r.cell.mark_placeholders.map_or(String::new(), |m| m.to_string())),
+    ("ttl", |r| r.cell.ttl.name().into()),
+    ("idle_ms", |r| r.cell.idle_ms.to_string()),
+    ("requests", |r| r.totals.requests.to_string()),
+    ("context_tokens", |r| r.totals.largest_context_tokens.to_string()),
+    ("read_tokens", |r| r.totals.usage.cache_read_input_tokens.to_string()),
+    ("write_5m_tokens", |r| r.totals.usage.cache_creation.ephemeral_5m_input_tokens.to_string()),
+    ("write_1h_tokens", |r| r.totals.usage.cache_creation.ephemeral_1h_input_tokens.to_string()),
+    ("uncached_tokens", |r| r.totals.usage.input_tokens.to_string()),
+    ("output_tokens", |r| r.totals.usage.output_tokens.to_string()),
+    ("cost_nanousd", |r| r.totals.cost_nanousd.to_string()),
+    ("naive_nanousd", |r| r.totals.naive_nanousd.to_string()),
+    ("savings_pct", |r| savings(&r.totals)),
+    ("token_equivalents", |r| thousandths(r.totals.token_equivalents.0)),
+    ("hit_rate_pct", |r| hit_rate(&r.totals)),
+    ("subagent_requests", |r| r.subagents.requests.to_string()),
+    ("subagent_read_tokens", |r| r.subagents.usage.cache_read_input_tokens.to_string()),
+    ("subagent_write_tokens", |r| r.subagents.usage.cache_creation_input_tokens.to_string()),
+    ("subagent_uncached_tokens", |r| r.subagents.usage.input_tokens.to_string()),
+    ("subagent_cost_nanousd", |r| r.subagents.cost_nanousd.to_string()),
+    ("subagent_naive_nanousd", |r| r.subagents.naive_nanousd.to_string()),
+    ("subagent_savings_pct", |r| savings(&r.subagents)),
+    ("subagent_token_equivalents", |r| thousandths(r.subagents.token_equivalents.0)),
+    ("tokens_missed", |r| r.totals.tokens_missed.to_string()),
+    ("misses", |r| misses(&r.totals)),
+];
+
+/// The columns of `sweep.csv`, in order.
+pub const COLUMNS: [&str; TABLE.len()] = {
+    let mut names = [""; TABLE.len()];
+    let mut i = 0;
+    while i < TABLE.len() {
+        names[i] = TABLE[i].0;
+        i += 1;
+    }
+    names
+};
+
+fn savings(t: &ScenarioTotals) -> String {
+    savings_percent(t.cost_nanousd, t.naive_nanousd)
+}
+
+fn hit_rate(t: &ScenarioTotals) -> String {
+    percent(i128::from(t.usage.cache_read_input_tokens), u128::from(t.usage.total_input_tokens()))
+}
+
+/// Kebab-case name of a launch timing, as the spec spells it.
+fn launch_name(launch: Launch) -> &'static str {
+    match launch {
+        Launch::Parallel => "parallel",
+        Launch::Staggered => "staggered",
+        Launch::Sequential => "sequential",
+    }
+}
+
+impl SweepResult {
+    /// The rows as CSV; the header only in the first shard, so shards concatenate in order to
+    /// the whole grid's file.
+    pub fn to_csv(&self) -> String {
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        if self.shard.is_first() {
+            writer.write_record(COLUMNS).expect("writing to memory");
+        }
+        for row in &self.rows {
+            writer.write_record(TABLE.iter().map(|(_, cell)| cell(row))).expect("writing to memory");
+        }
+        let bytes = writer.into_inner().expect("writing to memory");
+        String::from_utf8(bytes).expect("csv output is UTF-8")
+    }
+
+    /// What the CSV cannot say: the sweep, the price table's date, the seed, the grid's size and
+    /// the columns. The same for every shard of one grid.
+    pub fn meta_json(&self, spec: &super::SweepSpec) -> String {
+        let meta = serde_json::json!({
+            "sweep": self.name,
+            "description": self.description,
+            "prices_date": self.prices_date,
+            "seed": self.seed,
+            "cells": self.cells_total,
+            "columns": COLUMNS.as_slice(),
+            "spec": spec,
+        });
+        serde_json::to_string_pretty(&meta).expect("the metadata serializes") + "\n"
+    }
+}
