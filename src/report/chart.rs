@@ -17,7 +17,8 @@ const FONT: &str = "sans-serif";
 const FONT_BYTES: &[u8] = include_bytes!("../../fixtures/fonts/DejaVuSans.ttf");
 const CAPTION_HEIGHT: u32 = 44;
 
-/// Colours in series order (colour-blind-safe Okabe–Ito, then greys).
+/// Colours in series order: colour-blind-safe Okabe–Ito, without its yellow (too pale for a line
+/// on white), then black and grey.
 const PALETTE: [RGBColor; 8] = [
     RGBColor(0, 114, 178),
     RGBColor(230, 159, 0),
@@ -25,8 +26,8 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(213, 94, 0),
     RGBColor(204, 121, 167),
     RGBColor(86, 180, 233),
-    RGBColor(240, 228, 66),
-    RGBColor(80, 80, 80),
+    RGBColor(0, 0, 0),
+    RGBColor(140, 140, 140),
 ];
 
 /// The colour of series `index`.
@@ -43,8 +44,11 @@ pub enum ValueFormat {
     Percent,
     /// `$1.23`.
     Usd,
-    /// `2.5×`.
+    /// `2.46×`.
     Multiplier,
+    /// `64` for 6: the axis carries log₂ of the values (a log scale whose ticks are powers of
+    /// two); ticks between powers stay blank.
+    PowerOfTwo,
 }
 
 impl ValueFormat {
@@ -55,10 +59,29 @@ impl ValueFormat {
             ValueFormat::Percent => format!("{value:.0}%"),
             ValueFormat::Usd if value.abs() >= 100.0 => format!("${value:.0}"),
             ValueFormat::Usd if value.abs() >= 1.0 => format!("${value:.2}"),
-            ValueFormat::Usd => format!("${value:.4}"),
-            ValueFormat::Multiplier => format!("{value:.1}×"),
+            ValueFormat::Usd => format!("${}", trim_zeros(&format!("{value:.4}"), 2)),
+            ValueFormat::Multiplier => format!("{value:.2}×"),
+            ValueFormat::PowerOfTwo => power_of_two(value),
         }
     }
+}
+
+/// `0.1000` → `0.10`: trailing zeros dropped, keeping at least `keep` decimals.
+fn trim_zeros(text: &str, keep: usize) -> String {
+    let Some(point) = text.find('.') else { return text.to_string() };
+    let mut end = text.len();
+    while end > point + 1 + keep && text.as_bytes()[end - 1] == b'0' {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+fn power_of_two(exponent: f64) -> String {
+    let rounded = exponent.round();
+    if (exponent - rounded).abs() > 1e-6 || !(0.0..=62.0).contains(&rounded) {
+        return String::new();
+    }
+    abbreviate((1u64 << rounded as u32) as f64)
 }
 
 fn abbreviate(value: f64) -> String {
@@ -100,10 +123,32 @@ pub struct LineChart {
     pub x_format: ValueFormat,
     /// Logarithmic x axis.
     pub log_x: bool,
+    /// Logarithmic y axis (every y must be positive).
+    pub log_y: bool,
+    /// A linear y axis starts at 0 (off: it spans the data, for values far from 0).
+    pub y_from_zero: bool,
+    /// Where the legend sits (the corner the lines leave empty).
+    pub legend: Corner,
+    /// Draw earlier lines wider, so a line lying on an equal one still shows both colours.
+    pub layered: bool,
     /// The lines.
     pub series: Vec<Series>,
     /// The small print under the chart (price-table date, seed, …).
     pub caption: String,
+}
+
+/// A corner of the plot area.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Corner {
+    /// Top left.
+    UpperLeft,
+    /// Top right. Default.
+    #[default]
+    UpperRight,
+    /// Bottom left.
+    LowerLeft,
+    /// Bottom right.
+    LowerRight,
 }
 
 /// One bar of a bar chart.
@@ -160,6 +205,8 @@ pub struct StackedColumns {
     pub columns: Vec<Column>,
     /// What the marks mean, appended to the caption.
     pub mark_legend: String,
+    /// Where the legend sits.
+    pub legend: Corner,
     /// The small print under the chart.
     pub caption: String,
 }
@@ -271,29 +318,65 @@ impl Draw for LineChart {
 fn draw_lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &LineChart) -> DrawResult {
     let plot = frame(root, &chart.caption)?;
     let points = || chart.series.iter().flat_map(|s| s.points.iter().copied());
-    let (x_low, x_high) = bounds(points().map(|p| p.0));
-    let x_high = if x_high > x_low { x_high } else { x_low + 1.0 };
-    let y_range = value_range(points().map(|p| p.1));
+    let x = axis_range(points().map(|p| p.0), chart.log_x, false);
+    let y = match (chart.log_y, chart.y_from_zero) {
+        (false, false) => data_range(points().map(|p| p.1)),
+        (log, _) => axis_range(points().map(|p| p.1), log, true),
+    };
     let mut builder = ChartBuilder::on(&plot);
     builder.caption(&chart.title, (FONT, 28)).margin(20).x_label_area_size(60).y_label_area_size(90);
-    if chart.log_x {
-        let mut ctx =
-            builder.build_cartesian_2d((x_low..x_high).log_scale(), y_range).map_err(|e| e.to_string())?;
-        mesh(&mut ctx, chart)?;
-        lines(&mut ctx, chart)
-    } else {
-        let mut ctx = builder.build_cartesian_2d(x_low..x_high, y_range).map_err(|e| e.to_string())?;
-        mesh(&mut ctx, chart)?;
-        lines(&mut ctx, chart)
+    let fail = |e: plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    match (chart.log_x, chart.log_y) {
+        (false, false) => plot_lines(&mut builder.build_cartesian_2d(x, y).map_err(fail)?, chart),
+        (true, false) => plot_lines(&mut builder.build_cartesian_2d(x.log_scale(), y).map_err(fail)?, chart),
+        (false, true) => plot_lines(&mut builder.build_cartesian_2d(x, y.log_scale()).map_err(fail)?, chart),
+        (true, true) => {
+            plot_lines(&mut builder.build_cartesian_2d(x.log_scale(), y.log_scale()).map_err(fail)?, chart)
+        }
     }
 }
 
-fn mesh<'a, DB: DrawingBackend + 'a, X>(
-    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+/// The span of an axis: from 0 (or the lowest value) to a little above the highest for a value
+/// axis; exactly the data for a linear x axis; a padded span of positive values for a log axis.
+fn axis_range(values: impl Iterator<Item = f64>, log: bool, padded: bool) -> std::ops::Range<f64> {
+    if log {
+        let (low, high) = bounds(values.filter(|v| *v > 0.0));
+        let (low, high) = if low > 0.0 { (low, high) } else { (1.0, 10.0) };
+        return if padded { low / 1.6..high * 1.6 } else { low..high.max(low * 1.01) };
+    }
+    if padded {
+        return value_range(values);
+    }
+    let (low, high) = bounds(values);
+    low..if high > low { high } else { low + 1.0 }
+}
+
+/// The data's span with a margin on both sides.
+fn data_range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
+    let (low, high) = bounds(values);
+    let margin = if high > low { (high - low) * 0.08 } else { 1.0 };
+    low - margin..high + margin
+}
+
+fn plot_lines<'a, DB: DrawingBackend + 'a, X, Y>(
+    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
     chart: &LineChart,
 ) -> DrawResult
 where
     X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    mesh(ctx, chart)?;
+    lines(ctx, chart)
+}
+
+fn mesh<'a, DB: DrawingBackend + 'a, X, Y>(
+    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    chart: &LineChart,
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
     let x_format = |v: &f64| chart.x_format.format(*v);
     let y_format = |v: &f64| chart.y_format.format(*v);
@@ -309,15 +392,17 @@ where
         .map_err(|e| e.to_string())
 }
 
-fn lines<'a, DB: DrawingBackend + 'a, X>(
-    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+fn lines<'a, DB: DrawingBackend + 'a, X, Y>(
+    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
     chart: &LineChart,
 ) -> DrawResult
 where
     X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
 {
     for (index, series) in chart.series.iter().enumerate() {
-        let style = ShapeStyle::from(colour(index)).stroke_width(3);
+        let width = if chart.layered { 9u32.saturating_sub(2 * index as u32).max(3) } else { 3 };
+        let style = ShapeStyle::from(colour(index)).stroke_width(width);
         ctx.draw_series(LineSeries::new(series.points.iter().copied(), style))
             .map_err(|e| e.to_string())?
             .label(series.name.as_str())
@@ -325,19 +410,32 @@ where
         ctx.draw_series(series.points.iter().map(|&p| Circle::new(p, 4, colour(index).filled())))
             .map_err(|e| e.to_string())?;
     }
-    legend(ctx)
+    legend(ctx, chart.legend)
 }
 
 fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
     ctx: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    corner: Corner,
 ) -> DrawResult {
+    let position = match corner {
+        Corner::UpperLeft => SeriesLabelPosition::UpperLeft,
+        Corner::UpperRight => SeriesLabelPosition::UpperRight,
+        Corner::LowerLeft => SeriesLabelPosition::LowerLeft,
+        Corner::LowerRight => SeriesLabelPosition::LowerRight,
+    };
     ctx.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(position)
         .background_style(WHITE.mix(0.9))
         .border_style(RGBColor(180, 180, 180))
         .label_font((FONT, 17))
         .draw()
         .map_err(|e| e.to_string())
+}
+
+/// Room for the longest bar label at the label font (about 9 px a character), within reason.
+fn label_area_px(bars: &[Bar]) -> u32 {
+    let longest = bars.iter().map(|b| b.label.chars().count()).max().unwrap_or(0) as u32;
+    (longest * 9 + 24).clamp(120, 560)
 }
 
 /// Draws a horizontal bar chart.
@@ -363,7 +461,7 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &BarChart
         .caption(&chart.title, (FONT, 28))
         .margin(20)
         .x_label_area_size(60)
-        .y_label_area_size(330)
+        .y_label_area_size(label_area_px(&chart.bars))
         .build_cartesian_2d(x_range, (0u32..count.saturating_sub(1)).into_segmented())
         .map_err(|e| e.to_string())?;
     // The first bar is drawn at the top.
@@ -480,7 +578,7 @@ fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Stacke
             .map(|mark| Text::new(mark.clone(), (SegmentValue::CenterOf(index as u32), total), style))
     });
     ctx.draw_series(marks).map_err(|e| e.to_string())?;
-    legend(&mut ctx)
+    legend(&mut ctx, chart.legend)
 }
 
 #[cfg(test)]
@@ -495,6 +593,10 @@ mod tests {
             y_format: ValueFormat::Percent,
             x_format: ValueFormat::Count,
             log_x: true,
+            log_y: false,
+            y_from_zero: true,
+            legend: Corner::LowerRight,
+            layered: false,
             series: vec![Series { name: "N = 3".into(), points: vec![(10_000.0, 80.0), (100_000.0, 89.7)] }],
             caption: "prices of 2026-08-22 · seed 7".into(),
         }
@@ -538,6 +640,7 @@ mod tests {
                 Column { label: "1".into(), values: vec![5000.0, 800.0, 0.0], mark: Some("F".into()) },
             ],
             mark_legend: "F = fork".into(),
+            legend: Corner::UpperLeft,
             caption: "c".into(),
         };
         assert!(stacked_columns(&stacks).unwrap().png.len() > 1000);
@@ -548,7 +651,13 @@ mod tests {
         assert_eq!(ValueFormat::Count.format(31_140.0), "31k");
         assert_eq!(ValueFormat::Count.format(1_500_000.0), "1.5M");
         assert_eq!(ValueFormat::Percent.format(89.7), "90%");
-        assert_eq!(ValueFormat::Multiplier.format(2.46), "2.5×");
+        assert_eq!(ValueFormat::Multiplier.format(2.46), "2.46×");
         assert_eq!(ValueFormat::Usd.format(0.03333), "$0.0333");
+        assert_eq!(ValueFormat::Usd.format(0.1), "$0.10");
+        assert_eq!(ValueFormat::Usd.format(0.01), "$0.01");
+        assert_eq!(ValueFormat::Usd.format(12.5), "$12.50");
+        assert_eq!(ValueFormat::PowerOfTwo.format(6.0), "64");
+        assert_eq!(ValueFormat::PowerOfTwo.format(0.0), "1");
+        assert_eq!(ValueFormat::PowerOfTwo.format(2.5), "");
     }
 }
