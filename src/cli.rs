@@ -32,6 +32,8 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Run a parameter grid of scenarios in parallel and write one CSV row per cell.
     Sweep(SweepArgs),
+    /// Regenerate every CSV, chart and note in reports/ (the default sweep included).
+    Report(ReportArgs),
 }
 
 /// `sweep`.
@@ -52,6 +54,17 @@ pub struct SweepArgs {
     /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
     #[arg(long)]
     pub prices: Option<PathBuf>,
+}
+
+/// `report`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Directory the reports are written to.
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+    /// Worker threads for the sweeps (default: one per core). The output does not depend on it.
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 /// `run`.

@@ -7,7 +7,7 @@ use anyhow::Context;
 use forkcache::demo;
 use forkcache::replay::{ReplayConfig, replay};
 
-use crate::cli::{Cli, Command, DemoArgs, ExplainArgs, ReplayArgs, RunArgs, SweepArgs};
+use crate::cli::{Cli, Command, DemoArgs, ExplainArgs, ReplayArgs, ReportArgs, RunArgs, SweepArgs};
 use crate::progress;
 
 /// Runs one command; the exit code says whether it succeeded.
@@ -18,6 +18,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run_scenario(&args),
         Command::Explain(args) => run_explain(&args),
         Command::Sweep(args) => run_sweep(&args),
+        Command::Report(args) => run_report(&args),
     }
 }
 
@@ -25,24 +26,39 @@ fn run_demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let prices = forkcache::PriceTable::builtin();
     let runs = demo::seed_example(&prices)?;
     print!("{}", demo::seed_example_table(&runs, &prices.date));
-    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let path = args.out.join("seed_example.csv");
-    std::fs::write(&path, demo::seed_example_csv(&runs)?)
-        .with_context(|| format!("writing {}", path.display()))?;
-    println!("\nwrote {}", path.display());
-    run_suite_demo(args, &prices)
+    let suite = forkcache::scenario::run_suite(&prices)?;
+    print!("\n{}", forkcache::scenario::suite_table(&suite));
+    print!("\n{}", forkcache::scenario::mistakes_table(&suite));
+    println!();
+    write_report(&args.out, &forkcache::report::ReportOptions::default(), &prices)?;
+    Ok(ExitCode::SUCCESS)
 }
 
-fn run_suite_demo(args: &DemoArgs, prices: &forkcache::PriceTable) -> anyhow::Result<ExitCode> {
-    use forkcache::scenario;
-    let runs = scenario::run_suite(prices)?;
-    print!("\n{}", scenario::suite_table(&runs));
-    print!("\n{}", scenario::mistakes_table(&runs));
-    let path = args.out.join("scenarios.csv");
-    std::fs::write(&path, scenario::suite_csv(&runs)?)
-        .with_context(|| format!("writing {}", path.display()))?;
-    println!("\nwrote {}", path.display());
+fn run_report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    let options = forkcache::report::ReportOptions { threads: args.threads, ..Default::default() };
+    write_report(&args.out, &options, &forkcache::PriceTable::builtin())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Builds every report file (sweeps included, with a progress bar) and writes them to `out`.
+fn write_report(
+    out: &std::path::Path,
+    options: &forkcache::report::ReportOptions,
+    prices: &forkcache::PriceTable,
+) -> anyhow::Result<()> {
+    let bar = progress::bar(options.cells() as u64, "sweep cells");
+    let artifacts =
+        forkcache::report::build(options, prices, || bar.inc(1)).context("building the reports")?;
+    bar.finish_and_clear();
+    let paths =
+        forkcache::report::write(out, &artifacts).with_context(|| format!("writing {}", out.display()))?;
+    println!(
+        "wrote {} files to {} (what they hold: {})",
+        paths.len(),
+        out.display(),
+        out.join("README.md").display()
+    );
+    Ok(())
 }
 
 fn run_sweep(args: &SweepArgs) -> anyhow::Result<ExitCode> {

@@ -12,6 +12,11 @@ pub(crate) fn percent(numerator: i128, denominator: u128) -> String {
     fixed(numerator * 100, denominator, 2)
 }
 
+/// `numerator ÷ denominator` with three decimals (a ratio such as a cost multiplier).
+pub(crate) fn ratio(numerator: u128, denominator: u128) -> String {
+    fixed(numerator as i128, denominator, 3)
+}
+
 /// `numerator ÷ denominator` written with `decimals` digits after the point.
 fn fixed(numerator: i128, denominator: u128, decimals: u32) -> String {
     if denominator == 0 {
@@ -50,6 +55,8 @@ mod tests {
         assert_eq!(percent(1, 80_000), "0.00");
         assert_eq!(percent(-1, 8), "-12.50");
         assert_eq!(percent(5, 0), "0.00");
+        assert_eq!(ratio(79_875, 32_380), "2.467");
+        assert_eq!(ratio(0, 0), "0.000");
         // The seed example's warm case: 31,140 against 302,400.
         assert_eq!(savings_percent(31_140, 302_400), "89.70");
     }

@@ -1,13 +1,26 @@
-//! Reports: charts (PNG and SVG), CSV tables and the files that hold them.
+//! Reports: every file under `reports/` — CSV tables, charts (PNG and SVG) and the notes that
+//! say what they hold — as a pure function of the built-in fixtures, the sweep grids, the price
+//! table and the seeds.
 //!
-//! A report is a list of [`Artifact`]s (file name and bytes); [`write`] puts them in a directory.
+//! [`build`] returns the files as [`Artifact`]s (name and bytes, in name order); [`write`] puts
+//! them in a directory. `forkcache report` and `forkcache demo` both call them, and
+//! `cargo bench --bench cost_curves` calls [`cost_curve_artifacts`].
 
 pub mod chart;
+mod curves;
+mod figures;
 pub(crate) mod format;
+mod notes;
+mod tables;
+
+pub use curves::columns as cost_curve_columns;
+pub use tables::suite_columns;
 
 use std::path::{Path, PathBuf};
 
-use crate::sweep::{SweepResult, SweepSpec};
+use crate::billing::PriceTable;
+use crate::scenario::SuiteRun;
+use crate::sweep::{Shard, SweepOptions, SweepResult, SweepSpec};
 
 /// One file of a report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,4 +66,121 @@ pub fn sweep_artifacts(spec: &SweepSpec, result: &SweepResult) -> Vec<Artifact> 
 /// Writes a sweep's files into `dir`.
 pub fn write_sweep(dir: &Path, spec: &SweepSpec, result: &SweepResult) -> std::io::Result<Vec<PathBuf>> {
     write(dir, &sweep_artifacts(spec, result))
+}
+
+/// What `forkcache report` builds, and how.
+#[derive(Clone, Debug)]
+pub struct ReportOptions {
+    /// The grid behind `sweep.csv` and the sweep charts. Default: `fixtures/sweeps/default.json`.
+    pub sweep: SweepSpec,
+    /// The grid behind the cost curves. Default: `fixtures/sweeps/cost-curves.json`.
+    pub cost_curves: SweepSpec,
+    /// Worker threads for the sweeps; `None`: one per core. The bytes do not depend on it.
+    pub threads: Option<usize>,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            sweep: SweepSpec::default_grid(),
+            cost_curves: SweepSpec::cost_curves(),
+            threads: None,
+        }
+    }
+}
+
+impl ReportOptions {
+    /// Sweep cells the report runs (for a progress bar's length).
+    pub fn cells(&self) -> usize {
+        self.sweep.cells().len() + self.cost_curves.cells().len()
+    }
+}
+
+/// Why a report could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A fixture scenario failed.
+    #[error(transparent)]
+    Scenario(#[from] crate::scenario::ScenarioError),
+    /// The seed example failed.
+    #[error(transparent)]
+    Replay(#[from] crate::replay::ReplayError),
+    /// A sweep failed.
+    #[error(transparent)]
+    Sweep(#[from] crate::sweep::SweepError),
+    /// A chart could not be drawn.
+    #[error(transparent)]
+    Chart(#[from] chart::ChartError),
+    /// A CSV could not be written.
+    #[error(transparent)]
+    Csv(#[from] csv::Error),
+}
+
+/// The scenario whose requests `session_timeline` draws.
+const TIMELINE_SCENARIO: &str = "session";
+
+/// Every file of `reports/`, in name order. `on_cell_done` is called once per sweep cell.
+pub fn build(
+    options: &ReportOptions,
+    prices: &PriceTable,
+    on_cell_done: impl Fn() + Sync,
+) -> Result<Vec<Artifact>, ReportError> {
+    let runs = crate::scenario::run_suite(prices)?;
+    let seed_runs = crate::demo::seed_example(prices)?;
+    let sweep_options = SweepOptions { threads: options.threads, shard: Shard::WHOLE };
+    let sweep = crate::sweep::run(&options.sweep, &sweep_options, prices, &on_cell_done)?;
+    let curves = crate::sweep::run(&options.cost_curves, &sweep_options, prices, &on_cell_done)?;
+    let mut artifacts = suite_artifacts(&runs, &prices.date)?;
+    artifacts.push(Artifact::new("seed_example.csv", crate::demo::seed_example_csv(&seed_runs)?));
+    artifacts.extend(sweep_artifacts(&options.sweep, &sweep));
+    artifacts.extend(sweep_charts(&options.sweep, &sweep)?);
+    artifacts.extend(cost_curve_artifacts(&curves)?);
+    let notes = notes::readme(&notes::Inputs {
+        artifacts: &artifacts,
+        sweep: (&options.sweep, &sweep),
+        curves: (&options.cost_curves, &curves),
+        prices_date: &prices.date,
+    });
+    artifacts.push(Artifact::new("README.md", notes));
+    artifacts.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(artifacts)
+}
+
+/// `summary.csv`, `requests.csv`, `antipatterns.csv` and the suite's charts.
+fn suite_artifacts(runs: &[SuiteRun], prices_date: &str) -> Result<Vec<Artifact>, ReportError> {
+    let mut artifacts = vec![
+        Artifact::new("summary.csv", tables::summary_csv(runs)),
+        Artifact::new("requests.csv", tables::requests_csv(runs)),
+        Artifact::new("antipatterns.csv", tables::antipatterns_csv(runs)),
+    ];
+    artifacts.extend(drawn("antipatterns", figures::antipatterns(&tables::mistake_rows(runs), prices_date)?));
+    if let Some(run) = runs.iter().find(|run| run.fixture.name == TIMELINE_SCENARIO) {
+        artifacts
+            .extend(drawn("session_timeline", figures::session_timeline(&run.report, TIMELINE_SCENARIO)?));
+    }
+    Ok(artifacts)
+}
+
+/// The charts drawn from the sweep.
+fn sweep_charts(spec: &SweepSpec, sweep: &SweepResult) -> Result<Vec<Artifact>, ReportError> {
+    let axes = spec.axes();
+    let view = figures::SweepView::new(sweep, &axes);
+    let mut artifacts = drawn("savings_vs_history", figures::savings_vs_history(&view)?).to_vec();
+    artifacts.extend(drawn("cost_vs_forks", figures::cost_vs_forks(&view)?));
+    artifacts.extend(drawn("cost_vs_idle", figures::cost_vs_idle(&view)?));
+    artifacts.extend(drawn("policy_gap", figures::policy_gap(&view)?));
+    Ok(artifacts)
+}
+
+/// `cost_curves.csv`, `.png` and `.svg`, from a run of the cost-curve grid
+/// ([`SweepSpec::cost_curves`]); `cargo bench --bench cost_curves` writes them too.
+pub fn cost_curve_artifacts(result: &SweepResult) -> Result<Vec<Artifact>, ReportError> {
+    let mut artifacts = vec![Artifact::new("cost_curves.csv", curves::curves_csv(result))];
+    artifacts.extend(drawn("cost_curves", curves::curves_chart(result)?));
+    Ok(artifacts)
+}
+
+/// A chart's two files.
+fn drawn(stem: &str, rendered: chart::Rendered) -> [Artifact; 2] {
+    [Artifact::new(format!("{stem}.png"), rendered.png), Artifact::new(format!("{stem}.svg"), rendered.svg)]
 }

@@ -12,6 +12,7 @@ mod table;
 pub use run::{Shard, SweepOptions, SweepResult, SweepRow, run};
 pub use spec::{Axes, Grid, HISTORY_BLOCK_TOKENS, Subagents, SweepCell, SweepSpec, history_messages};
 pub use table::COLUMNS;
+pub(crate) use table::launch_name;
 
 use crate::scenario::ScenarioError;
 

@@ -65,7 +65,7 @@ fn hit_rate(t: &ScenarioTotals) -> String {
 }
 
 /// Kebab-case name of a launch timing, as the spec spells it.
-fn launch_name(launch: Launch) -> &'static str {
+pub(crate) fn launch_name(launch: Launch) -> &'static str {
     match launch {
         Launch::Parallel => "parallel",
         Launch::Staggered => "staggered",

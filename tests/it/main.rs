@@ -12,6 +12,7 @@ mod properties;
 mod reference;
 mod rendered;
 mod replay_cli;
+mod reports;
 mod salts;
 mod scenario_engine;
 mod scenario_mistakes;

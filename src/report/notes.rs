@@ -1,0 +1,268 @@
+//! `reports/README.md`: what every file holds, the settings behind it, and every CSV column.
+
+use std::fmt::Write as _;
+
+use super::Artifact;
+use crate::sweep::{Axes, SweepResult, SweepSpec};
+
+/// What the notes are written from.
+pub(crate) struct Inputs<'a> {
+    /// Every other file of the report (CSV headers are read from them).
+    pub artifacts: &'a [Artifact],
+    pub sweep: (&'a SweepSpec, &'a SweepResult),
+    pub curves: (&'a SweepSpec, &'a SweepResult),
+    pub prices_date: &'a str,
+}
+
+/// The charts, in reading order: file stem, what it shows, where its data comes from.
+const CHARTS: &[(&str, &str, &str)] = &[
+    (
+        "savings_vs_history",
+        "what forks save by sharing the parent's cache, by history size, one line per fork count",
+        "sweep.csv: `subagent_savings_pct`",
+    ),
+    (
+        "cost_vs_forks",
+        "the sub-agents' cost by how many are spawned: forks without sharing, forks sharing, named sub-agents",
+        "sweep.csv: `subagent_naive_nanousd`, `subagent_cost_nanousd`",
+    ),
+    (
+        "cost_vs_idle",
+        "the whole session's cost by the idle gap before the spawn, 5-minute vs 1-hour TTL",
+        "sweep.csv: `cost_nanousd`",
+    ),
+    (
+        "policy_gap",
+        "the forks' cost under the documented cache (marker on the directive only, or on the last placeholder too, or own-tool-use forks) and under the idealised longest-prefix cache",
+        "sweep.csv: `subagent_cost_nanousd`",
+    ),
+    (
+        "antipatterns",
+        "each anti-pattern's whole-scenario cost over its correct twin's",
+        "antipatterns.csv: `multiplier`",
+    ),
+    (
+        "session_timeline",
+        "one session request by request: tokens read, written and left uncached, forks, named sub-agents, sidecars and compaction marked",
+        "requests.csv, scenario `session`",
+    ),
+    (
+        "cost_curves",
+        "what one fork costs, sharing and not, as the history grows (log-log)",
+        "cost_curves.csv",
+    ),
+];
+
+/// The CSV files, in reading order, with what one row is.
+const TABLES: &[(&str, &str)] = &[
+    ("summary.csv", "one fixture scenario (`fixtures/scenarios/`), with its own policy, billing and seed"),
+    ("requests.csv", "one request of one fixture scenario, in start order"),
+    ("antipatterns.csv", "one anti-pattern (DESIGN §3) against its correct twin"),
+    (
+        "seed_example.csv",
+        "one case of the seed articles' worked example (DESIGN §2.5) under one policy and billing",
+    ),
+    ("sweep.csv", "one cell of the default grid (`fixtures/sweeps/default.json`)"),
+    ("cost_curves.csv", "one cell of the cost-curve grid (`fixtures/sweeps/cost-curves.json`)"),
+];
+
+/// The notes, as Markdown.
+pub(crate) fn readme(inputs: &Inputs) -> String {
+    let mut out = String::new();
+    preamble(&mut out, inputs);
+    sweeps(&mut out, inputs);
+    charts(&mut out);
+    tables(&mut out, inputs.artifacts);
+    out
+}
+
+fn preamble(out: &mut String, inputs: &Inputs) {
+    let _ = writeln!(out, "# reports/\n");
+    let _ = writeln!(
+        out,
+        "Generated: `forkcache report` writes every file here (`forkcache demo` does too, after printing its tables;\n`cargo bench --bench cost_curves` rewrites the cost curves). Edit the fixtures or the sweep files, not these.\nThe bytes depend only on the fixtures, the sweep files, the price table and the seeds: two runs on any\nmachine give identical files, PNG included.\n"
+    );
+    let _ = writeln!(out, "- Prices: `fixtures/pricing.json` of {}.", inputs.prices_date);
+    let _ = writeln!(
+        out,
+        "- Tokens: declared by the blocks of the fixtures and sweeps, so every count is exact for the simulation\n  (Claude's tokenizer is not public: against real traffic, counts are estimates)."
+    );
+    let _ = writeln!(
+        out,
+        "- Money: integer nano-dollars (`*_nanousd`, 10⁹ to the dollar). Token-equivalents: cost ÷ the model's base\n  input price, three decimals. Percentages: two decimals. All computed in integers, rounded half away from zero."
+    );
+    let _ = writeln!(
+        out,
+        "- Naive cost: every request priced again alone in its own workspace — what it costs when nothing is shared.\n"
+    );
+}
+
+fn sweeps(out: &mut String, inputs: &Inputs) {
+    let _ = writeln!(out, "## The sweeps\n");
+    for (spec, result) in [inputs.sweep, inputs.curves] {
+        let _ = writeln!(
+            out,
+            "- **{}** (`fixtures/sweeps/{}.json`), seed {}, {} cells: {}",
+            result.name, result.name, result.seed, result.cells_total, spec.description
+        );
+        let _ = writeln!(out, "  Axes: {}.", axes_text(&spec.axes()));
+    }
+    let _ = writeln!(
+        out,
+        "\nEach cell runs one scenario: the history as alternating user and assistant messages of declared size,\none main-loop turn, the idle gap, then the spawn — N forks in one parent request, or N named sub-agents one\nafter another. `subagent_*` columns count only the forks' (or named sub-agents') requests.\n\nThe sweep charts hold every axis they do not plot at one point: each listed axis at its first value, the\nhistory nearest 100,000 tokens and the fork count nearest 4. Each chart's caption names that point.\n"
+    );
+}
+
+fn axes_text(axes: &Axes) -> String {
+    let list = |values: Vec<String>| values.join(", ");
+    let names = |v: Vec<&str>| list(v.into_iter().map(str::to_string).collect());
+    [
+        format!("history_tokens {}", list(axes.history_tokens.iter().map(u64::to_string).collect())),
+        format!("forks {}", list(axes.forks.iter().map(u32::to_string).collect())),
+        format!("subagents {}", names(axes.subagents.iter().map(|s| s.name()).collect())),
+        format!("policy {}", names(axes.policy.iter().map(|p| p.name()).collect())),
+        format!("billing {}", names(axes.billing.iter().map(|b| b.name()).collect())),
+        format!("variant {}", names(axes.variant.iter().map(|v| v.name()).collect())),
+        format!("launch {}", names(axes.launch.iter().map(|&l| crate::sweep::launch_name(l)).collect())),
+        format!("mark_placeholders {}", list(axes.mark_placeholders.iter().map(bool::to_string).collect())),
+        format!("ttl {}", names(axes.ttl.iter().map(|t| t.name()).collect())),
+        format!("idle_ms {}", list(axes.idle_ms.iter().map(u64::to_string).collect())),
+    ]
+    .join("; ")
+}
+
+fn charts(out: &mut String) {
+    let _ = writeln!(out, "## Charts\n");
+    let _ = writeln!(
+        out,
+        "Each as PNG (1200×800) and SVG, the price table's date and the seed in its caption.\n"
+    );
+    let _ = writeln!(out, "| file | shows | data |");
+    let _ = writeln!(out, "|---|---|---|");
+    for (stem, shows, data) in CHARTS {
+        let _ = writeln!(out, "| `{stem}.png` | {shows} | {data} |");
+    }
+    out.push('\n');
+}
+
+fn tables(out: &mut String, artifacts: &[Artifact]) {
+    let _ = writeln!(out, "## Tables\n");
+    let _ = writeln!(out, "Comma-separated, a header row, columns always in this order.\n");
+    for (file, row) in TABLES {
+        let Some(header) = header_of(artifacts, file) else { continue };
+        let _ = writeln!(out, "### `{file}` — a row is {row}\n");
+        for column in header.split(',') {
+            let _ = writeln!(out, "- `{column}`: {}", describe(file, column));
+        }
+        out.push('\n');
+    }
+}
+
+fn header_of<'a>(artifacts: &'a [Artifact], file: &str) -> Option<&'a str> {
+    let artifact = artifacts.iter().find(|a| a.name == *file)?;
+    let text = std::str::from_utf8(&artifact.bytes).ok()?;
+    text.lines().next()
+}
+
+/// What a column holds; a file's own meaning first, then the shared one.
+pub(crate) fn describe(file: &str, column: &str) -> &'static str {
+    match (file, column) {
+        ("cost_curves.csv", "savings_pct") => "the forks' cost saved against no sharing (%)",
+        ("sweep.csv", "savings_pct") => "the whole session's cost saved against no sharing (%)",
+        ("seed_example.csv", "requests") => "requests replayed, the parent's included",
+        (_, "write_tokens") => "tokens written to the cache",
+        _ => describe_shared(column),
+    }
+}
+
+fn describe_shared(column: &str) -> &'static str {
+    match column {
+        "scenario" => "the fixture's name (`fixtures/scenarios/NAME.json`)",
+        "policy" => {
+            "cache policy: `anthropic` (the documented rules) or `longest-prefix` (the seeds' idealised cache)"
+        }
+        "billing" => "billing profile: `anthropic` (the price table) or `seed` (writes 1.0×, reads 0.1×)",
+        "seed" => "the seed every random draw derives from",
+        "requests" => "requests sent",
+        "context_tokens" => "the largest request's input tokens",
+        "read_tokens" => "input tokens read from the cache",
+        "write_5m_tokens" => "input tokens written to the cache with the 5-minute TTL",
+        "write_1h_tokens" => "input tokens written to the cache with the 1-hour TTL",
+        "uncached_tokens" => "input tokens neither read nor written (the API's `input_tokens`)",
+        "output_tokens" => "output tokens billed",
+        "cost_nanousd" => "what it cost",
+        "naive_nanousd" => "what the same requests cost with nothing shared",
+        "savings_pct" => "cost saved against the naive cost (%)",
+        "token_equivalents" => "cost ÷ base input price, in tokens",
+        "naive_token_equivalents" => "naive cost ÷ base input price, in tokens",
+        "hit_rate_pct" => "tokens read ÷ input tokens (%)",
+        "rewrite_factor" => {
+            "tokens written ÷ the largest context: how many times the context was paid for again"
+        }
+        "tokens_missed" => "tokens that could have been read and were not",
+        "misses" => "requests per miss cause, `cause=count` separated by `;`",
+        "forks_identical_pct" => {
+            "per spawn (`;`-separated): the forks' common prefix ÷ the longest fork, in bytes (%)"
+        }
+        "index" => "the request's place in start order, from 0",
+        "role" => "who sent it: `parent`, `fork`, `named`, `sidecar` or `compaction`",
+        "agent" => "which agent and turn",
+        "spawn" => "the spawn a fork belongs to, from 0",
+        "fork" => "the fork's place in its spawn, from 0",
+        "at_ms" => "start time on the virtual clock (ms)",
+        "model" => "the model id",
+        "ttft_ms" => "modelled time to first token (ms)",
+        "miss" => "why it read less than it could have (empty: it did not)",
+        "miss_dimension" => "for `prefix_changed`: tools, system, messages or config",
+        "miss_path" => "the JSON path where the miss happened",
+        "mistake" => "the anti-pattern's short name",
+        "what" => "what goes wrong",
+        "mistake_scenario" => "the fixture making the mistake",
+        "correct_scenario" => "its correct twin",
+        "correct_nanousd" => "the twin's whole-scenario cost",
+        "mistake_nanousd" => "the mistake's whole-scenario cost",
+        "extra_nanousd" => "what the mistake adds",
+        "correct_token_equivalents" => "the twin's cost in token-equivalents",
+        "mistake_token_equivalents" => "the mistake's cost in token-equivalents",
+        "multiplier" => "mistake cost ÷ correct cost (×, three decimals)",
+        "case" => {
+            "`warm` (the parent cached the history first), `cold` (nothing cached) or `naive` (no sharing)"
+        }
+        "forks_token_equivalents" => {
+            "the forks' cost in token-equivalents (the parent's own turn left out, as in the articles)"
+        }
+        other => describe_sweep(other),
+    }
+}
+
+fn describe_sweep(column: &str) -> &'static str {
+    match column {
+        "cell" => "the cell's place in the grid, from 0 (shards keep it)",
+        "history_tokens" => {
+            "tokens of history before the parent's turn (system prompt and tools come on top)"
+        }
+        "forks" => "sub-agents spawned",
+        "subagents" => {
+            "`fork` (inherit the context, share the cache) or `named` (general-purpose, fresh context)"
+        }
+        "variant" => "`all-tool-uses` or `own-tool-use` (empty for named sub-agents)",
+        "launch" => "`staggered`, `parallel` or `sequential` (empty for named sub-agents)",
+        "mark_placeholders" => "a marker on the last placeholder too (empty for named sub-agents)",
+        "ttl" => "every marker's TTL, `5m` or `1h`",
+        "idle_ms" => "idle time between the parent's turn and the spawn (ms)",
+        "subagent_requests" => "the sub-agents' requests",
+        "subagent_read_tokens" => "the sub-agents' tokens read from the cache",
+        "subagent_write_tokens" => "the sub-agents' tokens written to the cache",
+        "subagent_uncached_tokens" => "the sub-agents' uncached tokens",
+        "subagent_cost_nanousd" => "the sub-agents' cost",
+        "subagent_naive_nanousd" => "the sub-agents' cost with nothing shared",
+        "subagent_savings_pct" => "the sub-agents' cost saved against no sharing (%)",
+        "subagent_token_equivalents" => "the sub-agents' cost in token-equivalents",
+        "forks_cost_nanousd" => "the forks' cost",
+        "forks_naive_nanousd" => "the forks' cost with nothing shared",
+        "cost_per_fork_nanousd" => "the forks' cost ÷ forks, rounded",
+        "naive_per_fork_nanousd" => "the forks' naive cost ÷ forks, rounded",
+        "naive_over_shared" => "naive cost ÷ shared cost (×, three decimals)",
+        _ => "",
+    }
+}
