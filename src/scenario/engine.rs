@@ -16,9 +16,9 @@ use super::spec::{
 };
 use crate::agent::{
     AgentRequest, Block, BlockRef, CacheSafeParams, FORK_QUERY_SOURCE, Mark, Message, NamedAgent,
-    ReplacementPolicy, ReplacementState, SectionKind, ThinkingConfig, Tool, build_forked_messages,
-    compacted_history, compaction_prompt, directive_text, fork_guard, named_system, named_tools,
-    placeholder_result, redecide_fresh, sidecar_prompt, with_tokens, worktree_note,
+    ReplacementPolicy, ReplacementState, RequestRenderer, SectionKind, ThinkingConfig, Tool,
+    build_forked_messages, compacted_history, compaction_prompt, directive_text, fork_guard, named_system,
+    named_tools, placeholder_result, redecide_fresh, sidecar_prompt, with_tokens, worktree_note,
 };
 use crate::billing::PriceTable;
 use crate::clock::SimTime;
@@ -106,7 +106,7 @@ struct Engine<'s> {
     spec: &'s ScenarioSpec,
     config: &'s RunConfig,
     endpoint: MockEndpoint,
-    naive: Option<MockEndpoint>,
+    renderer: RequestRenderer,
     now: SimTime,
     queue: BTreeMap<(SimTime, u64), usize>,
     seq: u64,
@@ -145,11 +145,6 @@ impl<'s> Engine<'s> {
         prices: &PriceTable,
     ) -> Result<Engine<'s>, ScenarioError> {
         let endpoint = MockEndpoint::new(config.endpoint.clone(), prices.clone())?;
-        let naive = if config.naive {
-            Some(MockEndpoint::new(config.endpoint.clone(), prices.clone())?)
-        } else {
-            None
-        };
         let generate = generate_spec(spec);
         let mut history_generator = Generator::new(&generate, spec.seed, "history", stub_threshold(spec));
         let history = initial_history(spec, &mut history_generator)?;
@@ -165,7 +160,7 @@ impl<'s> Engine<'s> {
             spec,
             config,
             endpoint,
-            naive,
+            renderer: RequestRenderer::default(),
             now: SimTime::ZERO,
             queue: BTreeMap::new(),
             seq: 0,
@@ -211,10 +206,7 @@ impl<'s> Engine<'s> {
             EventSpec::Fork(fork) => self.fork(index, fork),
             EventSpec::Named(named) => self.named(named),
             EventSpec::Sidecar(sidecar) => self.sidecar(sidecar),
-            EventSpec::Compact(_) => {
-                self.drain(Some(self.now))?;
-                self.compact_parent()
-            }
+            EventSpec::Compact(_) => self.compact_parent(),
         }
     }
 
@@ -230,7 +222,6 @@ impl<'s> Engine<'s> {
         if self.records.len() >= MAX_REQUESTS {
             return Err(ScenarioError::spec("timeline", format!("more than {MAX_REQUESTS} requests")));
         }
-        let view = request.view();
         let output_tokens = if self.spec.bill_output { reply_tokens } else { 0 };
         let reply = Reply { content: Vec::new(), stop_reason: None, output_tokens: Some(output_tokens) };
         let call = Call { body: &[], api_key: None, at, first_byte: None, reply };
@@ -240,14 +231,20 @@ impl<'s> Engine<'s> {
             agent: who.label.clone(),
             message: e.message,
         };
-        let record = self.endpoint.handle_view(&view, &call).map_err(rejected)?.record;
-        let naive = match &mut self.naive {
-            Some(naive) => {
-                let key = format!("naive-{index}");
-                let alone = Call { api_key: Some(&key), ..call };
-                Some(naive.handle_view(&view, &alone).map_err(rejected)?.record)
+        let (record, naive) = match self.renderer.render(&mut self.endpoint, request).map_err(rejected)? {
+            Some(rendered) => {
+                let rendered = rendered.request(request.max_tokens);
+                let naive = self.config.naive.then(|| self.endpoint.price_alone(&rendered, &call));
+                (self.endpoint.handle_rendered(&rendered, &call).map_err(rejected)?.record, naive)
             }
-            None => None,
+            None => {
+                let view = request.view();
+                let naive = match self.config.naive {
+                    true => Some(self.endpoint.price_view_alone(&view, &call).map_err(rejected)?),
+                    false => None,
+                };
+                (self.endpoint.handle_view(&view, &call).map_err(rejected)?.record, naive)
+            }
         };
         let latency = &self.config.endpoint.cache.latency;
         let first_token_at = at.plus_ms(record.ttft_ms);
@@ -442,6 +439,9 @@ impl<'s> Engine<'s> {
 
     /// The summary sidecar reads the whole conversation; then the history is the summary.
     fn compact_parent(&mut self) -> Result<(), ScenarioError> {
+        // Background steps that start before the summary request are sent first: requests reach
+        // the endpoint in start order.
+        self.drain(Some(self.now))?;
         // Built like any sidecar: the snapshot's system, tools and config, the whole history.
         let mut params = self.snapshot.clone();
         params.messages = Arc::clone(&self.pending);
@@ -462,6 +462,7 @@ impl<'s> Engine<'s> {
         let spawn = self.spawns.len();
         let directives = directives_of(spec);
         let assistant = self.spawn_message(spawn, spec, &directives);
+        let mut context_tokens = None;
         let launch_at = if spec.parent_turn {
             let request = self.main_request();
             let who = Who::new(
@@ -470,6 +471,7 @@ impl<'s> Engine<'s> {
             );
             let sent = self.send(&request, who, self.now, assistant.tokens())?;
             self.after_main_request(request, assistant.clone(), &sent);
+            context_tokens = Some(sent.total_tokens);
             sent.completes_at
         } else {
             // The spawn follows the history as it stands; system, tools and config stay those of
@@ -478,14 +480,20 @@ impl<'s> Engine<'s> {
             self.snapshot.last_reply = Some(assistant.clone());
             self.now
         };
+        // The constant placeholders are built once and shared by every fork of the spawn.
+        let placeholders = placeholders(spec, &assistant);
         let requests: Vec<AgentRequest> = (0..directives.len())
-            .map(|fork| self.fork_request(spec, &assistant, &directives, fork, launch_at))
+            .map(|fork| self.fork_request(spec, &assistant, &placeholders, &directives, fork, launch_at))
             .collect();
         let verification = self.config.verify.then(|| self.verify_spawn(&requests));
         self.launch(spawn, spec, requests, launch_at)?;
         self.spawns.push(SpawnReport::new(index, spawn, spec, directives.len(), verification));
         self.parent_after_spawn(assistant, &directives, launch_at);
-        Ok(())
+        // The spawning request is a main-loop turn: the context threshold applies to it too.
+        match context_tokens {
+            Some(tokens) => self.auto_compact(tokens),
+            None => Ok(()),
+        }
     }
 
     /// Byte identity across the siblings, and against the parent's last request.
@@ -518,25 +526,22 @@ impl<'s> Engine<'s> {
         &mut self,
         spec: &ForkSpec,
         assistant: &Message,
+        placeholders: &[BlockRef],
         directives: &[String],
         fork: usize,
         at: SimTime,
     ) -> AgentRequest {
-        let knobs = &self.spec.knobs;
-        let uses: Vec<&BlockRef> =
-            assistant.blocks.iter().filter(|b| b.kind == crate::agent::BlockKind::ToolUse).collect();
-        let results: Vec<BlockRef> = uses
-            .iter()
-            .enumerate()
-            .map(|(j, tool_use)| {
-                let tokens = spec.placeholder_tokens.as_ref().map(|sizes| sizes.get(j));
-                if knobs.real_results {
+        let results: Vec<BlockRef> = if self.spec.knobs.real_results {
+            tool_uses(assistant)
+                .enumerate()
+                .map(|(j, tool_use)| {
+                    let tokens = spec.placeholder_tokens.as_ref().map(|sizes| sizes.get(j));
                     real_result(tool_use, j == fork, &directives[j], tokens)
-                } else {
-                    placeholder_result(tool_use, tokens)
-                }
-            })
-            .collect();
+                })
+                .collect()
+        } else {
+            placeholders.to_vec()
+        };
         let directive = Block::text(&directive_text(&directives[fork]), spec.directive_tokens);
         let after = if spec.worktree { vec![worktree_note(fork + 1)] } else { Vec::new() };
         let tail = build_forked_messages(assistant, fork, &results, directive, after, spec.variant).to_vec();
@@ -868,6 +873,21 @@ impl Who {
     fn new(role: RequestRole, label: String) -> Who {
         Who { role, label, spawn: None, fork: None }
     }
+}
+
+/// The assistant message's `tool_use` blocks.
+fn tool_uses(assistant: &Message) -> impl Iterator<Item = &BlockRef> {
+    assistant.blocks.iter().filter(|b| b.kind == crate::agent::BlockKind::ToolUse)
+}
+
+/// One constant placeholder result per `tool_use` of the spawning message.
+fn placeholders(spec: &ForkSpec, assistant: &Message) -> Vec<BlockRef> {
+    tool_uses(assistant)
+        .enumerate()
+        .map(|(j, tool_use)| {
+            placeholder_result(tool_use, spec.placeholder_tokens.as_ref().map(|sizes| sizes.get(j)))
+        })
+        .collect()
 }
 
 /// `request` followed by `messages`: system markers kept, the last block marked.
