@@ -6,13 +6,21 @@
 //! - `replay`: forkcache's full path (parse, positions, hashes, tokens, cache, billing, miss
 //!   diagnosis, records) via `forkcache::replay`.
 //!
-//! After criterion's own report, a short summary prints the throughput ratios measured in this
-//! run (median of several passes each), which is what `benches/README.md` records.
+//! - `scenario/session_1000_turns_8_forks`: a 1,000-turn session with a ~200K-token history
+//!   (auto-compaction at 200K) spawning 8 forks every turn: 9,004 requests through the scenario
+//!   engine, naive pricing on, byte verification off.
+//! - `scenario/per_request/{10K,100K,1M}`: 40 spawns of 8 forks on a history of that size.
+//!
+//! After criterion's own report, a short summary prints the ratios measured in this run (median
+//! of several passes each) — replay against its floors, and the marginal cost of one scenario
+//! request at each history size (timing 100 spawns minus 20, so the one-time history setup is
+//! excluded) — which is what `benches/README.md` records.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
+use forkcache::scenario::{RunConfig, ScenarioSpec, run};
 use forkcache::synth::{ConversationSpec, growing_conversation};
 use forkcache::{PriceTable, ReplayConfig, replay};
 
@@ -51,6 +59,72 @@ fn replay_group(c: &mut Criterion, trace: &str, prices: &PriceTable) {
     group.finish();
 }
 
+/// A session whose history starts at `history_tokens` (default generated turns average about
+/// 4,000 tokens) and spawns 8 forks `spawns` times.
+fn forking_session(history_tokens: u64, spawns: usize, compact_at: Option<u64>) -> ScenarioSpec {
+    let turns = (history_tokens / 4_000).max(1);
+    let fork = serde_json::json!({"fork": {"count": 8}});
+    serde_json::from_value(serde_json::json!({
+        "name": "bench",
+        "history": {"generate": {"turns": turns}},
+        "agent": {"compaction_threshold_tokens": compact_at},
+        "timeline": vec![fork; spawns],
+    }))
+    .expect("a valid spec")
+}
+
+fn simulate(spec: &ScenarioSpec, prices: &PriceTable) -> usize {
+    let mut config = RunConfig::for_spec(spec);
+    config.verify = false;
+    let report = run(spec, &config, prices).expect("the scenario runs");
+    black_box(report.records.len())
+}
+
+const HISTORY_SIZES: [(&str, u64); 3] = [("10K", 10_000), ("100K", 100_000), ("1M", 1_000_000)];
+
+fn scenario_group(c: &mut Criterion, prices: &PriceTable) {
+    let mut group = c.benchmark_group("scenario");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    let session = forking_session(200_000, 1_000, Some(200_000));
+    group.throughput(Throughput::Elements(simulate(&session, prices) as u64));
+    group.bench_function("session_1000_turns_8_forks", |b| b.iter(|| simulate(&session, prices)));
+    for (name, tokens) in HISTORY_SIZES {
+        let spec = forking_session(tokens, 40, None);
+        group.throughput(Throughput::Elements(simulate(&spec, prices) as u64));
+        group.bench_function(format!("per_request/{name}"), |b| b.iter(|| simulate(&spec, prices)));
+    }
+    group.finish();
+}
+
+fn print_scenario_costs(prices: &PriceTable) {
+    let session = forking_session(200_000, 1_000, Some(200_000));
+    let requests = simulate(&session, prices);
+    let secs = median_secs(3, || {
+        simulate(&session, prices);
+    });
+    println!("\nscenario engine, one core, median of 3 passes:");
+    println!("  1,000-turn session, 8 forks per turn ({requests} requests): {secs:.3} s");
+    let costs: Vec<f64> = HISTORY_SIZES
+        .iter()
+        .map(|&(name, tokens)| {
+            let (short, long) = (forking_session(tokens, 20, None), forking_session(tokens, 100, None));
+            let extra = (simulate(&long, prices) - simulate(&short, prices)) as f64;
+            let short_secs = median_secs(5, || {
+                simulate(&short, prices);
+            });
+            let long_secs = median_secs(5, || {
+                simulate(&long, prices);
+            });
+            let ns = (long_secs - short_secs) * 1e9 / extra;
+            println!("  marginal cost per request, {name:>4}-token history: {ns:>8.0} ns");
+            ns
+        })
+        .collect();
+    let (low, high) = costs.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &c| (lo.min(c), hi.max(c)));
+    println!("  largest ÷ smallest: {:.2}× (target: within 2×)", high / low);
+}
+
 fn median_secs(passes: usize, mut run: impl FnMut()) -> f64 {
     let mut times: Vec<f64> = (0..passes)
         .map(|_| {
@@ -82,10 +156,13 @@ fn print_ratios(trace: &str, prices: &PriceTable) {
 fn main() {
     let trace = trace();
     let prices = PriceTable::builtin();
+    forkcache::report::chart::register_font();
     let mut criterion = Criterion::default().configure_from_args();
     replay_group(&mut criterion, &trace, &prices);
+    scenario_group(&mut criterion, &prices);
     criterion.final_summary();
     if std::env::args().any(|arg| arg == "--bench") {
         print_ratios(&trace, &prices);
+        print_scenario_costs(&prices);
     }
 }

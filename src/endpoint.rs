@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
-use crate::billing::{BillingProfile, Cost, PriceTable, TokenEquivalents, Usage};
-use crate::cache::{CacheConfig, Lookup, Miss, Outcome, PrefixCache, StoreStats};
+use crate::billing::{BillingProfile, Cost, ModelPrice, PriceTable, TokenEquivalents, Usage};
+use crate::cache::{CacheConfig, Lookup, Miss, Outcome, PrefixCache, ScopeId, StoreStats};
 use crate::clock::SimTime;
 use crate::prompt::{
     BlockContext, BlockInfo, BuildPassThrough, PromptConfig, PromptRef, Renderer, validate_breakpoints,
@@ -227,36 +227,94 @@ impl MockEndpoint {
         self.renderer.block_info(raw, context, path)
     }
 
-    fn serve(&mut self, request: &RenderedRequest, call: &Call) -> Exchange {
-        let model = request.model;
+    /// What `request` costs sent alone, with nothing cached and nothing shared (the naive
+    /// baseline a saving is measured against). Touches no state.
+    pub fn price_alone(&self, request: &RenderedRequest, call: &Call) -> Record {
+        let (price, model_known) = self.resolve(request.model);
+        let (_, output_tokens) = self.reply_of(request, call);
+        // No scope: an empty cache is never looked into.
+        let lookup = self.lookup(ScopeId(u32::MAX), request, &price, call, output_tokens);
+        let outcome = self.cache.price_alone(lookup);
+        let workspace = self.workspace_of(call.api_key);
+        self.priced(request, call, &price, model_known, workspace, outcome, output_tokens).0
+    }
+
+    /// [`MockEndpoint::price_alone`] for a parsed body.
+    pub fn price_view_alone(&mut self, view: &RequestView, call: &Call) -> Result<Record, ApiError> {
+        let max_tokens = view.max_tokens.ok_or_else(|| ApiError::invalid("max_tokens: Field required"))?;
+        let model = view.require_model()?;
+        let price = self.prices.resolve(model).price.clone();
+        let prompt = self.renderer.render(view, &price)?;
+        let request = RenderedRequest { model, prompt: prompt.as_ref(), stream: view.stream, max_tokens };
+        Ok(self.price_alone(&request, call))
+    }
+
+    fn resolve(&self, model: &str) -> (ModelPrice, bool) {
         let resolved = self.prices.resolve(model);
-        let (price, model_known) = (resolved.price.clone(), resolved.known);
+        (resolved.price.clone(), resolved.known)
+    }
+
+    fn reply_of(&self, request: &RenderedRequest, call: &Call) -> (Reply, u64) {
         let reply = if request.max_tokens == 0 {
             Reply { content: Vec::new(), stop_reason: Some(StopReason::MaxTokens), output_tokens: Some(0) }
         } else {
             call.reply.clone()
         };
         let output_tokens = reply.output_tokens.unwrap_or_else(|| self.count_output(&reply));
-        let workspace = self.workspace_of(call.api_key);
-        // The cache is per model: a known id (or alias) shares its model's cache; an unknown id
-        // is its own model, whatever prices it.
-        let scope_model = if model_known { price.id() } else { model };
-        let scope = self.cache.scope(&workspace, scope_model);
-        let outcome = self.cache.serve(Lookup {
+        (reply, output_tokens)
+    }
+
+    fn lookup<'r>(
+        &self,
+        scope: ScopeId,
+        request: &RenderedRequest<'r>,
+        price: &ModelPrice,
+        call: &Call,
+        output_tokens: u64,
+    ) -> Lookup<'r> {
+        Lookup {
             scope,
             prompt: request.prompt,
             min_tokens: price.min_cacheable_tokens,
             start: call.at,
             output_tokens,
             first_byte: call.first_byte,
-        });
+        }
+    }
+
+    fn serve(&mut self, request: &RenderedRequest, call: &Call) -> Exchange {
+        let (price, model_known) = self.resolve(request.model);
+        let (reply, output_tokens) = self.reply_of(request, call);
+        let workspace = self.workspace_of(call.api_key);
+        // The cache is per model: a known id (or alias) shares its model's cache; an unknown id
+        // is its own model, whatever prices it.
+        let scope_model = if model_known { price.id() } else { request.model };
+        let scope = self.cache.scope(&workspace, scope_model);
+        let lookup = self.lookup(scope, request, &price, call, output_tokens);
+        let outcome = self.cache.serve(lookup);
+        let (record, usage) =
+            self.priced(request, call, &price, model_known, workspace, outcome, output_tokens);
+        let response = self.respond(request.model, request.prompt, reply, usage);
+        Exchange { record, response }
+    }
+
+    #[allow(clippy::too_many_arguments)] // the parts of one record, gathered in one place
+    fn priced(
+        &self,
+        request: &RenderedRequest,
+        call: &Call,
+        price: &ModelPrice,
+        model_known: bool,
+        workspace: String,
+        outcome: Outcome,
+        output_tokens: u64,
+    ) -> (Record, Usage) {
         let usage =
             Usage::new(outcome.uncached, outcome.read, outcome.write_5m, outcome.write_1h, output_tokens);
         let rates = price.rates(self.config.billing);
         let cost = Cost::of(&usage, &rates);
-        let response = self.respond(model, request.prompt, reply, usage);
         let record = record(RecordParts {
-            model: model.to_string(),
+            model: request.model.to_string(),
             priced_as: price.id().to_string(),
             model_known,
             workspace,
@@ -268,7 +326,7 @@ impl MockEndpoint {
             outcome,
             stream: request.stream,
         });
-        Exchange { record, response }
+        (record, usage)
     }
 
     /// `count_tokens`: the request's total input tokens. Never touches the cache.

@@ -9,6 +9,7 @@
 mod block;
 mod fork;
 mod named;
+mod render;
 mod request;
 
 pub use block::{Block, BlockKind, BlockRef, Message, with_tokens};
@@ -18,6 +19,7 @@ pub use fork::{
     worktree_note,
 };
 pub use named::{NamedAgent, SectionKind, SidecarKind, Tool, named_system, named_tools, sidecar_prompt};
+pub use render::{Rendered, RequestRenderer};
 pub use request::{AgentRequest, Mark, ThinkingConfig};
 
 use std::collections::BTreeMap;

@@ -249,6 +249,27 @@ impl PrefixCache {
         }
     }
 
+    /// What the request would read and write in an empty cache, touching nothing: the price of
+    /// sending it with no sharing at all.
+    pub fn price_alone(&self, lookup: Lookup) -> Outcome {
+        let prompt = lookup.prompt;
+        let valid = self.valid_breakpoints(&lookup);
+        let writes = self.planned_writes(&lookup, &valid, 0);
+        let (write_1h, write_5m) = account(0, &writes);
+        let total = prompt.total_tokens();
+        Outcome {
+            read: 0,
+            write_1h,
+            write_5m,
+            uncached: total - write_1h - write_5m,
+            hit: None,
+            breakpoints_dropped: (prompt.breakpoints.len() - valid.len()) as u32,
+            ttft_ms: self.config.latency.ttft_ms(total),
+            visible_at: self.visible_at(&lookup, total),
+            miss: None,
+        }
+    }
+
     /// Breakpoints long enough to cache (the `longest-prefix` policy has no minimum).
     fn valid_breakpoints(&self, lookup: &Lookup) -> Vec<Breakpoint> {
         let long_enough =

@@ -147,6 +147,14 @@ impl PromptBuilder {
         }
     }
 
+    /// The breakpoint a marker with `ttl` on the block just added would make (callers that
+    /// place markers themselves record this after every block).
+    pub fn breakpoint_here(&self, ttl: Ttl) -> Breakpoint {
+        let position =
+            if self.run.is_some() { self.next_index() } else { self.next_index().saturating_sub(1) };
+        Breakpoint { position, ttl, key: self.hash, tokens: self.tokens }
+    }
+
     /// Positions so far, the head's included.
     pub fn len(&self) -> u32 {
         self.next_index()

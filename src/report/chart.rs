@@ -232,7 +232,10 @@ pub struct ChartError {
 
 type DrawResult = Result<(), String>;
 
-fn register_font() {
+/// Registers the embedded font as plotters' `sans-serif`. Charts do this themselves; call it
+/// before anything else in the process draws with plotters (criterion's plots), since this
+/// crate builds plotters without system-font lookup.
+pub fn register_font() {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
         plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES)

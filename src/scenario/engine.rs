@@ -16,9 +16,9 @@ use super::spec::{
 };
 use crate::agent::{
     AgentRequest, Block, BlockRef, CacheSafeParams, FORK_QUERY_SOURCE, Mark, Message, NamedAgent,
-    ReplacementPolicy, ReplacementState, SectionKind, ThinkingConfig, Tool, build_forked_messages,
-    compacted_history, compaction_prompt, directive_text, fork_guard, named_system, named_tools,
-    placeholder_result, redecide_fresh, sidecar_prompt, with_tokens, worktree_note,
+    ReplacementPolicy, ReplacementState, RequestRenderer, SectionKind, ThinkingConfig, Tool,
+    build_forked_messages, compacted_history, compaction_prompt, directive_text, fork_guard, named_system,
+    named_tools, placeholder_result, redecide_fresh, sidecar_prompt, with_tokens, worktree_note,
 };
 use crate::billing::PriceTable;
 use crate::clock::SimTime;
@@ -106,7 +106,7 @@ struct Engine<'s> {
     spec: &'s ScenarioSpec,
     config: &'s RunConfig,
     endpoint: MockEndpoint,
-    naive: Option<MockEndpoint>,
+    renderer: RequestRenderer,
     now: SimTime,
     queue: BTreeMap<(SimTime, u64), usize>,
     seq: u64,
@@ -145,11 +145,6 @@ impl<'s> Engine<'s> {
         prices: &PriceTable,
     ) -> Result<Engine<'s>, ScenarioError> {
         let endpoint = MockEndpoint::new(config.endpoint.clone(), prices.clone())?;
-        let naive = if config.naive {
-            Some(MockEndpoint::new(config.endpoint.clone(), prices.clone())?)
-        } else {
-            None
-        };
         let generate = generate_spec(spec);
         let mut history_generator = Generator::new(&generate, spec.seed, "history", stub_threshold(spec));
         let history = initial_history(spec, &mut history_generator)?;
@@ -165,7 +160,7 @@ impl<'s> Engine<'s> {
             spec,
             config,
             endpoint,
-            naive,
+            renderer: RequestRenderer::default(),
             now: SimTime::ZERO,
             queue: BTreeMap::new(),
             seq: 0,
@@ -211,10 +206,7 @@ impl<'s> Engine<'s> {
             EventSpec::Fork(fork) => self.fork(index, fork),
             EventSpec::Named(named) => self.named(named),
             EventSpec::Sidecar(sidecar) => self.sidecar(sidecar),
-            EventSpec::Compact(_) => {
-                self.drain(Some(self.now))?;
-                self.compact_parent()
-            }
+            EventSpec::Compact(_) => self.compact_parent(),
         }
     }
 
@@ -230,7 +222,6 @@ impl<'s> Engine<'s> {
         if self.records.len() >= MAX_REQUESTS {
             return Err(ScenarioError::spec("timeline", format!("more than {MAX_REQUESTS} requests")));
         }
-        let view = request.view();
         let output_tokens = if self.spec.bill_output { reply_tokens } else { 0 };
         let reply = Reply { content: Vec::new(), stop_reason: None, output_tokens: Some(output_tokens) };
         let call = Call { body: &[], api_key: None, at, first_byte: None, reply };
@@ -240,14 +231,20 @@ impl<'s> Engine<'s> {
             agent: who.label.clone(),
             message: e.message,
         };
-        let record = self.endpoint.handle_view(&view, &call).map_err(rejected)?.record;
-        let naive = match &mut self.naive {
-            Some(naive) => {
-                let key = format!("naive-{index}");
-                let alone = Call { api_key: Some(&key), ..call };
-                Some(naive.handle_view(&view, &alone).map_err(rejected)?.record)
+        let (record, naive) = match self.renderer.render(&mut self.endpoint, request).map_err(rejected)? {
+            Some(rendered) => {
+                let rendered = rendered.request(request.max_tokens);
+                let naive = self.config.naive.then(|| self.endpoint.price_alone(&rendered, &call));
+                (self.endpoint.handle_rendered(&rendered, &call).map_err(rejected)?.record, naive)
             }
-            None => None,
+            None => {
+                let view = request.view();
+                let naive = match self.config.naive {
+                    true => Some(self.endpoint.price_view_alone(&view, &call).map_err(rejected)?),
+                    false => None,
+                };
+                (self.endpoint.handle_view(&view, &call).map_err(rejected)?.record, naive)
+            }
         };
         let latency = &self.config.endpoint.cache.latency;
         let first_token_at = at.plus_ms(record.ttft_ms);
@@ -442,6 +439,9 @@ impl<'s> Engine<'s> {
 
     /// The summary sidecar reads the whole conversation; then the history is the summary.
     fn compact_parent(&mut self) -> Result<(), ScenarioError> {
+        // Background steps that start before the summary request are sent first: requests reach
+        // the endpoint in start order.
+        self.drain(Some(self.now))?;
         // Built like any sidecar: the snapshot's system, tools and config, the whole history.
         let mut params = self.snapshot.clone();
         params.messages = Arc::clone(&self.pending);
@@ -462,6 +462,7 @@ impl<'s> Engine<'s> {
         let spawn = self.spawns.len();
         let directives = directives_of(spec);
         let assistant = self.spawn_message(spawn, spec, &directives);
+        let mut context_tokens = None;
         let launch_at = if spec.parent_turn {
             let request = self.main_request();
             let who = Who::new(
@@ -470,6 +471,7 @@ impl<'s> Engine<'s> {
             );
             let sent = self.send(&request, who, self.now, assistant.tokens())?;
             self.after_main_request(request, assistant.clone(), &sent);
+            context_tokens = Some(sent.total_tokens);
             sent.completes_at
         } else {
             // The spawn follows the history as it stands; system, tools and config stay those of
@@ -478,15 +480,20 @@ impl<'s> Engine<'s> {
             self.snapshot.last_reply = Some(assistant.clone());
             self.now
         };
-        let placeholders = placeholder_results(spec, &assistant);
+        // The constant placeholders are built once and shared by every fork of the spawn.
+        let placeholders = placeholders(spec, &assistant);
         let requests: Vec<AgentRequest> = (0..directives.len())
-            .map(|fork| self.fork_request(spec, &assistant, &directives, &placeholders, fork, launch_at))
+            .map(|fork| self.fork_request(spec, &assistant, &placeholders, &directives, fork, launch_at))
             .collect();
         let verification = self.config.verify.then(|| self.verify_spawn(&requests));
         self.launch(spawn, spec, requests, launch_at)?;
         self.spawns.push(SpawnReport::new(index, spawn, spec, directives.len(), verification));
         self.parent_after_spawn(assistant, &directives, launch_at);
-        Ok(())
+        // The spawning request is a main-loop turn: the context threshold applies to it too.
+        match context_tokens {
+            Some(tokens) => self.auto_compact(tokens),
+            None => Ok(()),
+        }
     }
 
     /// Byte identity across the siblings, and against the parent's last request.
@@ -519,17 +526,17 @@ impl<'s> Engine<'s> {
         &mut self,
         spec: &ForkSpec,
         assistant: &Message,
-        directives: &[String],
         placeholders: &[BlockRef],
+        directives: &[String],
         fork: usize,
         at: SimTime,
     ) -> AgentRequest {
-        let knobs = &self.spec.knobs;
-        let results: Vec<BlockRef> = if knobs.real_results {
+        let results: Vec<BlockRef> = if self.spec.knobs.real_results {
             tool_uses(assistant)
                 .enumerate()
                 .map(|(j, tool_use)| {
-                    real_result(tool_use, j == fork, &directives[j], placeholder_tokens(spec, j))
+                    let tokens = spec.placeholder_tokens.as_ref().map(|sizes| sizes.get(j));
+                    real_result(tool_use, j == fork, &directives[j], tokens)
                 })
                 .collect()
         } else {
@@ -868,6 +875,21 @@ impl Who {
     }
 }
 
+/// The assistant message's `tool_use` blocks.
+fn tool_uses(assistant: &Message) -> impl Iterator<Item = &BlockRef> {
+    assistant.blocks.iter().filter(|b| b.kind == crate::agent::BlockKind::ToolUse)
+}
+
+/// One constant placeholder result per `tool_use` of the spawning message.
+fn placeholders(spec: &ForkSpec, assistant: &Message) -> Vec<BlockRef> {
+    tool_uses(assistant)
+        .enumerate()
+        .map(|(j, tool_use)| {
+            placeholder_result(tool_use, spec.placeholder_tokens.as_ref().map(|sizes| sizes.get(j)))
+        })
+        .collect()
+}
+
 /// `request` followed by `messages`: system markers kept, the last block marked.
 fn extended(request: &AgentRequest, messages: Vec<Message>) -> AgentRequest {
     let mut next = request.clone();
@@ -902,23 +924,6 @@ fn directives_of(spec: &ForkSpec) -> Vec<String> {
     }
     (1..=spec.count.unwrap_or(0))
         .map(|i| format!("Carry out part {i} of the plan and report back."))
-        .collect()
-}
-
-fn tool_uses(assistant: &Message) -> impl Iterator<Item = &BlockRef> {
-    assistant.blocks.iter().filter(|b| b.kind == crate::agent::BlockKind::ToolUse)
-}
-
-fn placeholder_tokens(spec: &ForkSpec, index: usize) -> Option<u64> {
-    spec.placeholder_tokens.as_ref().map(|sizes| sizes.get(index))
-}
-
-/// The constant placeholder results of a spawn, built once: they are the same in every fork, and
-/// building them per fork made a spawn of N forks cost N² block serializations.
-fn placeholder_results(spec: &ForkSpec, assistant: &Message) -> Vec<BlockRef> {
-    tool_uses(assistant)
-        .enumerate()
-        .map(|(j, tool_use)| placeholder_result(tool_use, placeholder_tokens(spec, j)))
         .collect()
 }
 

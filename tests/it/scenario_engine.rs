@@ -355,3 +355,34 @@ fn compaction_reads_the_whole_cache_then_the_next_request_rewrites() {
     assert_eq!(report.records[1].record.usage.output_tokens, 0, "bill_output is off in the base");
     assert_eq!(rows.len(), 3, "parent 2 (7,000 tokens) stays under the threshold");
 }
+
+/// Regression: a fork event's parent request is a main-loop turn, so the compaction threshold
+/// applies to it; before, only `turn` events compacted and a fork-heavy session grew unbounded.
+#[test]
+fn a_spawning_turn_past_the_threshold_compacts() {
+    // The history is one 30,000-token user message, on top of the default agent's tools and
+    // system (about 20,000 tokens); the threshold is 40,000. The first spawning request carries
+    // over 50,000 tokens, so compaction follows it — after the two forks, which start before it
+    // (requests reach the endpoint in start order) — and the next spawn's parent request starts
+    // from the 2,000-token summary instead of the 30,000-token history — 28,000 tokens lighter,
+    // below the threshold: no second compaction.
+    let spec = ScenarioSpec::from_json(
+        r#"{"name": "compacts", "history": {"messages": [{"role": "user", "content": [{"type": "text", "text": "h", "forkcache_tokens": 30000}]}]},
+            "agent": {"compaction_threshold_tokens": 40000},
+            "timeline": [{"fork": {"count": 2}}, {"fork": {"count": 2}}]}"#,
+    )
+    .unwrap();
+    let report = run_with(&spec, false);
+    let roles: Vec<&str> = report.records.iter().map(|r| r.role.name()).collect();
+    assert_eq!(roles, ["parent", "fork", "fork", "compaction", "parent", "fork", "fork"]);
+    let parents: Vec<u64> = report
+        .records
+        .iter()
+        .filter(|r| r.role.name() == "parent")
+        .map(|r| r.record.usage.total_input_tokens())
+        .collect();
+    assert!(parents[0] > 50_000, "{parents:?}");
+    assert_eq!(parents[0] - parents[1], 30_000 - 2_000);
+    let starts: Vec<u64> = report.records.iter().map(|r| r.record.at.ms()).collect();
+    assert!(starts.windows(2).all(|pair| pair[0] <= pair[1]), "start order: {starts:?}");
+}
