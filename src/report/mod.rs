@@ -2,7 +2,7 @@
 //! say what they hold — as a pure function of the built-in fixtures, the sweep grids, the price
 //! table and the seeds.
 //!
-//! [`build`] returns the files as [`Artifact`]s (name and bytes, in name order); [`write`] puts
+//! [`build`] returns the files as [`Artifact`]s (name and bytes, in name order); [`write()`] puts
 //! them in a directory. `forkcache report` and `forkcache demo` both call them, and
 //! `cargo bench --bench cost_curves` calls [`cost_curve_artifacts`].
 
