@@ -4,7 +4,7 @@
 //! The path of a request: wire bytes → [`wire`] (a borrowed view) → [`prompt`] (positions,
 //! chained hashes, tokens, breakpoints) → [`cache`] (lookup, accounting, writes, miss diagnosis)
 //! → [`billing`] (usage and cost) → a [`Record`]. [`MockEndpoint`] is that path's one entry
-//! point; [`replay`] drives it over a recorded trace.
+//! point; [`replay()`] drives it over a recorded trace.
 #![deny(missing_docs)]
 
 pub mod agent;

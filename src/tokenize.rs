@@ -69,7 +69,7 @@ pub enum TokenizerKind {
     /// [`Bytes4`] (default).
     #[default]
     Bytes4,
-    /// [`O200k`] (needs the `o200k` cargo feature).
+    /// OpenAI's o200k vocabulary (needs the `o200k` cargo feature).
     O200k,
 }
 

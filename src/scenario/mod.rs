@@ -63,6 +63,10 @@ impl ScenarioError {
 impl ScenarioSpec {
     /// Parses a scenario file; errors name the field path and what was expected.
     pub fn from_json(text: &str) -> Result<ScenarioSpec, ScenarioError> {
+        // serde would take a struct written as an array; a scenario file is an object.
+        if !text.trim_start().starts_with('{') {
+            return Err(ScenarioError::spec("scenario", "expected a JSON object"));
+        }
         let de = &mut serde_json::Deserializer::from_str(text);
         let spec: ScenarioSpec = serde_path_to_error::deserialize(de).map_err(|err| {
             let path = err.path().to_string();

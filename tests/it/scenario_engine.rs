@@ -172,6 +172,8 @@ fn bad_scenarios_name_the_field_and_what_was_expected() {
             r#"{"knobs": {"breakpoint_on_varying_block": true}}"#,
             "knobs.breakpoint_on_varying_block: needs agent.reminder_tokens",
         ),
+        // A struct may be written as an array in serde; not a scenario file.
+        ("[]", "scenario: expected a JSON object"),
     ];
     for (text, expected) in cases {
         let message = spec_error(text);
