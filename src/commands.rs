@@ -14,6 +14,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Demo(args) => run_demo(&args),
         Command::Replay(args) => run_replay(&args),
+        Command::Serve(args) => crate::serve_command::run_serve(&args),
     }
 }
 

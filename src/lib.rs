@@ -4,7 +4,8 @@
 //! The path of a request: wire bytes → [`wire`] (a borrowed view) → [`prompt`] (positions,
 //! chained hashes, tokens, breakpoints) → [`cache`] (lookup, accounting, writes, miss diagnosis)
 //! → [`billing`] (usage and cost) → a [`Record`]. [`MockEndpoint`] is that path's one entry
-//! point; [`replay`] drives it over a recorded trace.
+//! point; [`replay`] drives it over a recorded trace, and [`serve`] puts it behind HTTP for real
+//! clients.
 #![deny(missing_docs)]
 
 pub mod billing;
@@ -14,6 +15,7 @@ pub mod demo;
 pub mod endpoint;
 pub mod prompt;
 pub mod replay;
+pub mod serve;
 pub mod tokenize;
 pub mod trace;
 pub mod wire;
