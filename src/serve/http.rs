@@ -255,9 +255,13 @@ fn stream_response(
             Ok::<_, std::io::Error>(bytes)
         }
     });
-    let body = body.chain(futures_util::stream::iter(cut.then(|| {
+    // The cut waits a moment first: the connection is dropped when the error is polled, and
+    // message_start must have left the write buffer by then (an idle poll makes hyper flush).
+    let cut_off = futures_util::stream::iter(cut.then_some(())).then(|()| async {
+        tokio::time::sleep(std::time::Duration::from_millis(CUT_DELAY_MS)).await;
         Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "stream cut by the reply script"))
-    })));
+    });
+    let body = body.chain(cut_off);
     let mut reply = Response::new(Body::from_stream(body));
     reply
         .headers_mut()
@@ -266,6 +270,9 @@ fn stream_response(
     set_request_id(&mut reply, request_id);
     reply
 }
+
+/// How long a cut stream stays open after `message_start`, in milliseconds.
+const CUT_DELAY_MS: u64 = 20;
 
 /// `POST /v1/messages/count_tokens`: the request's input tokens; the cache is never touched.
 async fn count_tokens(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
@@ -346,9 +353,9 @@ fn api_key(headers: &HeaderMap) -> Option<String> {
     from_header.filter(|key| !key.is_empty()).or_else(from_bearer).filter(|key| !key.is_empty())
 }
 
-/// The body, or 413 once it passes `limit` bytes. An announced oversized body is refused without
-/// reading; an unannounced one is read to its end (and dropped) so the client sees the answer
-/// instead of a reset connection.
+/// The body, or 413 once it passes `limit` bytes. An oversized body is still read (and dropped)
+/// up to [`DRAIN_FACTOR`] × `limit`, so a client that sends it all before reading gets the 413
+/// instead of a reset connection; past that the connection is abandoned.
 async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError> {
     let too_large = |size: String| {
         ApiError::new(
@@ -356,10 +363,12 @@ async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Byte
             format!("Request exceeds the maximum size of {limit} bytes ({size})"),
         )
     };
+    let limit = limit as u64;
+    let drain_limit = limit.saturating_mul(DRAIN_FACTOR);
     let announced =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if let Some(length) = announced.filter(|&length| length > limit as u64) {
-        return Err(too_large(format!("{length} bytes sent")));
+    if let Some(length) = announced.filter(|&length| length > drain_limit) {
+        return Err(too_large(format!("{length} bytes announced")));
     }
     let mut stream = body.into_data_stream();
     let mut collected = Vec::new();
@@ -368,15 +377,20 @@ async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Byte
         let chunk =
             chunk.map_err(|err| ApiError::invalid(format!("request body could not be read: {err}")))?;
         total += chunk.len() as u64;
-        if total <= limit as u64 {
+        if total <= limit {
             collected.extend_from_slice(&chunk);
+        } else if total > drain_limit {
+            break;
         }
     }
-    if total > limit as u64 {
-        return Err(too_large(format!("{total} bytes sent")));
+    if total > limit {
+        return Err(too_large(format!("{total} bytes or more sent")));
     }
     Ok(Bytes::from(collected))
 }
+
+/// How far past the limit an oversized body is still read, as a multiple of the limit.
+const DRAIN_FACTOR: u64 = 4;
 
 fn json_response(status: StatusCode, body: String) -> Response {
     let mut reply = (status, body).into_response();

@@ -554,7 +554,7 @@ mod tests {
         let err = |text: &str| Script::from_json(text).unwrap_err().to_string();
         let message = err(r#"{"rules":[{"when":{"last_user":"x"},"reply":{}}]}"#);
         assert!(
-            message.starts_with("rules[0].when: unknown field `last_user`, expected one of"),
+            message.starts_with("rules[0].when.last_user: unknown field `last_user`, expected one of"),
             "{message}"
         );
         let message =
