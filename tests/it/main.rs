@@ -2,4 +2,8 @@
 
 mod seed_example;
 mod serve;
+mod serve_cli;
+mod serve_faults;
 mod serve_harness;
+mod serve_load;
+mod serve_soak;
