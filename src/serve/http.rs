@@ -151,7 +151,7 @@ fn finish_priced(
         error: None,
     };
     core.append_trace(&envelope_line(&envelope, body));
-    core.log(&request_line(&request_id, at, &record.workspace, Ok(&record)));
+    core.log(|| request_line(&request_id, at, &record.workspace, Ok(&record)));
     core.stats.priced(&record);
     shared.count_for_shutdown(core.stats.messages_requests());
     Answer::Message { request_id, response, stream: record.stream, cut, first_byte_ms, done_ms }
@@ -181,7 +181,7 @@ fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> An
     };
     core.append_trace(&envelope_line(&envelope, body));
     let workspace = core.endpoint.workspace_of(api_key);
-    core.log(&request_line(&request_id, at, &workspace, Err(&error)));
+    core.log(|| request_line(&request_id, at, &workspace, Err(&error)));
     core.stats.rejected(&workspace);
     shared.count_for_shutdown(core.stats.messages_requests());
     Answer::Error { request_id, error, retry_after_s }
@@ -212,33 +212,52 @@ async fn respond(shared: &Arc<Shared>, answer: Answer) -> Response {
         }
         Answer::Message { request_id, response, stream: false, first_byte_ms: _, done_ms, .. } => {
             // A non-streamed body arrives once the whole message is generated.
-            tokio::time::sleep_until(shared.instant_of(done_ms)).await;
+            wait_until(shared, done_ms).await;
             let mut reply = json_response(StatusCode::OK, response.to_json());
             set_request_id(&mut reply, &request_id);
             reply
         }
         Answer::Message { request_id, response, stream: true, cut, first_byte_ms, done_ms } => {
-            tokio::time::sleep_until(shared.instant_of(first_byte_ms)).await;
-            stream_response(shared, &request_id, &response, cut, (first_byte_ms, done_ms))
+            wait_until(shared, first_byte_ms).await;
+            let mut reply = stream_response(shared, &response, cut, (first_byte_ms, done_ms));
+            reply
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+            reply.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            set_request_id(&mut reply, &request_id);
+            reply
         }
     }
 }
 
+/// Sleeps until virtual time `ms`; no timer at all when that moment has passed (the instant
+/// mode's every case), which keeps the timer wheel out of the hot path.
+async fn wait_until(shared: &Shared, ms: u64) {
+    let due = shared.instant_of(ms);
+    if due > tokio::time::Instant::now() {
+        tokio::time::sleep_until(due).await;
+    }
+}
+
 /// The SSE body: every event, or only `message_start` and then a dropped connection. Deltas are
-/// spread evenly from the first byte to the modelled end of generation (instant by default).
+/// spread evenly from the first byte to the modelled end of generation; when that span is empty
+/// (instant latency) the whole stream goes out in one write.
 fn stream_response(
     shared: &Arc<Shared>,
-    request_id: &str,
     response: &MessageResponse,
     cut: bool,
     span_ms: (u64, u64),
 ) -> Response {
     let mut events = message_events(response, shared.config.chunking);
+    let (first_byte_ms, done_ms) = span_ms;
+    if !cut && done_ms == first_byte_ms {
+        let body: String = events.iter().map(|event| event.to_wire()).collect();
+        return Response::new(Body::from(body));
+    }
     if cut {
         events.truncate(1);
     }
     let deltas = events.iter().filter(|e| e.is_delta()).count().max(1) as u64;
-    let (first_byte_ms, done_ms) = span_ms;
     let mut seen = 0;
     let paced: Vec<(u64, Bytes)> = events
         .iter()
@@ -249,9 +268,9 @@ fn stream_response(
         .collect();
     let shared = Arc::clone(shared);
     let body = futures_util::stream::iter(paced).then(move |(due_ms, bytes)| {
-        let due = shared.instant_of(due_ms);
+        let shared = Arc::clone(&shared);
         async move {
-            tokio::time::sleep_until(due).await;
+            wait_until(&shared, due_ms).await;
             Ok::<_, std::io::Error>(bytes)
         }
     });
@@ -261,14 +280,7 @@ fn stream_response(
         tokio::time::sleep(std::time::Duration::from_millis(CUT_DELAY_MS)).await;
         Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "stream cut by the reply script"))
     });
-    let body = body.chain(cut_off);
-    let mut reply = Response::new(Body::from_stream(body));
-    reply
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
-    reply.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    set_request_id(&mut reply, request_id);
-    reply
+    Response::new(Body::from_stream(body.chain(cut_off)))
 }
 
 /// How long a cut stream stays open after `message_start`, in milliseconds.
@@ -371,7 +383,8 @@ async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Byte
         return Err(too_large(format!("{length} bytes announced")));
     }
     let mut stream = body.into_data_stream();
-    let mut collected = Vec::new();
+    // Sized from the announced length, so a large body is copied once and never regrown.
+    let mut collected = Vec::with_capacity(announced.map_or(0, |length| length.min(limit)) as usize);
     let mut total: u64 = 0;
     while let Some(chunk) = stream.next().await {
         let chunk =

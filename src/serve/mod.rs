@@ -270,8 +270,10 @@ impl Core {
         }
     }
 
-    fn log(&mut self, line: &str) {
+    /// Writes the line `line()` builds, building it only when there is a log.
+    fn log(&mut self, line: impl FnOnce() -> String) {
         if let Some(log) = &mut self.request_log {
+            let line = line();
             // The log is for watching; a closed terminal must not stop the server.
             let _ = writeln!(log, "{line}").and_then(|()| log.flush());
         }

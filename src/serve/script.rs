@@ -18,10 +18,14 @@
 //! ]}
 //! ```
 
+use std::cell::OnceCell;
+
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::wire::{ApiError, ContentView, ErrorKind, Reply, ReplyContent, RequestView, Role, StopReason};
+use crate::wire::{
+    ApiError, ContentView, ErrorKind, MessageView, Reply, ReplyContent, RequestView, Role, StopReason,
+};
 
 /// A parsed, checked script.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -216,7 +220,7 @@ impl Script {
 
     /// The reply for a request: the first matching rule's, else the default.
     pub fn plan(&self, request: &RequestView) -> Planned {
-        let facts = Facts::of(request);
+        let facts = Facts::new(request);
         let chosen = self.rules.iter().find(|rule| rule.matches(&facts)).map(|rule| &rule.reply);
         match chosen.or(self.default.as_ref()) {
             Some(reply) => reply.plan(request),
@@ -229,14 +233,20 @@ impl Rule {
     fn matches(&self, facts: &Facts) -> bool {
         let when = &self.when;
         let holds = |condition: Option<bool>| condition.unwrap_or(true);
-        holds(when.last_user_contains.as_ref().map(|needle| facts.last_user_text.contains(needle.as_str())))
-            && holds(when.tool_offered.as_ref().map(|name| facts.tools.iter().any(|t| t == name)))
-            && holds(when.has_tool_result.map(|wanted| wanted == facts.has_tool_result))
-            && holds(when.model.as_ref().map(|model| *model == facts.model))
-            && holds(when.model_contains.as_ref().map(|part| facts.model.contains(part.as_str())))
-            && holds(when.wants_format.map(|wanted| wanted == facts.wants_format))
-            && holds(when.stream.map(|wanted| wanted == facts.stream))
-            && (!self.reply.cut_stream || facts.stream)
+        let request = facts.request;
+        let model = request.model.as_deref().unwrap_or_default();
+        (!self.reply.cut_stream || request.stream)
+            && holds(when.stream.map(|wanted| wanted == request.stream))
+            && holds(when.model.as_ref().map(|wanted| wanted == model))
+            && holds(when.model_contains.as_ref().map(|part| model.contains(part.as_str())))
+            && holds(when.wants_format.map(|wanted| wanted == request.wants_format()))
+            && holds(when.tool_offered.as_ref().map(|name| facts.tools().iter().any(|t| t == name)))
+            && holds(when.has_tool_result.map(|wanted| wanted == facts.has_tool_result()))
+            && holds(
+                when.last_user_contains
+                    .as_ref()
+                    .map(|needle| facts.last_user_text().contains(needle.as_str())),
+            )
     }
 }
 
@@ -314,28 +324,52 @@ fn default_message(kind: ErrorKind) -> &'static str {
     }
 }
 
-/// What the conditions look at, read once per request.
-struct Facts {
-    last_user_text: String,
-    tools: Vec<String>,
-    has_tool_result: bool,
-    model: String,
-    wants_format: bool,
-    stream: bool,
+/// What the conditions look at, each read from the request the first time a rule asks (most
+/// scripts need only a few, and the history of a long conversation is large).
+struct Facts<'r> {
+    request: &'r RequestView<'r>,
+    last_user_text: OnceCell<String>,
+    tools: OnceCell<Vec<String>>,
+    has_tool_result: OnceCell<bool>,
 }
 
-impl Facts {
-    fn of(request: &RequestView) -> Facts {
-        let messages = request.messages.as_deref().unwrap_or_default();
-        let last_user = messages.iter().rev().find(|m| m.role == Role::User);
+impl<'r> Facts<'r> {
+    fn new(request: &'r RequestView<'r>) -> Facts<'r> {
         Facts {
-            last_user_text: last_user.map(|m| content_text(&m.content)).unwrap_or_default(),
-            tools: request.tools.iter().filter_map(|raw| tool_name(raw.get())).collect(),
-            has_tool_result: messages.iter().any(|m| blocks(&m.content).any(|b| b["type"] == "tool_result")),
-            model: request.model.as_deref().unwrap_or_default().to_string(),
-            wants_format: request.wants_format(),
-            stream: request.stream,
+            request,
+            last_user_text: OnceCell::new(),
+            tools: OnceCell::new(),
+            has_tool_result: OnceCell::new(),
         }
+    }
+
+    fn messages(&self) -> &'r [MessageView<'r>] {
+        self.request.messages.as_deref().unwrap_or_default()
+    }
+
+    fn last_user_text(&self) -> &str {
+        self.last_user_text.get_or_init(|| {
+            let last_user = self.messages().iter().rev().find(|m| m.role == Role::User);
+            last_user.map(|m| content_text(&m.content)).unwrap_or_default()
+        })
+    }
+
+    fn tools(&self) -> &[String] {
+        self.tools.get_or_init(|| self.request.tools.iter().filter_map(|raw| tool_name(raw.get())).collect())
+    }
+
+    fn has_tool_result(&self) -> bool {
+        *self.has_tool_result.get_or_init(|| {
+            self.messages().iter().any(|m| match &m.content {
+                ContentView::Text(_) => false,
+                // Only blocks that mention the type are parsed.
+                ContentView::Blocks(raw) => raw.iter().any(|block| {
+                    block.get().contains("tool_result")
+                        && serde_json::from_str::<Value>(block.get())
+                            .is_ok_and(|b| b["type"] == "tool_result")
+                }),
+            })
+        })
     }
 }
 
