@@ -20,17 +20,7 @@ PROMPT="FORKCACHE_SPAWN_TWO_FORKS: fork two sub-agents, one per part, then repor
 if [[ -z "${CLAUDE_BIN:-}" ]]; then
   DIR="$CLIENTS_DIR/claude-code-$VERSION"
   CLAUDE_BIN="$DIR/node_modules/.bin/claude"
-  if [[ ! -x "$CLAUDE_BIN" ]]; then
-    mkdir -p "$DIR"
-    if ! (cd "$DIR" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund "@anthropic-ai/claude-code@$VERSION"); then
-      if npm_reachable; then
-        echo "npm could not install @anthropic-ai/claude-code@$VERSION" >&2
-        exit 1
-      fi
-      skipped "Claude Code harness" "the npm registry is unreachable, @anthropic-ai/claude-code@$VERSION could not be installed"
-      exit 0
-    fi
-  fi
+  npm_install "$DIR" "@anthropic-ai/claude-code@$VERSION" "Claude Code harness" || exit 0
 fi
 
 build_forkcache

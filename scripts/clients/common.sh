@@ -64,3 +64,22 @@ npm_reachable() {
 pypi_reachable() {
   timeout 60 "$1" -m pip download --no-deps --dest "$(mktemp -d)" --quiet pip >/dev/null 2>&1
 }
+
+# npm_install DIR PACKAGE@VERSION WHAT: installs the package into DIR unless it is there already.
+# Returns 1 after a loud SKIPPED line when the registry is unreachable; exits on other failures.
+npm_install() {
+  local dir="$1" package="$2" what="$3"
+  if [[ -d "$dir/node_modules/${package%@*}" ]]; then
+    return 0
+  fi
+  mkdir -p "$dir"
+  if (cd "$dir" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund "$package"); then
+    return 0
+  fi
+  if npm_reachable; then
+    echo "npm could not install $package" >&2
+    exit 1
+  fi
+  skipped "$what" "the npm registry is unreachable, $package could not be installed"
+  return 1
+}

@@ -6,17 +6,7 @@ source "$(dirname "$0")/common.sh"
 VERSION="${ANTHROPIC_TS_VERSION:-1.12.0}"
 DIR="$CLIENTS_DIR/typescript-sdk-$VERSION"
 
-if [[ ! -d "$DIR/node_modules/@anthropic-ai/sdk" ]]; then
-  mkdir -p "$DIR"
-  if ! (cd "$DIR" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund "@anthropic-ai/sdk@$VERSION"); then
-    if npm_reachable; then
-      echo "npm could not install @anthropic-ai/sdk@$VERSION" >&2
-      exit 1
-    fi
-    skipped "TypeScript SDK check" "the npm registry is unreachable, @anthropic-ai/sdk@$VERSION could not be installed"
-    exit 0
-  fi
-fi
+npm_install "$DIR" "@anthropic-ai/sdk@$VERSION" "TypeScript SDK check" || exit 0
 
 build_forkcache
 RUN="$(mktemp -d)"

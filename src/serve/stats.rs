@@ -6,60 +6,26 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::billing::{Cost, TokenEquivalents, Usage};
-use crate::cache::{MissCause, StoreStats};
+use crate::billing::Usage;
+use crate::cache::StoreStats;
 use crate::endpoint::Record;
-use crate::replay::describe_miss;
+use crate::replay::{Totals, describe_miss};
 use crate::wire::ApiError;
 
-/// Sums over one workspace's Messages requests.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WorkspaceTotals {
-    /// Requests priced.
-    pub requests: u64,
-    /// Requests answered with an error.
-    pub rejected: u64,
-    /// Usage summed over priced requests.
-    pub usage: Usage,
-    /// Cost summed.
-    pub cost: Cost,
-    /// Token-equivalents summed (each request at its own model's input price).
-    pub token_equivalents: TokenEquivalents,
-    /// Priced requests per miss cause.
-    pub misses: BTreeMap<MissCause, u64>,
-    /// Tokens missed, summed.
-    pub tokens_missed: u64,
-}
+/// Sums over one workspace's Messages requests (the same sums `replay` reports).
+pub type WorkspaceTotals = Totals;
 
-impl WorkspaceTotals {
-    fn add_record(&mut self, record: &Record) {
-        self.requests += 1;
-        self.usage.add(&record.usage);
-        self.cost.add(&record.cost);
-        self.token_equivalents.0 += record.token_equivalents.0;
-        if let Some(miss) = &record.miss {
-            *self.misses.entry(miss.cause).or_insert(0) += 1;
-            self.tokens_missed += miss.tokens_missed;
-        }
+/// Adds `other` into `into` (for the all-workspaces row).
+fn merge(into: &mut WorkspaceTotals, other: &WorkspaceTotals) {
+    into.requests += other.requests;
+    into.rejected += other.rejected;
+    into.usage.add(&other.usage);
+    into.cost.add(&other.cost);
+    into.token_equivalents.0 += other.token_equivalents.0;
+    for (cause, count) in &other.misses {
+        *into.misses.entry(*cause).or_insert(0) += count;
     }
-
-    fn add_totals(&mut self, other: &WorkspaceTotals) {
-        self.requests += other.requests;
-        self.rejected += other.rejected;
-        self.usage.add(&other.usage);
-        self.cost.add(&other.cost);
-        self.token_equivalents.0 += other.token_equivalents.0;
-        for (cause, count) in &other.misses {
-            *self.misses.entry(*cause).or_insert(0) += count;
-        }
-        self.tokens_missed += other.tokens_missed;
-    }
-
-    /// Token-weighted hit rate: tokens read ÷ total input tokens (0 with no input).
-    pub fn hit_rate(&self) -> f64 {
-        let total = self.usage.total_input_tokens();
-        if total == 0 { 0.0 } else { self.usage.cache_read_input_tokens as f64 / total as f64 }
-    }
+    into.tokens_missed += other.tokens_missed;
 }
 
 /// Everything the server has counted.
@@ -76,7 +42,7 @@ pub struct ServeStats {
 impl ServeStats {
     /// Counts a priced request.
     pub fn priced(&mut self, record: &Record) {
-        self.workspaces.entry(record.workspace.clone()).or_default().add_record(record);
+        self.workspaces.entry(record.workspace.clone()).or_default().add(record);
     }
 
     /// Counts a rejected request.
@@ -88,7 +54,7 @@ impl ServeStats {
     pub fn totals(&self) -> WorkspaceTotals {
         let mut totals = WorkspaceTotals::default();
         for workspace in self.workspaces.values() {
-            totals.add_totals(workspace);
+            merge(&mut totals, workspace);
         }
         totals
     }
