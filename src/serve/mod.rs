@@ -67,6 +67,9 @@ pub struct ServeConfig {
     pub chunking: Chunking,
     /// Where to write one line per Messages request as it is answered. Default none.
     pub request_log: Option<Box<dyn Write + Send>>,
+    /// How long in-flight requests may take to finish once shutdown begins, in milliseconds.
+    /// Default 10,000.
+    pub shutdown_grace_ms: u64,
 }
 
 impl ServeConfig {
@@ -82,6 +85,7 @@ impl ServeConfig {
             body_limit_bytes: BODY_LIMIT_BYTES,
             chunking: Chunking::default(),
             request_log: None,
+            shutdown_grace_ms: 10_000,
         }
     }
 }
@@ -170,6 +174,7 @@ impl Server {
             max_requests: config.max_requests,
             body_limit_bytes: config.body_limit_bytes,
             chunking: config.chunking,
+            shutdown_grace_ms: config.shutdown_grace_ms,
         };
         let shared =
             Shared { core: Mutex::new(core), config: settings, started: Instant::now(), stop, models_json };
@@ -188,14 +193,29 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Summary, ServeError> {
         let mut stop_requested = self.stop_requested;
+        let (began, stop_began) = tokio::sync::oneshot::channel::<()>();
         let stopping = async move {
             tokio::select! {
                 () = shutdown => {}
                 _ = stop_requested.wait_for(|stop| *stop) => {}
             }
+            let _ = began.send(());
+        };
+        // In-flight responses may finish; a client that never finishes its request may not hold
+        // the server up for longer than the grace period.
+        let grace_period = std::time::Duration::from_millis(self.shared.config.shutdown_grace_ms);
+        let grace = async move {
+            match stop_began.await {
+                Ok(()) => tokio::time::sleep(grace_period).await,
+                Err(_) => std::future::pending().await,
+            }
         };
         let router = http::router(Arc::clone(&self.shared));
-        axum::serve(self.listener, router).with_graceful_shutdown(stopping).await?;
+        let serving = axum::serve(self.listener, router).with_graceful_shutdown(stopping);
+        tokio::select! {
+            served = serving => served?,
+            () = grace => {}
+        }
         let core = self.shared.lock();
         Ok(Summary { stats: core.stats.clone(), cache: core.endpoint.cache_stats() })
     }
@@ -209,6 +229,7 @@ struct Settings {
     max_requests: Option<u64>,
     body_limit_bytes: usize,
     chunking: Chunking,
+    shutdown_grace_ms: u64,
 }
 
 /// State every connection shares.

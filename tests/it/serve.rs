@@ -411,3 +411,21 @@ pub fn tempfile(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(format!("{name}-{}-{:?}.jsonl", std::process::id(), std::thread::current().id()))
 }
+
+#[test]
+fn a_client_stalled_mid_request_does_not_hold_up_shutdown() {
+    let config = ServeConfig { shutdown_grace_ms: 300, ..ServeConfig::default() };
+    let server = Running::start(config, EndpointConfig::default());
+    // Announces 1,000 bytes, sends 10, and never sends the rest.
+    let mut stalled = std::net::TcpStream::connect(server.addr).unwrap();
+    std::io::Write::write_all(
+        &mut stalled,
+        b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n{\"model\":",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let stopping = Instant::now();
+    let summary = server.stop();
+    assert!(stopping.elapsed() < Duration::from_secs(5), "stopped after {:?}", stopping.elapsed());
+    assert_eq!(summary.stats.totals().requests, 0);
+}
