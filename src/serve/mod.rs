@@ -100,7 +100,7 @@ impl Default for ServeConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
@@ -108,7 +108,7 @@ pub enum ServeError {
         source: std::io::Error,
     },
     /// The trace file could not be opened for appending.
-    #[error("cannot open trace {}: {source}", path.display())]
+    #[error("cannot open trace {}", path.display())]
     Trace {
         /// The file.
         path: PathBuf,
@@ -116,7 +116,7 @@ pub enum ServeError {
         source: std::io::Error,
     },
     /// The server stopped with an I/O error.
-    #[error("server failed: {0}")]
+    #[error("the server failed")]
     Io(#[from] std::io::Error),
 }
 
