@@ -73,8 +73,8 @@ pub struct ServeArgs {
     /// Refuse requests that carry no API key (401).
     #[arg(long)]
     pub require_key: bool,
-    /// Stop after answering this many Messages requests.
-    #[arg(long)]
+    /// Stop after answering this many Messages requests (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_requests: Option<u64>,
     /// Print no line per request (the summary is still printed at shutdown).
     #[arg(long)]

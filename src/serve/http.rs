@@ -18,7 +18,7 @@ use crate::billing::PriceTable;
 use crate::clock::SimTime;
 use crate::endpoint::{Call, Exchange};
 use crate::trace::{Envelope, LoggedError, envelope_line};
-use crate::wire::{ApiError, ErrorKind, MessageResponse, Reply, message_events, parse_request};
+use crate::wire::{ApiError, ErrorKind, MessageResponse, Reply, error_event, message_events, parse_request};
 
 type SharedState = State<Arc<Shared>>;
 
@@ -72,7 +72,7 @@ enum Answer {
         request_id: String,
         response: MessageResponse,
         stream: bool,
-        cut: bool,
+        ending: Ending,
         first_byte_ms: u64,
         done_ms: u64,
     },
@@ -81,6 +81,16 @@ enum Answer {
         error: ApiError,
         retry_after_s: Option<u64>,
     },
+}
+
+/// How a streamed response ends.
+enum Ending {
+    /// Every event, through `message_stop`.
+    Complete,
+    /// `message_start`, then the connection drops.
+    Cut,
+    /// `message_start`, then an `error` event.
+    Error(ApiError),
 }
 
 /// Parses and plans outside the lock (the slow, parallel part), then stamps, prices, logs and
@@ -101,9 +111,10 @@ fn price(shared: &Shared, body: &[u8], api_key: Option<&str>) -> Answer {
             );
         }
     };
-    let (reply, cut) = match planned {
-        Planned::Answer(reply) => (reply, false),
-        Planned::CutStream => (Reply::input_only(), true),
+    let (reply, ending) = match planned {
+        Planned::Answer(reply) => (reply, Ending::Complete),
+        Planned::CutStream => (Reply::input_only(), Ending::Cut),
+        Planned::StreamError(error) => (Reply::input_only(), Ending::Error(error)),
         Planned::Fail { error, retry_after_s } => {
             return finish_rejected(
                 shared,
@@ -115,7 +126,7 @@ fn price(shared: &Shared, body: &[u8], api_key: Option<&str>) -> Answer {
     let instant = shared.config.latency == LatencyMode::Instant;
     let call = Call { body, api_key, at: SimTime(at), first_byte: instant.then_some(SimTime(at)), reply };
     match core.endpoint.handle_view(&view, &call) {
-        Ok(exchange) => finish_priced(shared, &mut core, request_id, exchange, body, api_key, cut),
+        Ok(exchange) => finish_priced(shared, &mut core, request_id, exchange, body, api_key, ending),
         Err(error) => finish_rejected(
             shared,
             &mut core,
@@ -131,7 +142,7 @@ fn finish_priced(
     exchange: Exchange,
     body: &[u8],
     api_key: Option<&str>,
-    cut: bool,
+    ending: Ending,
 ) -> Answer {
     let Exchange { record, response } = exchange;
     let at = record.at.ms();
@@ -154,7 +165,7 @@ fn finish_priced(
     core.log(|| request_line(&request_id, at, &record.workspace, Ok(&record)));
     core.stats.priced(&record);
     shared.count_for_shutdown(core.stats.messages_requests());
-    Answer::Message { request_id, response, stream: record.stream, cut, first_byte_ms, done_ms }
+    Answer::Message { request_id, response, stream: record.stream, ending, first_byte_ms, done_ms }
 }
 
 /// A request answered with an error.
@@ -217,9 +228,9 @@ async fn respond(shared: &Arc<Shared>, answer: Answer) -> Response {
             set_request_id(&mut reply, &request_id);
             reply
         }
-        Answer::Message { request_id, response, stream: true, cut, first_byte_ms, done_ms } => {
+        Answer::Message { request_id, response, stream: true, ending, first_byte_ms, done_ms } => {
             wait_until(shared, first_byte_ms).await;
-            let mut reply = stream_response(shared, &response, cut, (first_byte_ms, done_ms));
+            let mut reply = stream_response(shared, &response, ending, (first_byte_ms, done_ms));
             reply
                 .headers_mut()
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
@@ -239,17 +250,22 @@ async fn wait_until(shared: &Shared, ms: u64) {
     }
 }
 
-/// The SSE body: every event, or only `message_start` and then a dropped connection. Deltas are
-/// spread evenly from the first byte to the modelled end of generation; when that span is empty
-/// (instant latency) the whole stream goes out in one write.
+/// The SSE body: every event; or `message_start` and then a dropped connection or an `error`
+/// event. Deltas are spread evenly from the first byte to the modelled end of generation; when
+/// that span is empty (instant latency) the whole stream goes out in one write.
 fn stream_response(
     shared: &Arc<Shared>,
     response: &MessageResponse,
-    cut: bool,
+    ending: Ending,
     span_ms: (u64, u64),
 ) -> Response {
     let mut events = message_events(response, shared.config.chunking);
     let (first_byte_ms, done_ms) = span_ms;
+    let cut = matches!(ending, Ending::Cut);
+    if let Ending::Error(error) = &ending {
+        events.truncate(1);
+        events.push(error_event(error));
+    }
     if !cut && done_ms == first_byte_ms {
         let body: String = events.iter().map(|event| event.to_wire()).collect();
         return Response::new(Body::from(body));

@@ -143,6 +143,11 @@ pub struct ErrorReply {
     /// Sent as the `retry-after` header, in seconds.
     #[serde(default)]
     pub retry_after_s: Option<u64>,
+    /// Streams only: send `message_start` (the request is priced, its writes made), then this
+    /// error as an `error` event, as the API does when it fails mid-stream. A rule with it never
+    /// matches a request that does not stream.
+    #[serde(default)]
+    pub mid_stream: bool,
 }
 
 /// A script that cannot be used, naming where.
@@ -169,6 +174,8 @@ pub enum Planned {
     },
     /// Price the request, send `message_start`, then drop the connection.
     CutStream,
+    /// Price the request, send `message_start`, then this error as an `error` event.
+    StreamError(ApiError),
 }
 
 impl Script {
@@ -208,9 +215,9 @@ impl Script {
         }
         if let Some(default) = &self.default {
             default.check("default")?;
-            if default.cut_stream {
+            if default.streams_only() {
                 return Err(ScriptError {
-                    path: "default.cut_stream".into(),
+                    path: "default".into(),
                     message: "the default reply must answer every request, streamed or not".into(),
                 });
             }
@@ -235,7 +242,7 @@ impl Rule {
         let holds = |condition: Option<bool>| condition.unwrap_or(true);
         let request = facts.request;
         let model = request.model.as_deref().unwrap_or_default();
-        (!self.reply.cut_stream || request.stream)
+        (!self.reply.streams_only() || request.stream)
             && holds(when.stream.map(|wanted| wanted == request.stream))
             && holds(when.model.as_ref().map(|wanted| wanted == model))
             && holds(when.model_contains.as_ref().map(|part| model.contains(part.as_str())))
@@ -251,6 +258,11 @@ impl Rule {
 }
 
 impl ScriptReply {
+    /// Whether the reply only makes sense once a stream has begun.
+    fn streams_only(&self) -> bool {
+        self.cut_stream || self.error.as_ref().is_some_and(|error| error.mid_stream)
+    }
+
     fn check(&self, path: &str) -> Result<(), ScriptError> {
         let fail =
             |field: &str, message: String| Err(ScriptError { path: format!("{path}{field}"), message });
@@ -288,7 +300,11 @@ impl ScriptReply {
         if let Some(error) = &self.error {
             let kind = ErrorKind::from_status(error.status);
             let message = error.message.clone().unwrap_or_else(|| default_message(kind).to_string());
-            return Planned::Fail { error: ApiError::new(kind, message), retry_after_s: error.retry_after_s };
+            let api_error = ApiError::new(kind, message);
+            if error.mid_stream {
+                return Planned::StreamError(api_error);
+            }
+            return Planned::Fail { error: api_error, retry_after_s: error.retry_after_s };
         }
         if self.cut_stream {
             return Planned::CutStream;
@@ -556,7 +572,8 @@ mod tests {
         let script = Script::from_json(
             r#"{"rules":[
                 {"when":{"model_contains":"haiku"},"reply":{"error":{"status":529,"retry_after_s":2}}},
-                {"when":{"last_user_contains":"CUT"},"reply":{"cut_stream":true}}
+                {"when":{"last_user_contains":"CUT"},"reply":{"cut_stream":true}},
+                {"when":{"last_user_contains":"MID"},"reply":{"error":{"status":500,"mid_stream":true}}}
             ]}"#,
         )
         .unwrap();
@@ -567,6 +584,13 @@ mod tests {
             (error.kind.status(), error.message.as_str(), retry_after_s),
             (529, "Overloaded", Some(2))
         );
+        let mid =
+            r#"{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"MID"}]}"#;
+        assert_eq!(
+            plan(&script, mid),
+            Planned::StreamError(ApiError::new(ErrorKind::Api, "Internal server error"))
+        );
+        assert_eq!(texts(plan(&script, &mid.replace(r#""stream":true,"#, ""))), ["forkcache mock reply."]);
         let cut =
             r#"{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"CUT"}]}"#;
         assert_eq!(plan(&script, cut), Planned::CutStream);
@@ -604,9 +628,6 @@ mod tests {
             "{message}"
         );
         let message = err(r#"{"default":{"cut_stream":true}}"#);
-        assert_eq!(
-            message,
-            "default.cut_stream: the default reply must answer every request, streamed or not"
-        );
+        assert_eq!(message, "default: the default reply must answer every request, streamed or not");
     }
 }

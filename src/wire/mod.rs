@@ -12,5 +12,6 @@ pub use request::{
 };
 pub use response::{MessageResponse, Reply, ReplyContent, ResponseBlock, StopReason};
 pub use sse::{
-    Chunking, SseEvent, char_chunks, message_delta, message_events, message_start, ping, text_chunks,
+    Chunking, SseEvent, char_chunks, error_event, message_delta, message_events, message_start, ping,
+    text_chunks,
 };

@@ -11,6 +11,7 @@
 
 use serde_json::{Value, json};
 
+use super::error::ApiError;
 use super::response::{MessageResponse, ResponseBlock};
 use crate::billing::Usage;
 
@@ -150,6 +151,14 @@ pub fn message_delta(response: &MessageResponse) -> SseEvent {
     )
 }
 
+/// `error`: a failure after the stream began (the HTTP status was already 200).
+pub fn error_event(error: &ApiError) -> SseEvent {
+    SseEvent::new(
+        "error",
+        json!({"type": "error", "error": {"type": error.kind.type_name(), "message": error.message}}),
+    )
+}
+
 /// Cuts `text` into pieces of about `size` characters, each ending after whitespace where the
 /// text allows. Never returns an empty list (an empty text is one empty piece).
 pub fn text_chunks(text: &str, size: usize) -> Vec<String> {
@@ -268,6 +277,15 @@ mod tests {
         assert!(events[5].data.contains(r#""index":1"#), "{}", events[5].data);
         let events = message_events(&response(Vec::new(), StopReason::MaxTokens), Chunking::default());
         assert_eq!(names(&events), ["message_start", "ping", "message_delta", "message_stop"]);
+    }
+
+    #[test]
+    fn mid_stream_error_has_the_api_shape() {
+        let event = error_event(&ApiError::new(crate::wire::ErrorKind::Overloaded, "Overloaded"));
+        assert_eq!(
+            event.to_wire(),
+            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+        );
     }
 
     #[test]

@@ -152,6 +152,7 @@ fn with_modelled_latency_a_child_arriving_before_the_parents_first_byte_misses()
 const SCRIPT: &str = r#"{"rules": [
     {"when": {"last_user_contains": "OVERLOAD"}, "reply": {"error": {"status": 529, "retry_after_s": 3}}},
     {"when": {"last_user_contains": "CUT"}, "reply": {"cut_stream": true}},
+    {"when": {"last_user_contains": "MIDSTREAM"}, "reply": {"error": {"status": 529, "mid_stream": true}}},
     {"when": {"last_user_contains": "WEATHER", "tool_offered": "get_weather"},
      "reply": {"text": "Let me check.", "tool_use": [{"name": "get_weather", "input": {"location": "San Francisco, CA", "unit": "celsius"}}]}}
 ]}"#;
@@ -251,6 +252,16 @@ fn trace_replays_to_exactly_the_usage_the_server_returned_errors_included() {
     let too_large = send(Some("k1"), &huge);
     assert_eq!(too_large.status, 413);
     send(Some("k2"), &weather_request(true));
+    // Overloaded mid-stream: status 200, message_start (priced), then an `error` event.
+    let failed = post(&agent, &url, Some("k1"), cached_request(MODEL, 2_500, "MIDSTREAM", true).as_bytes());
+    let events = sse_events(&failed.body);
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!((failed.status, names), (200, vec!["message_start", "error"]));
+    assert_eq!(events[1].1["error"], json!({"type": "overloaded_error", "message": "Overloaded"}));
+    // "MIDSTREAM" → `{"type":"text","text":"MIDSTREAM"}` = 34 bytes → 9 tokens.
+    let start: Usage = serde_json::from_value(events[0].1["message"]["usage"].clone()).unwrap();
+    assert_eq!(start, Usage::new(9, 0, 2_500, 0, 0));
+    returned.push(Ok(start));
     // A cut stream: message_start (priced: the writes happened), then the connection drops.
     let (status, partial, cut) =
         post_partial(&agent, &url, cached_request(MODEL, 3_000, "CUT", true).as_bytes());
@@ -272,7 +283,8 @@ fn trace_replays_to_exactly_the_usage_the_server_returned_errors_included() {
         .map(|r| r.result.as_ref().map(|record| record.usage).map_err(|e| e.kind.type_name().to_string()))
         .collect();
     assert_eq!(replayed, returned);
-    // Hand check of the mix: 2 priced + 1 with k2 before, the tool call and the cut after.
+    // The mix, by hand: priced are the 3 cached requests, the tool call, the mid-stream error and
+    // the cut stream (6); rejected, in order: 529, malformed, 5 markers, no key, 413 (5).
     let expected_errors = [
         "overloaded_error",
         "invalid_request_error",
@@ -282,7 +294,7 @@ fn trace_replays_to_exactly_the_usage_the_server_returned_errors_included() {
     ];
     let errors: Vec<&String> = returned.iter().filter_map(|r| r.as_ref().err()).collect();
     assert_eq!(errors, expected_errors);
-    assert_eq!(summary.stats.totals().requests, 5);
+    assert_eq!(summary.stats.totals().requests, 6);
     assert_eq!(summary.stats.totals().rejected, 5);
     assert_eq!(report.totals.usage, summary.stats.totals().usage);
     let _ = std::fs::remove_file(trace);
