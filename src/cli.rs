@@ -1,5 +1,6 @@
 //! Command-line arguments → library configs. Nothing below this module knows clap exists.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -34,6 +35,8 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Regenerate every CSV, chart and note in reports/ (the default sweep included).
     Report(ReportArgs),
+    /// Serve the mock Messages API over HTTP, for real clients (the SDKs, Claude Code).
+    Serve(ServeArgs),
 }
 
 /// `sweep`.
@@ -134,6 +137,44 @@ pub struct ReplayArgs {
     pub gap_ms: u64,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// `serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (the bound address is printed first).
+    #[arg(long, default_value = "127.0.0.1:8765")]
+    pub addr: SocketAddr,
+    /// Reply script (JSON, see fixtures/scripts/); by default a short text, or JSON shaped by
+    /// the request's schema when it asks for structured output.
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// Append every Messages request to this JSONL trace (`forkcache replay` reads it).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// When the response begins: at once, or after the modelled time to first token.
+    #[arg(long, value_enum, default_value_t = LatencyArg::Instant)]
+    pub latency: LatencyArg,
+    /// Refuse requests that carry no API key (401).
+    #[arg(long)]
+    pub require_key: bool,
+    /// Stop after answering this many Messages requests (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_requests: Option<u64>,
+    /// Print no line per request (the summary is still printed at shutdown).
+    #[arg(long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// `serve --latency`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LatencyArg {
+    /// Answer as soon as the request is priced.
+    Instant,
+    /// Wait the modelled time to first token, and stream at the modelled output rate.
+    Model,
 }
 
 /// Settings shared by every command that prices requests.

@@ -19,6 +19,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Explain(args) => run_explain(&args),
         Command::Sweep(args) => run_sweep(&args),
         Command::Report(args) => run_report(&args),
+        Command::Serve(args) => crate::serve_command::run_serve(&args),
     }
 }
 

@@ -4,7 +4,8 @@
 //! The path of a request: wire bytes → [`wire`] (a borrowed view) → [`prompt`] (positions,
 //! chained hashes, tokens, breakpoints) → [`cache`] (lookup, accounting, writes, miss diagnosis)
 //! → [`billing`] (usage and cost) → a [`Record`]. [`MockEndpoint`] is that path's one entry
-//! point; [`replay()`] drives it over a recorded trace.
+//! point; [`replay()`] drives it over a recorded trace, and [`serve`] puts it behind HTTP for
+//! real clients.
 #![deny(missing_docs)]
 
 pub mod agent;
@@ -17,6 +18,7 @@ pub mod prompt;
 pub mod replay;
 pub mod report;
 pub mod scenario;
+pub mod serve;
 pub mod sweep;
 pub mod synth;
 pub mod tokenize;

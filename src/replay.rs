@@ -66,7 +66,8 @@ pub struct Totals {
 }
 
 impl Totals {
-    fn add(&mut self, record: &Record) {
+    /// Counts one priced request.
+    pub fn add(&mut self, record: &Record) {
         self.requests += 1;
         self.usage.add(&record.usage);
         self.cost.add(&record.cost);

@@ -1,8 +1,10 @@
 //! JSONL traces: what `serve` logs and `replay` reads.
 //!
 //! A line is either a raw request body, or an envelope
-//! `{"at_ms": u64, "api_key": "…"?, "first_byte_ms": u64?, "body": {…} | "…", "usage": {…}?}`.
-//! A line is an envelope exactly when it has a `body` member. Lines are read in one pass: a raw
+//! `{"at_ms": u64, "api_key": "…"?, "first_byte_ms": u64?, "body": {…} | "…", "usage": {…}?,
+//! "error": {…}?}`. A line is an envelope exactly when it has a `body` member. An envelope with an
+//! `error` records a request turned away before it was priced (a scripted error, a missing key, a
+//! body over the size limit): it replays as that error, whatever its body. Lines are read in one pass: a raw
 //! body (or an object `body`) is parsed straight into a [`RequestView`] borrowing the line.
 
 use std::borrow::Cow;
@@ -12,7 +14,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::billing::Usage;
-use crate::wire::{ApiError, RequestView, describe_parse_error};
+use crate::wire::{ApiError, ErrorKind, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
 #[derive(Debug)]
@@ -40,6 +42,34 @@ pub struct TraceLine<'a> {
     pub output_tokens: Option<u64>,
     /// The request.
     pub body: TraceBody<'a>,
+}
+
+/// An envelope's `error`: the API error a request was turned away with before it was priced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedError {
+    /// The HTTP status sent.
+    pub status: u16,
+    /// The `error.type` sent.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The `error.message` sent.
+    pub message: String,
+}
+
+impl LoggedError {
+    /// The record of `error` as sent.
+    pub fn of(error: &ApiError) -> LoggedError {
+        LoggedError {
+            status: error.kind.status(),
+            kind: error.kind.type_name().to_string(),
+            message: error.message.clone(),
+        }
+    }
+
+    /// The error to replay.
+    pub fn to_api_error(&self) -> ApiError {
+        ApiError::new(ErrorKind::from_status(self.status), self.message.clone())
+    }
 }
 
 /// A line that is not a request at all.
@@ -79,6 +109,7 @@ struct LineParts<'a> {
     first_byte_ms: Option<u64>,
     output_tokens: Option<u64>,
     body: Option<TraceBody<'a>>,
+    error: Option<LoggedError>,
     request: RequestView<'a>,
     request_fields: bool,
 }
@@ -92,7 +123,10 @@ impl<'a> LineParts<'a> {
                     message: "an envelope carries its request in \"body\", but request fields (model, messages, …) were also found at the top level".into(),
                 });
             }
-            (Some(body), false) => body,
+            (Some(body), false) => match self.error {
+                Some(error) => TraceBody::Rejected(error.to_api_error()),
+                None => body,
+            },
             (None, _) => TraceBody::Parsed(Box::new(self.request)),
         };
         Ok(TraceLine {
@@ -132,6 +166,7 @@ impl<'de> Visitor<'de> for LineVisitor {
                     parts.output_tokens = map.next_value::<Option<LoggedUsage>>()?.map(|u| u.output_tokens)
                 }
                 "body" => parts.body = Some(map.next_value::<BodyField>()?.0),
+                "error" => parts.error = map.next_value()?,
                 other => {
                     if parts.request.read_member(other, &mut map)? {
                         parts.request_fields = true;
@@ -196,8 +231,11 @@ fn explain_line(line: usize, text: &str) -> Result<TraceLine<'_>, TraceError> {
     };
     let envelope: Envelope = serde_json::from_value(value.clone())
         .map_err(|err| TraceError { line, message: format!("envelope: {}", strip_position(&err)) })?;
-    let body_text = body.to_string();
-    Ok(rejected(line, Some(envelope), describe_parse_error(&body_text)))
+    let error = match &envelope.error {
+        Some(logged) => logged.to_api_error(),
+        None => describe_parse_error(&body.to_string()),
+    };
+    Ok(rejected(line, Some(envelope), error))
 }
 
 fn rejected<'a>(line: usize, envelope: Option<Envelope>, error: ApiError) -> TraceLine<'a> {
@@ -232,6 +270,9 @@ pub struct Envelope {
     /// The usage returned (absent for a rejected request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The error the request was turned away with before it was priced, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<LoggedError>,
 }
 
 /// Writes one envelope line (no trailing newline) around `body`: the body is kept byte for byte
@@ -301,6 +342,23 @@ mod tests {
         let TraceBody::Rejected(error) = line.body else { panic!("rejected") };
         assert!(error.message.starts_with("messages.0.content: invalid type"), "{}", error.message);
         assert_eq!(line.at_ms, Some(1));
+    }
+
+    #[test]
+    fn logged_error_replays_as_that_error_whatever_the_body() {
+        let line = read_line(
+            7,
+            r#"{"at_ms":9,"error":{"status":529,"type":"overloaded_error","message":"Overloaded"},"body":{"model":"m","max_tokens":1,"messages":[]}}"#,
+        );
+        let TraceBody::Rejected(error) = line.body else { panic!("rejected") };
+        assert_eq!((error.kind, error.message.as_str()), (ErrorKind::Overloaded, "Overloaded"));
+        assert_eq!(line.at_ms, Some(9));
+        let line = read_line(
+            8,
+            r#"{"at_ms":9,"error":{"status":413,"type":"request_too_large","message":"too big"},"body":""}"#,
+        );
+        let TraceBody::Rejected(error) = line.body else { panic!("rejected") };
+        assert_eq!(error.kind, ErrorKind::RequestTooLarge);
     }
 
     #[test]

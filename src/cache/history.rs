@@ -1,7 +1,7 @@
 //! What earlier requests sent, independent of what was cached: the ground truth the miss
 //! diagnosis compares against ("this prefix was sent before, by request R").
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::store::{EntryKey, ScopeId};
 use crate::prompt::{BuildPassThrough, PromptRef, Salts};
@@ -74,5 +74,68 @@ impl History {
         }
         self.summaries.insert(request, summary);
         self.last_in_scope.insert(scope, request);
+        self.forget_unreachable_summaries();
+    }
+
+    /// Summaries are only looked up through `sent` and `last_in_scope`; a request no prefix names
+    /// any more can never be asked about again. A run that repeats its requests (a server under
+    /// steady load) would otherwise add one summary per request forever while `sent` stays small.
+    /// Pruning once they outnumber the reachable ones twice over keeps the cost amortized O(1).
+    fn forget_unreachable_summaries(&mut self) {
+        let reachable = self.sent.len() + self.last_in_scope.len();
+        if self.summaries.len() <= 2 * reachable + SUMMARY_SLACK {
+            return;
+        }
+        // Point lookups only.
+        let live: HashSet<u64> = self.sent.values().chain(self.last_in_scope.values()).copied().collect();
+        self.summaries.retain(|request, _| live.contains(request));
+    }
+}
+
+/// Unreachable summaries tolerated before pruning (so small runs never prune).
+const SUMMARY_SLACK: usize = 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompt::{Position, Prompt, Slot};
+
+    fn prompt(hashes: &[u128]) -> Prompt {
+        let positions = hashes
+            .iter()
+            .enumerate()
+            .map(|(i, &hash)| Position {
+                hash,
+                tokens_end: 10 * (i as u64 + 1),
+                slot: Slot::System(i as u32),
+            })
+            .collect();
+        Prompt {
+            positions,
+            breakpoints: Vec::new(),
+            salts: Salts::default(),
+            first_after_tools: 0,
+            first_message: 0,
+        }
+    }
+
+    #[test]
+    fn repeating_the_same_requests_keeps_the_history_bounded() {
+        let mut history = History::default();
+        let scope = ScopeId(0);
+        let prompts = [prompt(&[1, 2, 3]), prompt(&[1, 2, 4])];
+        let summary = Summary { salts: Salts::default(), cached_to: None };
+        for request in 0..20_000u64 {
+            let prompt = &prompts[(request % 2) as usize];
+            let closest = history.closest(scope, prompt.as_ref());
+            history.record(scope, prompt.as_ref(), request, closest, summary);
+        }
+        // 4 distinct prefixes and 1 scope: at most 2 × 5 + 1,024 summaries are kept, not 20,000.
+        assert_eq!(history.sent.len(), 4);
+        assert!(history.summaries.len() <= 2 * 5 + SUMMARY_SLACK, "{}", history.summaries.len());
+        // What the diagnosis can still reach is still there: the latest sender of each prefix.
+        let closest = history.closest(scope, prompts[1].as_ref());
+        assert_eq!(closest.request, Some(19_999));
+        assert!(history.summary(19_999).is_some() && history.summary(19_998).is_some());
     }
 }

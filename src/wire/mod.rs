@@ -1,8 +1,9 @@
-//! The Messages API on the wire: request views, responses and API errors.
+//! The Messages API on the wire: request views, responses, server-sent events and API errors.
 
 mod error;
 mod request;
 mod response;
+mod sse;
 
 pub use error::{ApiError, ErrorKind};
 pub use request::{
@@ -10,3 +11,7 @@ pub use request::{
     describe_parse_error, parse_request, parse_request_str,
 };
 pub use response::{MessageResponse, Reply, ReplyContent, ResponseBlock, StopReason};
+pub use sse::{
+    Chunking, SseEvent, char_chunks, error_event, message_delta, message_events, message_start, ping,
+    text_chunks,
+};

@@ -1,0 +1,172 @@
+//! `forkcache serve` throughput on loopback, next to the in-process `MockEndpoint` on the same
+//! requests: how much the HTTP edge costs. See benches/README.md for what was measured where.
+//!
+//! Two synthetic agent traces, each a set of growing conversations whose every request repeats
+//! the conversation's whole history with the breakpoint on the last user message, every other
+//! request streamed:
+//! - `chat`: 16 conversations × 40 turns; a 4 KB cached system prompt, ~300-byte turns, no tools
+//!   (requests average ~16 KB);
+//! - `agent`: 8 conversations × 30 turns shaped like Claude Code's: 20 tools (~40 KB), a 6 KB
+//!   system prompt, and turns of one `tool_use` and a ~1.5 KB `tool_result` (~75 KB on average).
+//!
+//! In process, one endpoint prices the requests turn by turn. Over HTTP, one keep-alive client
+//! per conversation sends its requests concurrently to a fresh server; the time counted runs from
+//! the first request to the last response, client work included (both share this machine).
+
+use std::net::SocketAddr;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use forkcache::billing::PriceTable;
+use forkcache::clock::SimTime;
+use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
+use forkcache::serve::{ServeConfig, Server};
+use serde_json::{Value, json};
+
+/// `requests[conversation][turn]`: request bodies, built once outside the timed loops.
+type Workload = Vec<Vec<Vec<u8>>>;
+
+fn request(system: &Value, tools: &Value, messages: &[Value], stream: bool) -> Vec<u8> {
+    let mut messages = messages.to_vec();
+    let last = messages.last_mut().expect("a user message");
+    let text = last["content"].as_str().expect("a text question").to_string();
+    last["content"] = json!([{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]);
+    let mut body = json!({"model": "claude-sonnet-4-6", "max_tokens": 256, "system": system, "messages": messages, "stream": stream});
+    if tools.as_array().is_some_and(|t| !t.is_empty()) {
+        body["tools"] = tools.clone();
+    }
+    body.to_string().into_bytes()
+}
+
+/// Growing conversations; `turn(c, t)` gives the messages turn `t` adds before its question.
+fn conversations(
+    count: usize,
+    turns: usize,
+    system: &Value,
+    tools: &Value,
+    turn: impl Fn(usize, usize) -> Vec<Value>,
+) -> Workload {
+    (0..count)
+        .map(|c| {
+            let mut history: Vec<Value> = Vec::new();
+            (0..turns)
+                .map(|t| {
+                    let question = json!({"role": "user", "content": format!("conversation {c} turn {t}: {}", "please look at this file ".repeat(12))});
+                    history.push(question);
+                    let body = request(system, tools, &history, t % 2 == 1);
+                    history.extend(turn(c, t));
+                    body
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn chat() -> Workload {
+    let system = json!([{"type": "text", "text": format!("You are agent number one. {}", "Follow the house rules carefully. ".repeat(120)), "cache_control": {"type": "ephemeral"}}]);
+    conversations(16, 40, &system, &json!([]), |_, t| {
+        vec![
+            json!({"role": "assistant", "content": format!("Answer {t}: {}", "the file looks fine ".repeat(14))}),
+        ]
+    })
+}
+
+fn agent() -> Workload {
+    let system = json!([
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.197.fa0; cc_entrypoint=sdk-cli;"},
+        {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Environment and conventions. ".repeat(200), "cache_control": {"type": "ephemeral"}}
+    ]);
+    let tools: Vec<Value> = (0..20)
+        .map(|i| json!({"name": format!("Tool{i}"), "description": format!("Tool {i}. {}", "Use it with care and read the output. ".repeat(45)),
+            "input_schema": {"type": "object", "properties": {"path": {"type": "string", "description": "A path."}, "limit": {"type": "integer"}}, "required": ["path"]}}))
+        .collect();
+    conversations(8, 30, &system, &Value::Array(tools), |c, t| {
+        let id = format!("toolu_{c}_{t}");
+        vec![
+            json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Tool3", "input": {"path": format!("src/file_{t}.rs")}}]}),
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": format!("fn item_{t}() {{}}\n").repeat(90)}]}),
+        ]
+    })
+}
+
+fn in_process(requests: &Workload) -> Duration {
+    let mut endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+    let started = Instant::now();
+    for turn in 0..requests[0].len() {
+        for (c, conversation) in requests.iter().enumerate() {
+            let mut call = Call::new(&conversation[turn], SimTime((turn * requests.len() + c) as u64));
+            let key = format!("bench-{c}");
+            call.api_key = Some(&key);
+            std::hint::black_box(endpoint.handle(call).unwrap());
+        }
+    }
+    started.elapsed()
+}
+
+/// A server on a free port, running on its own runtime thread until the returned sender drops.
+fn start_server() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>) {
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+            let config = ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+            let server = Server::bind(config, endpoint).await.unwrap();
+            addr_tx.send(server.local_addr()).unwrap();
+            server.run(async move { stopped.await.unwrap_or(()) }).await.unwrap();
+        });
+    });
+    (addr_rx.recv().unwrap(), stop, thread)
+}
+
+fn over_http(requests: &Workload) -> Duration {
+    let (addr, stop, thread) = start_server();
+    let url = format!("http://{addr}/v1/messages");
+    let ready = Barrier::new(requests.len() + 1);
+    let started = std::thread::scope(|scope| {
+        for (c, conversation) in requests.iter().enumerate() {
+            let (url, ready) = (&url, &ready);
+            scope.spawn(move || {
+                let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
+                let key = format!("bench-{c}");
+                ready.wait();
+                for body in conversation {
+                    let mut response =
+                        agent.post(url).header("x-api-key", &key).send(body.as_slice()).unwrap();
+                    std::hint::black_box(response.body_mut().read_to_vec().unwrap());
+                }
+            });
+        }
+        ready.wait();
+        Instant::now()
+    });
+    let elapsed = started.elapsed();
+    drop(stop);
+    thread.join().unwrap();
+    elapsed
+}
+
+fn bench(c: &mut Criterion) {
+    for (name, requests) in [("chat", chat()), ("agent", agent())] {
+        let mut group = c.benchmark_group(format!("serve/{name}"));
+        let count: usize = requests.iter().map(Vec::len).sum();
+        let bytes: usize = requests.iter().flatten().map(Vec::len).sum();
+        eprintln!("serve/{name}: {count} requests, {} bytes each on average", bytes / count);
+        group.throughput(Throughput::Elements(count as u64));
+        group.sample_size(20);
+        group.measurement_time(Duration::from_secs(12));
+        group.bench_function("in_process", |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| in_process(&requests)).sum())
+        });
+        group.bench_function("http_loopback", |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| over_http(&requests)).sum())
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

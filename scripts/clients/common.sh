@@ -1,0 +1,85 @@
+# Shared by the real-client checks: where things live, starting and stopping `forkcache serve`,
+# and the loud SKIPPED line when a package registry cannot be reached.
+# Source it; it expects `set -euo pipefail` in the caller.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# Installed clients are kept here between runs (a clean clone installs them afresh).
+CLIENTS_DIR="${FORKCACHE_CLIENTS_DIR:-$ROOT/target/clients}"
+FORKCACHE_BIN="${FORKCACHE_BIN:-$ROOT/target/release/forkcache}"
+
+# build_forkcache: the release binary, unless FORKCACHE_BIN points at one already.
+build_forkcache() {
+  if [[ -z "${FORKCACHE_BIN_PREBUILT:-}" ]]; then
+    (cd "$ROOT" && cargo build --release --quiet)
+  fi
+}
+
+# start_server LOG ARGS...: runs `forkcache serve --addr 127.0.0.1:0 ARGS...` in the background,
+# logging to LOG; sets SERVER_PID and BASE_URL once it listens.
+start_server() {
+  local log="$1"
+  shift
+  "$FORKCACHE_BIN" serve --addr 127.0.0.1:0 "$@" >"$log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 1 100); do
+    if grep -q "listening on" "$log" 2>/dev/null; then
+      BASE_URL="$(sed -n 's/^forkcache serve listening on //p' "$log" | head -n 1)"
+      return 0
+    fi
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+      cat "$log" >&2
+      echo "forkcache serve exited before listening" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "forkcache serve did not start listening" >&2
+  return 1
+}
+
+# stop_server: SIGTERM (the server prints its summary), then wait for it.
+stop_server() {
+  if [[ -n "${SERVER_PID:-}" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID"
+    wait "$SERVER_PID" || true
+  fi
+  SERVER_PID=""
+}
+
+# skipped WHAT WHY: the loud line CI logs show when a client could not be installed offline.
+skipped() {
+  echo
+  echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  echo "!!! SKIPPED: $1 -- $2"
+  echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  echo
+}
+
+# npm_reachable: whether the npm registry answers.
+npm_reachable() {
+  timeout 30 npm ping >/dev/null 2>&1
+}
+
+# pypi_reachable: whether pip can reach its index.
+pypi_reachable() {
+  timeout 60 "$1" -m pip download --no-deps --dest "$(mktemp -d)" --quiet pip >/dev/null 2>&1
+}
+
+# npm_install DIR PACKAGE@VERSION WHAT: installs the package into DIR unless it is there already.
+# Returns 1 after a loud SKIPPED line when the registry is unreachable; exits on other failures.
+npm_install() {
+  local dir="$1" package="$2" what="$3"
+  if [[ -d "$dir/node_modules/${package%@*}" ]]; then
+    return 0
+  fi
+  mkdir -p "$dir"
+  if (cd "$dir" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund "$package"); then
+    return 0
+  fi
+  if npm_reachable; then
+    echo "npm could not install $package" >&2
+    exit 1
+  fi
+  skipped "$what" "the npm registry is unreachable, $package could not be installed"
+  return 1
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The official Python SDK (pinned) against `forkcache serve`: the usage it parses must equal what
+# `forkcache replay` computes from the server's trace. Installs the SDK in a virtualenv.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+VERSION="${ANTHROPIC_PY_VERSION:-2.12.0}"
+VENV="$CLIENTS_DIR/python-sdk-$VERSION"
+
+if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "import anthropic" 2>/dev/null; then
+  python3 -m venv "$VENV"
+  if ! "$VENV/bin/pip" install --quiet --disable-pip-version-check "anthropic==$VERSION"; then
+    if pypi_reachable "$VENV/bin/python"; then
+      echo "pip could not install anthropic==$VERSION" >&2
+      exit 1
+    fi
+    skipped "Python SDK check" "PyPI is unreachable, anthropic==$VERSION could not be installed"
+    exit 0
+  fi
+fi
+
+build_forkcache
+RUN="$(mktemp -d)"
+trap 'stop_server; rm -rf "$RUN"' EXIT
+start_server "$RUN/serve.log" --script "$ROOT/fixtures/scripts/sdk-clients.json" --trace "$RUN/trace.jsonl"
+echo "python SDK $VERSION against $BASE_URL"
+"$VENV/bin/python" "$ROOT/scripts/clients/python_sdk.py" "$BASE_URL" "$RUN/client.json"
+stop_server
+"$FORKCACHE_BIN" replay --json "$RUN/trace.jsonl" >"$RUN/replay.json"
+python3 "$ROOT/scripts/clients/check_usage.py" "$RUN/client.json" "$RUN/replay.json"

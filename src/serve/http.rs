@@ -1,0 +1,445 @@
+//! Routes: the Messages API's paths, the stats page, and Anthropic-shaped errors for the rest.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::StreamExt as _;
+use serde_json::json;
+
+use super::script::Planned;
+use super::stats::request_line;
+use super::{Core, LatencyMode, Shared};
+use crate::billing::PriceTable;
+use crate::clock::SimTime;
+use crate::endpoint::{Call, Exchange};
+use crate::trace::{Envelope, LoggedError, envelope_line};
+use crate::wire::{ApiError, ErrorKind, MessageResponse, Reply, error_event, message_events, parse_request};
+
+type SharedState = State<Arc<Shared>>;
+
+/// Every route the mock answers.
+pub(super) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/", get(root))
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
+        .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
+        .route("/forkcache/stats", get(stats))
+        .fallback(not_found)
+        .method_not_allowed_fallback(not_found)
+        .with_state(shared)
+}
+
+/// `GET /` and `HEAD /` (Claude Code's connection check).
+async fn root() -> Response {
+    json_response(
+        StatusCode::OK,
+        json!({"name": "forkcache", "api": "mock Anthropic Messages API"}).to_string(),
+    )
+}
+
+async fn not_found(State(shared): SharedState, method: Method, uri: Uri) -> Response {
+    let error = ApiError::new(ErrorKind::NotFound, format!("Not found: {method} {}", uri.path()));
+    error_response(&error, &shared.lock().next_request_id(), None)
+}
+
+/// `POST /v1/messages`: priced by the endpoint, answered as JSON or as an SSE stream.
+async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
+    let api_key = api_key(&headers);
+    let body = match read_body(body, &headers, shared.config.body_limit_bytes).await {
+        Ok(body) => body,
+        Err(error) => {
+            return respond(&shared, turn_away(&shared, api_key.as_deref(), b"", error, None)).await;
+        }
+    };
+    if shared.config.require_key && api_key.is_none() {
+        let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
+        return respond(&shared, turn_away(&shared, None, &body, error, None)).await;
+    }
+    let answer = price(&shared, &body, api_key.as_deref());
+    respond(&shared, answer).await
+}
+
+/// What one Messages request came to, decided under the lock.
+enum Answer {
+    Message {
+        request_id: String,
+        response: MessageResponse,
+        stream: bool,
+        ending: Ending,
+        first_byte_ms: u64,
+        done_ms: u64,
+    },
+    Error {
+        request_id: String,
+        error: ApiError,
+        retry_after_s: Option<u64>,
+    },
+}
+
+/// How a streamed response ends.
+enum Ending {
+    /// Every event, through `message_stop`.
+    Complete,
+    /// `message_start`, then the connection drops.
+    Cut,
+    /// `message_start`, then an `error` event.
+    Error(ApiError),
+}
+
+/// Parses and plans outside the lock (the slow, parallel part), then stamps, prices, logs and
+/// counts under it, so the trace is in pricing order and replays to the same usage.
+fn price(shared: &Shared, body: &[u8], api_key: Option<&str>) -> Answer {
+    let view = parse_request(body);
+    let planned = view.as_ref().map(|view| shared.config.script.plan(view)).map_err(ApiError::clone);
+    let mut core = shared.lock();
+    let at = shared.now_ms();
+    let request_id = core.next_request_id();
+    let (view, planned) = match (view, planned) {
+        (Ok(view), Ok(planned)) => (view, planned),
+        (Err(error), _) | (_, Err(error)) => {
+            return finish_rejected(
+                shared,
+                &mut core,
+                Rejection { request_id, at, api_key, body, error, logged: false, retry_after_s: None },
+            );
+        }
+    };
+    let (reply, ending) = match planned {
+        Planned::Answer(reply) => (reply, Ending::Complete),
+        Planned::CutStream => (Reply::input_only(), Ending::Cut),
+        Planned::StreamError(error) => (Reply::input_only(), Ending::Error(error)),
+        Planned::Fail { error, retry_after_s } => {
+            return finish_rejected(
+                shared,
+                &mut core,
+                Rejection { request_id, at, api_key, body, error, logged: true, retry_after_s },
+            );
+        }
+    };
+    let instant = shared.config.latency == LatencyMode::Instant;
+    let call = Call { body, api_key, at: SimTime(at), first_byte: instant.then_some(SimTime(at)), reply };
+    match core.endpoint.handle_view(&view, &call) {
+        Ok(exchange) => finish_priced(shared, &mut core, request_id, exchange, body, api_key, ending),
+        Err(error) => finish_rejected(
+            shared,
+            &mut core,
+            Rejection { request_id, at, api_key, body, error, logged: false, retry_after_s: None },
+        ),
+    }
+}
+
+fn finish_priced(
+    shared: &Shared,
+    core: &mut Core,
+    request_id: String,
+    exchange: Exchange,
+    body: &[u8],
+    api_key: Option<&str>,
+    ending: Ending,
+) -> Answer {
+    let Exchange { record, response } = exchange;
+    let at = record.at.ms();
+    let (first_byte_ms, done_ms) = match shared.config.latency {
+        LatencyMode::Instant => (at, at),
+        LatencyMode::Model => {
+            let first_byte = at + record.ttft_ms;
+            let latency = core.endpoint.config().cache.latency;
+            (first_byte, first_byte + latency.generation_ms(record.usage.output_tokens))
+        }
+    };
+    let envelope = Envelope {
+        at_ms: Some(at),
+        api_key: api_key.map(str::to_string),
+        first_byte_ms: Some(first_byte_ms),
+        usage: Some(record.usage),
+        error: None,
+    };
+    core.append_trace(&envelope_line(&envelope, body));
+    core.log(|| request_line(&request_id, at, &record.workspace, Ok(&record)));
+    core.stats.priced(&record);
+    shared.count_for_shutdown(core.stats.messages_requests());
+    Answer::Message { request_id, response, stream: record.stream, ending, first_byte_ms, done_ms }
+}
+
+/// A request answered with an error.
+struct Rejection<'r> {
+    request_id: String,
+    at: u64,
+    api_key: Option<&'r str>,
+    body: &'r [u8],
+    error: ApiError,
+    /// Whether the trace must carry the error: true when the server turned the request away
+    /// before the endpoint saw it (replay could not find the error in the body).
+    logged: bool,
+    retry_after_s: Option<u64>,
+}
+
+fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> Answer {
+    let Rejection { request_id, at, api_key, body, error, logged, retry_after_s } = rejection;
+    let envelope = Envelope {
+        at_ms: Some(at),
+        api_key: api_key.map(str::to_string),
+        first_byte_ms: None,
+        usage: None,
+        error: logged.then(|| LoggedError::of(&error)),
+    };
+    core.append_trace(&envelope_line(&envelope, body));
+    let workspace = core.endpoint.workspace_of(api_key);
+    core.log(|| request_line(&request_id, at, &workspace, Err(&error)));
+    core.stats.rejected(&workspace);
+    shared.count_for_shutdown(core.stats.messages_requests());
+    Answer::Error { request_id, error, retry_after_s }
+}
+
+/// A request refused at the edge (no key, too large): stamped, traced and counted like any other.
+fn turn_away(
+    shared: &Shared,
+    api_key: Option<&str>,
+    body: &[u8],
+    error: ApiError,
+    retry_after_s: Option<u64>,
+) -> Answer {
+    let mut core = shared.lock();
+    let at = shared.now_ms();
+    let request_id = core.next_request_id();
+    finish_rejected(
+        shared,
+        &mut core,
+        Rejection { request_id, at, api_key, body, error, logged: true, retry_after_s },
+    )
+}
+
+async fn respond(shared: &Arc<Shared>, answer: Answer) -> Response {
+    match answer {
+        Answer::Error { request_id, error, retry_after_s } => {
+            error_response(&error, &request_id, retry_after_s)
+        }
+        Answer::Message { request_id, response, stream: false, first_byte_ms: _, done_ms, .. } => {
+            // A non-streamed body arrives once the whole message is generated.
+            wait_until(shared, done_ms).await;
+            let mut reply = json_response(StatusCode::OK, response.to_json());
+            set_request_id(&mut reply, &request_id);
+            reply
+        }
+        Answer::Message { request_id, response, stream: true, ending, first_byte_ms, done_ms } => {
+            wait_until(shared, first_byte_ms).await;
+            let mut reply = stream_response(shared, &response, ending, (first_byte_ms, done_ms));
+            reply
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+            reply.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            set_request_id(&mut reply, &request_id);
+            reply
+        }
+    }
+}
+
+/// Sleeps until virtual time `ms`; no timer at all when that moment has passed (the instant
+/// mode's every case), which keeps the timer wheel out of the hot path.
+async fn wait_until(shared: &Shared, ms: u64) {
+    let due = shared.instant_of(ms);
+    if due > tokio::time::Instant::now() {
+        tokio::time::sleep_until(due).await;
+    }
+}
+
+/// The SSE body: every event; or `message_start` and then a dropped connection or an `error`
+/// event. Deltas are spread evenly from the first byte to the modelled end of generation; when
+/// that span is empty (instant latency) the whole stream goes out in one write.
+fn stream_response(
+    shared: &Arc<Shared>,
+    response: &MessageResponse,
+    ending: Ending,
+    span_ms: (u64, u64),
+) -> Response {
+    let mut events = message_events(response, shared.config.chunking);
+    let (first_byte_ms, done_ms) = span_ms;
+    let cut = matches!(ending, Ending::Cut);
+    if let Ending::Error(error) = &ending {
+        events.truncate(1);
+        events.push(error_event(error));
+    }
+    if !cut && done_ms == first_byte_ms {
+        let body: String = events.iter().map(|event| event.to_wire()).collect();
+        return Response::new(Body::from(body));
+    }
+    if cut {
+        events.truncate(1);
+    }
+    let deltas = events.iter().filter(|e| e.is_delta()).count().max(1) as u64;
+    let mut seen = 0;
+    let paced: Vec<(u64, Bytes)> = events
+        .iter()
+        .map(|event| {
+            seen += u64::from(event.is_delta());
+            (first_byte_ms + (done_ms - first_byte_ms) * seen / deltas, Bytes::from(event.to_wire()))
+        })
+        .collect();
+    let shared = Arc::clone(shared);
+    let body = futures_util::stream::iter(paced).then(move |(due_ms, bytes)| {
+        let shared = Arc::clone(&shared);
+        async move {
+            wait_until(&shared, due_ms).await;
+            Ok::<_, std::io::Error>(bytes)
+        }
+    });
+    // The cut waits a moment first: the connection is dropped when the error is polled, and
+    // message_start must have left the write buffer by then (an idle poll makes hyper flush).
+    let cut_off = futures_util::stream::iter(cut.then_some(())).then(|()| async {
+        tokio::time::sleep(std::time::Duration::from_millis(CUT_DELAY_MS)).await;
+        Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "stream cut by the reply script"))
+    });
+    Response::new(Body::from_stream(body.chain(cut_off)))
+}
+
+/// How long a cut stream stays open after `message_start`, in milliseconds.
+const CUT_DELAY_MS: u64 = 20;
+
+/// `POST /v1/messages/count_tokens`: the request's input tokens; the cache is never touched.
+async fn count_tokens(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
+    let body = match read_body(body, &headers, shared.config.body_limit_bytes).await {
+        Ok(body) => body,
+        Err(error) => return error_response(&error, &shared.lock().next_request_id(), None),
+    };
+    if shared.config.require_key && api_key(&headers).is_none() {
+        let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
+        return error_response(&error, &shared.lock().next_request_id(), None);
+    }
+    let mut core = shared.lock();
+    let request_id = core.next_request_id();
+    let counted = core.endpoint.count_tokens(&body);
+    core.stats.count_tokens_requests += 1;
+    drop(core);
+    match counted {
+        Ok(tokens) => {
+            let mut reply = json_response(StatusCode::OK, json!({"input_tokens": tokens}).to_string());
+            set_request_id(&mut reply, &request_id);
+            reply
+        }
+        Err(error) => error_response(&error, &request_id, None),
+    }
+}
+
+/// `GET /v1/models`: the price table's models.
+async fn models(State(shared): SharedState) -> Response {
+    json_response(StatusCode::OK, shared.models_json.clone())
+}
+
+/// `GET /v1/models/{id}`.
+async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
+    let list: serde_json::Value = serde_json::from_str(&shared.models_json).expect("our own JSON");
+    let found = list["data"].as_array().and_then(|models| models.iter().find(|m| m["id"] == id.as_str()));
+    match found {
+        Some(model) => json_response(StatusCode::OK, model.to_string()),
+        None => {
+            let error = ApiError::new(ErrorKind::NotFound, format!("model: {id}"));
+            error_response(&error, &shared.lock().next_request_id(), None)
+        }
+    }
+}
+
+/// `GET /forkcache/stats`: totals per workspace so far.
+async fn stats(State(shared): SharedState) -> Response {
+    let core = shared.lock();
+    json_response(StatusCode::OK, core.stats.to_json(&core.endpoint.cache_stats()))
+}
+
+/// The `GET /v1/models` document: every id of every priced model, in table order.
+pub(super) fn models_json(prices: &PriceTable) -> String {
+    let created_at = format!("{}T00:00:00Z", prices.date);
+    let data: Vec<serde_json::Value> = prices
+        .models()
+        .iter()
+        .flat_map(|model| {
+            let created_at = &created_at;
+            model.ids.iter().map(move |id| {
+                json!({"type": "model", "id": id, "display_name": format!("Claude {}", model.name), "created_at": created_at})
+            })
+        })
+        .collect();
+    let first = data.first().map(|m| m["id"].clone());
+    let last = data.last().map(|m| m["id"].clone());
+    json!({"data": data, "has_more": false, "first_id": first, "last_id": last}).to_string()
+}
+
+/// `x-api-key`, else the token of `Authorization: Bearer …`; empty values count as absent.
+fn api_key(headers: &HeaderMap) -> Option<String> {
+    let text = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).trim().to_string();
+    let from_header = headers.get("x-api-key").map(text);
+    let from_bearer = || {
+        let value = text(headers.get(header::AUTHORIZATION)?);
+        let (scheme, token) = value.split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_string())
+    };
+    from_header.filter(|key| !key.is_empty()).or_else(from_bearer).filter(|key| !key.is_empty())
+}
+
+/// The body, or 413 once it passes `limit` bytes. An oversized body is still read (and dropped)
+/// up to [`DRAIN_FACTOR`] × `limit`, so a client that sends it all before reading gets the 413
+/// instead of a reset connection; past that the connection is abandoned.
+async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError> {
+    let too_large = |size: String| {
+        ApiError::new(
+            ErrorKind::RequestTooLarge,
+            format!("Request exceeds the maximum size of {limit} bytes ({size})"),
+        )
+    };
+    let limit = limit as u64;
+    let drain_limit = limit.saturating_mul(DRAIN_FACTOR);
+    let announced =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if let Some(length) = announced.filter(|&length| length > drain_limit) {
+        return Err(too_large(format!("{length} bytes announced")));
+    }
+    let mut stream = body.into_data_stream();
+    // Sized from the announced length, so a large body is copied once and never regrown.
+    let mut collected = Vec::with_capacity(announced.map_or(0, |length| length.min(limit)) as usize);
+    let mut total: u64 = 0;
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|err| ApiError::invalid(format!("request body could not be read: {err}")))?;
+        total += chunk.len() as u64;
+        if total <= limit {
+            collected.extend_from_slice(&chunk);
+        } else if total > drain_limit {
+            break;
+        }
+    }
+    if total > limit {
+        return Err(too_large(format!("{total} bytes or more sent")));
+    }
+    Ok(Bytes::from(collected))
+}
+
+/// How far past the limit an oversized body is still read, as a multiple of the limit.
+const DRAIN_FACTOR: u64 = 4;
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    let mut reply = (status, body).into_response();
+    reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    reply
+}
+
+/// An error in the API's shape, with its status, `request-id` and, if given, `retry-after`.
+fn error_response(error: &ApiError, request_id: &str, retry_after_s: Option<u64>) -> Response {
+    let status = StatusCode::from_u16(error.kind.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    let mut reply = json_response(status, error.to_json(request_id));
+    set_request_id(&mut reply, request_id);
+    if let Some(seconds) = retry_after_s {
+        reply.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    reply
+}
+
+fn set_request_id(reply: &mut Response, request_id: &str) {
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        reply.headers_mut().insert("request-id", value);
+    }
+}

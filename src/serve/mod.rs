@@ -1,0 +1,325 @@
+//! `forkcache serve`: the mock Messages endpoint over HTTP, for real clients (the official SDKs,
+//! Claude Code) to run against unmodified.
+//!
+//! This module is the library's one edge that reads a wall clock: it stamps each request's
+//! arrival (milliseconds since the server started) inside the endpoint lock, so the trace lists
+//! requests in the order they were priced, and hands that time to the deterministic
+//! [`MockEndpoint`]. Visibility follows real events: an entry becomes readable when the server
+//! begins its response — at once with [`LatencyMode::Instant`], after the modelled time to first
+//! token with [`LatencyMode::Model`] (the server then really waits that long before its first
+//! byte). Everything else — replies ([`Script`]), SSE bytes ([`crate::wire::message_events`]),
+//! totals ([`ServeStats`]) — is pure and tested without a socket.
+
+mod http;
+mod script;
+mod stats;
+
+use std::fs::File;
+use std::future::Future;
+use std::io::{BufWriter, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::cache::StoreStats;
+use crate::endpoint::MockEndpoint;
+use crate::wire::Chunking;
+
+pub use script::{
+    ErrorReply, Planned, Rule, Script, ScriptError, ScriptReply, ToolCall, When, schema_example,
+};
+pub use stats::{ServeStats, WorkspaceTotals, request_line};
+
+/// Bodies larger than this are refused with 413 `request_too_large`, as the API does (32 MB).
+pub const BODY_LIMIT_BYTES: usize = 32 << 20;
+
+/// When the server sends its first byte (and so when a request's cache writes become readable).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LatencyMode {
+    /// As soon as the request is priced (microseconds). Default.
+    #[default]
+    Instant,
+    /// After the latency model's time to first token; stream deltas are then spread over the
+    /// modelled generation time, and a non-streamed body waits for the whole of it.
+    Model,
+}
+
+/// Server settings.
+pub struct ServeConfig {
+    /// Address to listen on. Default `127.0.0.1:8765`; port 0 picks a free port.
+    pub addr: SocketAddr,
+    /// What to answer. Default [`Script::builtin`].
+    pub script: Script,
+    /// Append every Messages request to this JSONL trace (created if missing). Default none.
+    pub trace: Option<PathBuf>,
+    /// Response timing. Default [`LatencyMode::Instant`].
+    pub latency: LatencyMode,
+    /// Refuse requests without an API key (401). Default false: they use the default workspace.
+    pub require_key: bool,
+    /// Shut down after answering this many Messages requests. Default none.
+    pub max_requests: Option<u64>,
+    /// Largest body accepted, in bytes. Default [`BODY_LIMIT_BYTES`].
+    pub body_limit_bytes: usize,
+    /// How streamed content is cut into deltas.
+    pub chunking: Chunking,
+    /// Where to write one line per Messages request as it is answered. Default none.
+    pub request_log: Option<Box<dyn Write + Send>>,
+    /// How long in-flight requests may take to finish once shutdown begins, in milliseconds.
+    /// Default 10,000.
+    pub shutdown_grace_ms: u64,
+}
+
+impl ServeConfig {
+    /// The defaults, listening on `addr`.
+    pub fn new(addr: SocketAddr) -> ServeConfig {
+        ServeConfig {
+            addr,
+            script: Script::builtin(),
+            trace: None,
+            latency: LatencyMode::Instant,
+            require_key: false,
+            max_requests: None,
+            body_limit_bytes: BODY_LIMIT_BYTES,
+            chunking: Chunking::default(),
+            request_log: None,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 8765)))
+    }
+}
+
+/// A server that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The trace file could not be opened for appending.
+    #[error("cannot open trace {}", path.display())]
+    Trace {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server stopped with an I/O error.
+    #[error("the server failed")]
+    Io(#[from] std::io::Error),
+}
+
+/// What the server counted, when it stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// Per-workspace totals.
+    pub stats: ServeStats,
+    /// Cache counters (entries, writes, reads, evictions).
+    pub cache: StoreStats,
+}
+
+impl Summary {
+    /// The same document as `GET /forkcache/stats`.
+    pub fn to_json(&self) -> String {
+        self.stats.to_json(&self.cache)
+    }
+
+    /// A table for people.
+    pub fn to_table(&self) -> String {
+        self.stats.to_table(&self.cache)
+    }
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    stop_requested: watch::Receiver<bool>,
+}
+
+impl Server {
+    /// Binds the address and opens the trace; the endpoint prices every request.
+    pub async fn bind(config: ServeConfig, endpoint: MockEndpoint) -> Result<Server, ServeError> {
+        let trace = match &config.trace {
+            Some(path) => Some(TraceLog::open(path)?),
+            None => None,
+        };
+        let listener = tokio::net::TcpListener::bind(config.addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr: config.addr, source })?;
+        let (stop, stop_requested) = watch::channel(false);
+        let models_json = http::models_json(endpoint.prices());
+        let core = Core {
+            endpoint,
+            stats: ServeStats::default(),
+            trace,
+            request_log: config.request_log,
+            next_request: 0,
+        };
+        let settings = Settings {
+            script: config.script,
+            latency: config.latency,
+            require_key: config.require_key,
+            max_requests: config.max_requests,
+            body_limit_bytes: config.body_limit_bytes,
+            chunking: config.chunking,
+            shutdown_grace_ms: config.shutdown_grace_ms,
+        };
+        let shared =
+            Shared { core: Mutex::new(core), config: settings, started: Instant::now(), stop, models_json };
+        Ok(Server { listener, shared: Arc::new(shared), stop_requested })
+    }
+
+    /// The address actually bound (the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// Serves until `shutdown` completes or `max_requests` have been answered, lets in-flight
+    /// responses finish, and returns what was counted.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<Summary, ServeError> {
+        let mut stop_requested = self.stop_requested;
+        let (began, stop_began) = tokio::sync::oneshot::channel::<()>();
+        let stopping = async move {
+            tokio::select! {
+                () = shutdown => {}
+                _ = stop_requested.wait_for(|stop| *stop) => {}
+            }
+            let _ = began.send(());
+        };
+        // In-flight responses may finish; a client that never finishes its request may not hold
+        // the server up for longer than the grace period.
+        let grace_period = std::time::Duration::from_millis(self.shared.config.shutdown_grace_ms);
+        let grace = async move {
+            match stop_began.await {
+                Ok(()) => tokio::time::sleep(grace_period).await,
+                Err(_) => std::future::pending().await,
+            }
+        };
+        let router = http::router(Arc::clone(&self.shared));
+        let serving = axum::serve(self.listener, router).with_graceful_shutdown(stopping);
+        tokio::select! {
+            served = serving => served?,
+            () = grace => {}
+        }
+        let core = self.shared.lock();
+        Ok(Summary { stats: core.stats.clone(), cache: core.endpoint.cache_stats() })
+    }
+}
+
+/// The parts of [`ServeConfig`] requests read.
+struct Settings {
+    script: Script,
+    latency: LatencyMode,
+    require_key: bool,
+    max_requests: Option<u64>,
+    body_limit_bytes: usize,
+    chunking: Chunking,
+    shutdown_grace_ms: u64,
+}
+
+/// State every connection shares.
+struct Shared {
+    core: Mutex<Core>,
+    config: Settings,
+    started: Instant,
+    stop: watch::Sender<bool>,
+    models_json: String,
+}
+
+impl Shared {
+    /// The endpoint and everything that must change in the order requests are priced.
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        // A panic while holding the lock is a bug; the state it left is still the best there is,
+        // and refusing every later request would turn one bad request into an outage.
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Milliseconds since the server started: the virtual clock's reading for this request.
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// The wall-clock instant of a virtual time.
+    fn instant_of(&self, ms: u64) -> Instant {
+        self.started + std::time::Duration::from_millis(ms)
+    }
+
+    /// Counts a Messages request against `max_requests`.
+    fn count_for_shutdown(&self, answered: u64) {
+        if self.config.max_requests.is_some_and(|max| answered >= max) {
+            self.stop.send_replace(true);
+        }
+    }
+}
+
+/// What changes per request, under one lock.
+struct Core {
+    endpoint: MockEndpoint,
+    stats: ServeStats,
+    trace: Option<TraceLog>,
+    request_log: Option<Box<dyn Write + Send>>,
+    next_request: u64,
+}
+
+impl Core {
+    /// `req_fc…`, numbered in the order requests are answered.
+    fn next_request_id(&mut self) -> String {
+        self.next_request += 1;
+        format!("req_fc{:018}", self.next_request)
+    }
+
+    fn append_trace(&mut self, line: &str) {
+        if let Some(trace) = &mut self.trace {
+            if trace.append(line).is_err() {
+                self.stats.trace_write_errors += 1;
+            }
+        }
+    }
+
+    /// Writes the line `line()` builds, building it only when there is a log.
+    fn log(&mut self, line: impl FnOnce() -> String) {
+        if let Some(log) = &mut self.request_log {
+            let line = line();
+            // The log is for watching; a closed terminal must not stop the server.
+            let _ = writeln!(log, "{line}").and_then(|()| log.flush());
+        }
+    }
+}
+
+/// The `--trace` file: one envelope per line, flushed per line so a crash loses at most the line
+/// being written.
+struct TraceLog {
+    out: BufWriter<File>,
+}
+
+impl TraceLog {
+    fn open(path: &Path) -> Result<TraceLog, ServeError> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|source| ServeError::Trace { path: path.to_path_buf(), source })?;
+        Ok(TraceLog { out: BufWriter::new(file) })
+    }
+
+    fn append(&mut self, line: &str) -> std::io::Result<()> {
+        self.out.write_all(line.as_bytes())?;
+        self.out.write_all(b"\n")?;
+        self.out.flush()
+    }
+}

@@ -1,0 +1,210 @@
+//! What the server has priced so far: totals per workspace (JSON for `GET /forkcache/stats`, a
+//! table for the shutdown summary) and the one-line log of each request.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::billing::Usage;
+use crate::cache::StoreStats;
+use crate::endpoint::Record;
+use crate::replay::{Totals, describe_miss};
+use crate::wire::ApiError;
+
+/// Sums over one workspace's Messages requests (the same sums `replay` reports).
+pub type WorkspaceTotals = Totals;
+
+/// Adds `other` into `into` (for the all-workspaces row).
+fn merge(into: &mut WorkspaceTotals, other: &WorkspaceTotals) {
+    into.requests += other.requests;
+    into.rejected += other.rejected;
+    into.usage.add(&other.usage);
+    into.cost.add(&other.cost);
+    into.token_equivalents.0 += other.token_equivalents.0;
+    for (cause, count) in &other.misses {
+        *into.misses.entry(*cause).or_insert(0) += count;
+    }
+    into.tokens_missed += other.tokens_missed;
+}
+
+/// Everything the server has counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServeStats {
+    /// Per workspace, by name.
+    pub workspaces: BTreeMap<String, WorkspaceTotals>,
+    /// `count_tokens` requests answered.
+    pub count_tokens_requests: u64,
+    /// Trace lines that could not be written.
+    pub trace_write_errors: u64,
+}
+
+impl ServeStats {
+    /// Counts a priced request.
+    pub fn priced(&mut self, record: &Record) {
+        self.workspaces.entry(record.workspace.clone()).or_default().add(record);
+    }
+
+    /// Counts a rejected request.
+    pub fn rejected(&mut self, workspace: &str) {
+        self.workspaces.entry(workspace.to_string()).or_default().rejected += 1;
+    }
+
+    /// All workspaces added up.
+    pub fn totals(&self) -> WorkspaceTotals {
+        let mut totals = WorkspaceTotals::default();
+        for workspace in self.workspaces.values() {
+            merge(&mut totals, workspace);
+        }
+        totals
+    }
+
+    /// Messages requests answered, priced or not.
+    pub fn messages_requests(&self) -> u64 {
+        self.workspaces.values().map(|w| w.requests + w.rejected).sum()
+    }
+
+    /// The `GET /forkcache/stats` document (one line, ordered keys).
+    pub fn to_json(&self, cache: &StoreStats) -> String {
+        let json = StatsJson {
+            workspaces: self
+                .workspaces
+                .iter()
+                .map(|(name, totals)| (name.as_str(), totals_json(totals)))
+                .collect(),
+            totals: totals_json(&self.totals()),
+            cache: CacheJson {
+                entries: cache.entries,
+                writes: cache.writes,
+                reads: cache.reads,
+                evictions: cache.evictions,
+            },
+            count_tokens_requests: self.count_tokens_requests,
+            trace_write_errors: self.trace_write_errors,
+        };
+        serde_json::to_string(&json).expect("stats serialize")
+    }
+
+    /// The shutdown summary, for people.
+    pub fn to_table(&self, cache: &StoreStats) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<24} {:>8} {:>8} {:>11} {:>11} {:>11} {:>9} {:>12} {:>8}",
+            "workspace",
+            "requests",
+            "rejected",
+            "read",
+            "written",
+            "uncached",
+            "output",
+            "cost_usd",
+            "hit_rate"
+        );
+        let mut row = |name: &str, t: &WorkspaceTotals| {
+            let _ = writeln!(
+                out,
+                "{:<24} {:>8} {:>8} {:>11} {:>11} {:>11} {:>9} {:>12.6} {:>7.1}%",
+                name,
+                t.requests,
+                t.rejected,
+                t.usage.cache_read_input_tokens,
+                t.usage.cache_creation_input_tokens,
+                t.usage.input_tokens,
+                t.usage.output_tokens,
+                t.cost.usd(),
+                t.hit_rate() * 100.0
+            );
+        };
+        for (name, totals) in &self.workspaces {
+            row(name, totals);
+        }
+        if self.workspaces.len() != 1 {
+            row("(all)", &self.totals());
+        }
+        let _ = writeln!(
+            out,
+            "cache: {} entries, {} writes, {} reads, {} evictions · {} count_tokens requests",
+            cache.entries, cache.writes, cache.reads, cache.evictions, self.count_tokens_requests
+        );
+        if self.trace_write_errors > 0 {
+            let _ = writeln!(out, "warning: {} trace lines could not be written", self.trace_write_errors);
+        }
+        out
+    }
+}
+
+/// One request, as the server logs it while it runs:
+/// `#3 at 120ms key test claude-opus-4-8 stream: read 17403 · write 1900 · uncached 4 · out 9 · $0.012 · miss -`.
+pub fn request_line(
+    request_id: &str,
+    at_ms: u64,
+    workspace: &str,
+    result: Result<&Record, &ApiError>,
+) -> String {
+    match result {
+        Ok(r) => {
+            let u = &r.usage;
+            format!(
+                "{request_id} at {at_ms}ms [{workspace}] {}{}: read {} · write {} (5m {}, 1h {}) · uncached {} · out {} · ${:.6} · miss {}",
+                r.model,
+                if r.stream { " stream" } else { "" },
+                u.cache_read_input_tokens,
+                u.cache_creation_input_tokens,
+                u.cache_creation.ephemeral_5m_input_tokens,
+                u.cache_creation.ephemeral_1h_input_tokens,
+                u.input_tokens,
+                u.output_tokens,
+                r.cost.usd(),
+                describe_miss(r.miss.as_ref())
+            )
+        }
+        Err(error) => format!("{request_id} at {at_ms}ms [{workspace}] rejected: {error}"),
+    }
+}
+
+#[derive(Serialize)]
+struct StatsJson<'s> {
+    workspaces: BTreeMap<&'s str, TotalsJson>,
+    totals: TotalsJson,
+    cache: CacheJson,
+    count_tokens_requests: u64,
+    trace_write_errors: u64,
+}
+
+#[derive(Serialize)]
+struct TotalsJson {
+    requests: u64,
+    rejected: u64,
+    usage: Usage,
+    total_input_tokens: u64,
+    hit_rate: f64,
+    cost_usd: f64,
+    cost_nanousd: u64,
+    token_equivalents: f64,
+    tokens_missed: u64,
+    misses: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Serialize)]
+struct CacheJson {
+    entries: u64,
+    writes: u64,
+    reads: u64,
+    evictions: u64,
+}
+
+fn totals_json(t: &WorkspaceTotals) -> TotalsJson {
+    TotalsJson {
+        requests: t.requests,
+        rejected: t.rejected,
+        usage: t.usage,
+        total_input_tokens: t.usage.total_input_tokens(),
+        hit_rate: (t.hit_rate() * 1e6).round() / 1e6,
+        cost_usd: t.cost.usd(),
+        cost_nanousd: t.cost.total_nanousd(),
+        token_equivalents: t.token_equivalents.value(),
+        tokens_missed: t.tokens_missed,
+        misses: t.misses.iter().map(|(cause, n)| (cause.name(), *n)).collect(),
+    }
+}

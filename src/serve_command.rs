@@ -1,0 +1,65 @@
+//! `forkcache serve`: flags → server settings, a runtime, the bound address, the summary.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use forkcache::endpoint::MockEndpoint;
+use forkcache::serve::{LatencyMode, Script, ServeConfig, Server};
+
+use crate::cli::{LatencyArg, ServeArgs};
+
+/// Runs the server until Ctrl-C, SIGTERM or `--max-requests`, then prints the summary.
+pub fn run_serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let script = match &args.script {
+        None => Script::builtin(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading script {}", path.display()))?;
+            Script::from_json(&text).with_context(|| format!("in script {}", path.display()))?
+        }
+    };
+    let endpoint = MockEndpoint::new(args.engine.endpoint_config(), args.engine.prices()?)?;
+    let mut config = ServeConfig::new(args.addr);
+    config.script = script;
+    config.trace = args.trace.clone();
+    config.latency = match args.latency {
+        LatencyArg::Instant => LatencyMode::Instant,
+        LatencyArg::Model => LatencyMode::Model,
+    };
+    config.require_key = args.require_key;
+    config.max_requests = args.max_requests;
+    if !args.quiet {
+        config.request_log = Some(Box::new(std::io::stdout()));
+    }
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    runtime.block_on(async {
+        let server = Server::bind(config, endpoint).await?;
+        println!("forkcache serve listening on http://{}", server.local_addr());
+        std::io::stdout().flush().context("writing to standard output")?;
+        let summary = server.run(shutdown_signal()).await?;
+        println!("\n{}", summary.to_table().trim_end());
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C, or SIGTERM where there is one (what `kill` and CI harnesses send).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

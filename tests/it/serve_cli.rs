@@ -1,0 +1,84 @@
+//! The `forkcache serve` command: prints where it listens (port 0 works), logs each request,
+//! stops after `--max-requests` with a summary, writes a trace `forkcache replay` prices to the
+//! same usage, and refuses a broken script naming the field.
+
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::serve::tempfile;
+use crate::serve_harness::{cached_request, client, post};
+
+fn forkcache() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_forkcache"))
+}
+
+#[test]
+fn serve_prints_its_address_stops_after_max_requests_and_its_trace_replays() {
+    let trace = tempfile("cli");
+    let mut child = forkcache()
+        .args(["serve", "--addr", "127.0.0.1:0", "--max-requests", "3", "--trace"])
+        .arg(&trace)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("forkcache serve listening on http://")
+        .unwrap_or_else(|| panic!("{first}"));
+    let url = format!("http://{addr}/v1/messages");
+    let agent = client();
+    let body = cached_request("claude-sonnet-4-6", 2_000, "hi", false);
+    let usages: Vec<Value> = (0..2)
+        .map(|_| serde_json::to_value(post(&agent, &url, Some("cli"), body.as_bytes()).usage()).unwrap())
+        .collect();
+    assert_eq!(post(&agent, &url, Some("cli"), b"{").status, 400);
+    let status = wait(&mut child);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert!(status.success(), "{rest}");
+    let request_lines = rest.lines().filter(|l| l.starts_with("req_")).count();
+    assert_eq!(request_lines, 3, "{rest}");
+    // The summary row: 2 priced, 1 rejected; read 2,000, written 2,000, uncached 7 + 7.
+    let row = rest.lines().find(|l| l.starts_with("cli ")).unwrap_or_else(|| panic!("{rest}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1..6], ["2", "1", "2000", "2000", "14"], "{row}");
+
+    let replayed = forkcache().args(["replay", "--json"]).arg(&trace).output().unwrap();
+    assert!(replayed.status.success());
+    let report: Value = serde_json::from_slice(&replayed.stdout).unwrap();
+    let requests = report["requests"].as_array().unwrap();
+    assert_eq!(requests[0]["usage"], usages[0]);
+    assert_eq!(requests[1]["usage"], usages[1]);
+    assert_eq!(requests[2]["error"]["type"], "invalid_request_error");
+    let _ = std::fs::remove_file(trace);
+}
+
+#[test]
+fn serve_refuses_a_broken_script_naming_the_field() {
+    let script = tempfile("bad-script");
+    std::fs::write(&script, r#"{"rules": [{"when": {"tool": "Agent"}, "reply": {"text": "x"}}]}"#).unwrap();
+    let output =
+        forkcache().args(["serve", "--addr", "127.0.0.1:0", "--script"]).arg(&script).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("rules[0].when.tool: unknown field `tool`"), "{stderr}");
+    let _ = std::fs::remove_file(script);
+}
+
+/// Waits for the process, killing it after 30 s so a hung server fails the test instead of CI.
+fn wait(child: &mut std::process::Child) -> std::process::ExitStatus {
+    for _ in 0..300 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    panic!("forkcache serve did not stop after --max-requests");
+}
