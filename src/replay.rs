@@ -207,8 +207,9 @@ struct ErrorJson<'r> {
     message: &'r str,
 }
 
+/// [`Totals`] as `replay --json` and the server's stats write them.
 #[derive(Serialize)]
-struct TotalsJson {
+pub struct TotalsJson {
     requests: u64,
     rejected: u64,
     usage: Usage,
@@ -232,6 +233,23 @@ struct SettingsJson<'r> {
     prices_date: &'r str,
     cache_entries: u64,
     cache_evictions: u64,
+}
+
+impl From<&Totals> for TotalsJson {
+    fn from(totals: &Totals) -> TotalsJson {
+        TotalsJson {
+            requests: totals.requests,
+            rejected: totals.rejected,
+            usage: totals.usage,
+            total_input_tokens: totals.usage.total_input_tokens(),
+            cost_usd: totals.cost.usd(),
+            cost_nanousd: totals.cost.total_nanousd(),
+            token_equivalents: totals.token_equivalents.value(),
+            hit_rate: round6(totals.hit_rate()),
+            tokens_missed: totals.tokens_missed,
+            misses: totals.misses.iter().map(|(cause, n)| (cause.name(), *n)).collect(),
+        }
+    }
 }
 
 fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
@@ -275,18 +293,7 @@ impl ReplayReport {
         let endpoint = &self.config.endpoint;
         let json = ReplayJson {
             requests: self.records.iter().map(request_json).collect(),
-            totals: TotalsJson {
-                requests: totals.requests,
-                rejected: totals.rejected,
-                usage: totals.usage,
-                total_input_tokens: totals.usage.total_input_tokens(),
-                cost_usd: totals.cost.usd(),
-                cost_nanousd: totals.cost.total_nanousd(),
-                token_equivalents: totals.token_equivalents.value(),
-                hit_rate: round6(totals.hit_rate()),
-                tokens_missed: totals.tokens_missed,
-                misses: totals.misses.iter().map(|(cause, n)| (cause.name(), *n)).collect(),
-            },
+            totals: TotalsJson::from(totals),
             settings: SettingsJson {
                 policy: endpoint.cache.policy.name(),
                 billing: endpoint.billing.name(),

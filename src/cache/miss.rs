@@ -11,6 +11,14 @@
 //!
 //! New content — what no earlier request sent — is never a miss, so the first request of a
 //! conversation, and the directive that makes a fork differ from its siblings, have `miss: null`.
+//!
+//! `tokens_missed` counts what could have been read. For `prefix_changed` when the earlier
+//! request had cached beyond the changed block, that is the earlier request's whole entry (up to
+//! this request's length), on the assumption that the blocks after the changed one are the same —
+//! true of an edit in place (a timestamp, a re-rendered section, a reordered schema), an
+//! over-estimate when the requests also differ further on (sibling forks that each keep only
+//! their own `tool_use`). The comparison holds hashes, not the earlier request's blocks, so it
+//! cannot tell those apart; the cause, position and path are exact either way.
 
 use serde::Serialize;
 

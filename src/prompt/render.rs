@@ -172,15 +172,8 @@ impl Renderer {
         path: impl FnOnce() -> String,
         level: &str,
     ) -> Result<BlockInfo, ApiError> {
-        let config = InspectConfig {
-            identity: self.config.identity,
-            ignored_system_prefixes: &self.config.ignored_system_prefixes,
-            tokenizer: self.tokenizer.as_ref(),
-        };
         let key = raw_memo_key(context, raw.get());
-        self.memo
-            .get_or_inspect(key, || inspect_raw(raw, context, &config))
-            .map_err(|problem| problem_error(&problem, &path(), level))
+        self.memoized(key, path, level, |config| inspect_raw(raw, context, config))
     }
 
     fn text_info(
@@ -190,14 +183,26 @@ impl Renderer {
         path: impl FnOnce() -> String,
         level: &str,
     ) -> Result<BlockInfo, ApiError> {
+        let key = text_memo_key(context, text);
+        self.memoized(key, path, level, |config| inspect_text(text, context, config))
+    }
+
+    /// The memo's facts for `key`, inspecting the block the first time; a problem becomes the
+    /// API's error at `path`.
+    fn memoized(
+        &mut self,
+        key: u128,
+        path: impl FnOnce() -> String,
+        level: &str,
+        inspect: impl FnOnce(&InspectConfig) -> Result<BlockInfo, BlockProblem>,
+    ) -> Result<BlockInfo, ApiError> {
         let config = InspectConfig {
             identity: self.config.identity,
             ignored_system_prefixes: &self.config.ignored_system_prefixes,
             tokenizer: self.tokenizer.as_ref(),
         };
-        let key = text_memo_key(context, text);
         self.memo
-            .get_or_inspect(key, || inspect_text(text, context, &config))
+            .get_or_inspect(key, || inspect(&config))
             .map_err(|problem| problem_error(&problem, &path(), level))
     }
 }

@@ -6,10 +6,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::billing::Usage;
 use crate::cache::StoreStats;
 use crate::endpoint::Record;
-use crate::replay::{Totals, describe_miss};
+use crate::replay::{Totals, TotalsJson, describe_miss};
 use crate::wire::ApiError;
 
 /// Sums over one workspace's Messages requests (the same sums `replay` reports).
@@ -70,9 +69,9 @@ impl ServeStats {
             workspaces: self
                 .workspaces
                 .iter()
-                .map(|(name, totals)| (name.as_str(), totals_json(totals)))
+                .map(|(name, totals)| (name.as_str(), TotalsJson::from(totals)))
                 .collect(),
-            totals: totals_json(&self.totals()),
+            totals: TotalsJson::from(&self.totals()),
             cache: CacheJson {
                 entries: cache.entries,
                 writes: cache.writes,
@@ -173,38 +172,9 @@ struct StatsJson<'s> {
 }
 
 #[derive(Serialize)]
-struct TotalsJson {
-    requests: u64,
-    rejected: u64,
-    usage: Usage,
-    total_input_tokens: u64,
-    hit_rate: f64,
-    cost_usd: f64,
-    cost_nanousd: u64,
-    token_equivalents: f64,
-    tokens_missed: u64,
-    misses: BTreeMap<&'static str, u64>,
-}
-
-#[derive(Serialize)]
 struct CacheJson {
     entries: u64,
     writes: u64,
     reads: u64,
     evictions: u64,
-}
-
-fn totals_json(t: &WorkspaceTotals) -> TotalsJson {
-    TotalsJson {
-        requests: t.requests,
-        rejected: t.rejected,
-        usage: t.usage,
-        total_input_tokens: t.usage.total_input_tokens(),
-        hit_rate: (t.hit_rate() * 1e6).round() / 1e6,
-        cost_usd: t.cost.usd(),
-        cost_nanousd: t.cost.total_nanousd(),
-        token_equivalents: t.token_equivalents.value(),
-        tokens_missed: t.tokens_missed,
-        misses: t.misses.iter().map(|(cause, n)| (cause.name(), *n)).collect(),
-    }
 }
