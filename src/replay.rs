@@ -327,43 +327,16 @@ impl ReplayReport {
             "tok_equiv"
         );
         for record in &self.records {
-            let model = record.model.as_deref().unwrap_or("?");
-            match &record.result {
-                Ok(r) => {
-                    let model = if r.model_known { model.to_string() } else { format!("{model}*") };
-                    let u = &r.usage;
-                    let _ = writeln!(
-                        out,
-                        "{:>5} {:>9} {:<24} {:>9} {:>9} {:>9} {:>9} {:>7} {:>12.6} {:>11.1}  {}",
-                        record.index,
-                        record.at.ms(),
-                        truncate(&model, 24),
-                        u.cache_read_input_tokens,
-                        u.cache_creation.ephemeral_5m_input_tokens,
-                        u.cache_creation.ephemeral_1h_input_tokens,
-                        u.input_tokens,
-                        u.output_tokens,
-                        r.cost.usd(),
-                        r.token_equivalents.value(),
-                        describe_miss(r.miss.as_ref())
-                    );
-                }
-                Err(error) => {
-                    let _ = writeln!(
-                        out,
-                        "{:>5} {:>9} {:<24} rejected: {}",
-                        record.index,
-                        record.at.ms(),
-                        truncate(model, 24),
-                        error
-                    );
-                }
-            }
+            out.push_str(&table_row(record));
         }
+        out.push_str(&self.table_footer());
+        out
+    }
+
+    fn table_footer(&self) -> String {
         let t = &self.totals;
-        let _ = writeln!(
-            out,
-            "\n{} requests ({} rejected): read {} · written {} · uncached {} · output {} tokens; cost ${:.6} = {:.1} token-equivalents; hit rate {:.1}%",
+        let mut out = format!(
+            "\n{} requests ({} rejected): read {} · written {} · uncached {} · output {} tokens; cost ${:.6} = {:.1} token-equivalents; hit rate {:.1}%\n",
             t.requests + t.rejected,
             t.rejected,
             t.usage.cache_read_input_tokens,
@@ -391,6 +364,38 @@ impl ReplayReport {
         );
         out
     }
+}
+
+/// One request's line of the table (a model missing from the price table is starred).
+fn table_row(record: &ReplayRecord) -> String {
+    let model = record.model.as_deref().unwrap_or("?");
+    let r = match &record.result {
+        Ok(r) => r,
+        Err(error) => {
+            return format!(
+                "{:>5} {:>9} {:<24} rejected: {error}\n",
+                record.index,
+                record.at.ms(),
+                truncate(model, 24)
+            );
+        }
+    };
+    let model = if r.model_known { model.to_string() } else { format!("{model}*") };
+    let u = &r.usage;
+    format!(
+        "{:>5} {:>9} {:<24} {:>9} {:>9} {:>9} {:>9} {:>7} {:>12.6} {:>11.1}  {}\n",
+        record.index,
+        record.at.ms(),
+        truncate(&model, 24),
+        u.cache_read_input_tokens,
+        u.cache_creation.ephemeral_5m_input_tokens,
+        u.cache_creation.ephemeral_1h_input_tokens,
+        u.input_tokens,
+        u.output_tokens,
+        r.cost.usd(),
+        r.token_equivalents.value(),
+        describe_miss(r.miss.as_ref())
+    )
 }
 
 /// `prefix_changed (messages) at messages[2].content[3]: 700 tokens`.
