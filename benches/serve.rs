@@ -7,7 +7,11 @@
 //! - `chat`: 16 conversations × 40 turns; a 4 KB cached system prompt, ~300-byte turns, no tools
 //!   (requests average ~16 KB);
 //! - `agent`: 8 conversations × 30 turns shaped like Claude Code's: 20 tools (~40 KB), a 6 KB
-//!   system prompt, and turns of one `tool_use` and a ~1.5 KB `tool_result` (~75 KB on average).
+//!   system prompt, and turns of one `tool_use` and a ~1.5 KB `tool_result` (~75 KB on average);
+//! - `engine_trace`: the engine bench's trace (`synth::growing_conversation`): one coding-agent
+//!   session of 200 requests growing to ~200K tokens, every request streamed (~460 KB on
+//!   average), dealt round-robin to 4 clients so the server is kept busy (in process, the same
+//!   requests in the same order, one after another).
 //!
 //! In process, one endpoint prices the requests turn by turn. Over HTTP, one keep-alive client
 //! per conversation sends its requests concurrently to a fresh server; the time counted runs from
@@ -17,11 +21,12 @@ use std::net::SocketAddr;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput};
 use forkcache::billing::PriceTable;
 use forkcache::clock::SimTime;
 use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
 use forkcache::serve::{ServeConfig, Server};
+use forkcache::synth::{ConversationSpec, growing_conversation};
 use serde_json::{Value, json};
 
 /// `requests[conversation][turn]`: request bodies, built once outside the timed loops.
@@ -91,6 +96,15 @@ fn agent() -> Workload {
     })
 }
 
+fn engine_trace() -> Workload {
+    const CLIENTS: usize = 4;
+    let mut clients: Workload = vec![Vec::new(); CLIENTS];
+    for (index, body) in growing_conversation(&ConversationSpec::default()).into_iter().enumerate() {
+        clients[index % CLIENTS].push(body.into_bytes());
+    }
+    clients
+}
+
 fn in_process(requests: &Workload) -> Duration {
     let mut endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
     let started = Instant::now();
@@ -150,7 +164,7 @@ fn over_http(requests: &Workload) -> Duration {
 }
 
 fn bench(c: &mut Criterion) {
-    for (name, requests) in [("chat", chat()), ("agent", agent())] {
+    for (name, requests) in [("chat", chat()), ("agent", agent()), ("engine_trace", engine_trace())] {
         let mut group = c.benchmark_group(format!("serve/{name}"));
         let count: usize = requests.iter().map(Vec::len).sum();
         let bytes: usize = requests.iter().flatten().map(Vec::len).sum();
@@ -168,5 +182,10 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
-criterion_main!(benches);
+fn main() {
+    // plotters is built without system-font lookup: criterion's plots need the embedded font.
+    forkcache::report::chart::register_font();
+    let mut criterion = Criterion::default().configure_from_args();
+    bench(&mut criterion);
+    criterion.final_summary();
+}
