@@ -11,7 +11,8 @@ use crate::billing::{BillingProfile, Cost, ModelPrice, PriceTable, TokenEquivale
 use crate::cache::{CacheConfig, Lookup, Miss, Outcome, PrefixCache, ScopeId, StoreStats};
 use crate::clock::SimTime;
 use crate::prompt::{
-    BlockContext, BlockInfo, BuildPassThrough, PromptConfig, PromptRef, Renderer, validate_breakpoints,
+    BlockContext, BlockInfo, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer,
+    validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
@@ -172,11 +173,6 @@ impl MockEndpoint {
         self.cache.stats()
     }
 
-    /// Distinct blocks the renderer remembers.
-    pub fn memo_len(&self) -> usize {
-        self.renderer.memo_len()
-    }
-
     /// The workspace an API key belongs to.
     pub fn workspace_of(&self, api_key: Option<&str>) -> String {
         match api_key {
@@ -193,14 +189,17 @@ impl MockEndpoint {
 
     /// [`MockEndpoint::handle`] for a body already parsed (its `body` field is not read again).
     pub fn handle_view(&mut self, view: &RequestView, call: &Call) -> Result<Exchange, ApiError> {
-        let max_tokens = view.max_tokens.ok_or_else(|| ApiError::invalid("max_tokens: Field required"))?;
+        let max_tokens = required_max_tokens(view)?;
         if max_tokens == 0 {
             check_prewarm(view)?;
         }
-        let model = view.require_model()?;
-        let price = self.prices.resolve(model).price.clone();
-        let prompt = self.renderer.render(view, &price)?;
-        let request = RenderedRequest { model, prompt: prompt.as_ref(), stream: view.stream, max_tokens };
+        let prompt = self.render_view(view)?;
+        let request = RenderedRequest {
+            model: view.require_model()?,
+            prompt: prompt.as_ref(),
+            stream: view.stream,
+            max_tokens,
+        };
         Ok(self.serve(&request, call))
     }
 
@@ -241,12 +240,21 @@ impl MockEndpoint {
 
     /// [`MockEndpoint::price_alone`] for a parsed body.
     pub fn price_view_alone(&mut self, view: &RequestView, call: &Call) -> Result<Record, ApiError> {
-        let max_tokens = view.max_tokens.ok_or_else(|| ApiError::invalid("max_tokens: Field required"))?;
-        let model = view.require_model()?;
-        let price = self.prices.resolve(model).price.clone();
-        let prompt = self.renderer.render(view, &price)?;
-        let request = RenderedRequest { model, prompt: prompt.as_ref(), stream: view.stream, max_tokens };
+        let max_tokens = required_max_tokens(view)?;
+        let prompt = self.render_view(view)?;
+        let request = RenderedRequest {
+            model: view.require_model()?,
+            prompt: prompt.as_ref(),
+            stream: view.stream,
+            max_tokens,
+        };
         Ok(self.price_alone(&request, call))
+    }
+
+    /// The view's prompt, rendered for the model it names (or the default model's constants).
+    fn render_view(&mut self, view: &RequestView) -> Result<Prompt, ApiError> {
+        let price = self.prices.resolve(view.require_model()?).price.clone();
+        self.renderer.render(view, &price)
     }
 
     fn resolve(&self, model: &str) -> (ModelPrice, bool) {
@@ -332,9 +340,7 @@ impl MockEndpoint {
     /// `count_tokens`: the request's total input tokens. Never touches the cache.
     pub fn count_tokens(&mut self, body: &[u8]) -> Result<u64, ApiError> {
         let view = parse_request(body)?;
-        let model = view.require_model()?;
-        let price = self.prices.resolve(model).price.clone();
-        Ok(self.renderer.render(&view, &price)?.total_tokens())
+        Ok(self.render_view(&view)?.total_tokens())
     }
 
     fn count_output(&self, reply: &Reply) -> u64 {
@@ -390,6 +396,10 @@ impl MockEndpoint {
             usage,
         }
     }
+}
+
+fn required_max_tokens(view: &RequestView) -> Result<u64, ApiError> {
+    view.max_tokens.ok_or_else(|| ApiError::invalid("max_tokens: Field required"))
 }
 
 /// `max_tokens: 0` pre-warms the cache; the API refuses it together with generation settings.

@@ -218,7 +218,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for BodyField<'a> {
 fn explain_line(line: usize, text: &str) -> Result<TraceLine<'_>, TraceError> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|err| TraceError {
         line,
-        message: format!("not JSON (column {}): {}", err.column(), strip_position(&err)),
+        message: format!("not JSON (column {}): {}", err.column(), crate::json::without_position(&err)),
     })?;
     let Some(object) = value.as_object() else {
         return Err(TraceError {
@@ -229,8 +229,10 @@ fn explain_line(line: usize, text: &str) -> Result<TraceLine<'_>, TraceError> {
     let Some(body) = object.get("body") else {
         return Ok(rejected(line, None, describe_parse_error(text)));
     };
-    let envelope: Envelope = serde_json::from_value(value.clone())
-        .map_err(|err| TraceError { line, message: format!("envelope: {}", strip_position(&err)) })?;
+    let envelope: Envelope = serde_json::from_value(value.clone()).map_err(|err| TraceError {
+        line,
+        message: format!("envelope: {}", crate::json::without_position(&err)),
+    })?;
     let error = match &envelope.error {
         Some(logged) => logged.to_api_error(),
         None => describe_parse_error(&body.to_string()),
@@ -248,11 +250,6 @@ fn rejected<'a>(line: usize, envelope: Option<Envelope>, error: ApiError) -> Tra
         output_tokens: None,
         body: TraceBody::Rejected(error),
     }
-}
-
-fn strip_position(err: &serde_json::Error) -> String {
-    let text = err.to_string();
-    text.rfind(" at line ").map_or(text.clone(), |cut| text[..cut].to_string())
 }
 
 /// A trace envelope, as `serve` writes it.

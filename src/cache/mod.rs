@@ -72,33 +72,37 @@ impl Default for CacheConfig {
 /// Workspace × model → scope, numbered in first-seen order (so numbering is deterministic).
 #[derive(Default)]
 pub struct Scopes {
-    by_name: BTreeMap<(String, String), ScopeId>,
-    workspace_of: Vec<u32>,
     workspaces: BTreeMap<String, u32>,
+    /// Per workspace id: model → scope.
+    models: Vec<BTreeMap<String, ScopeId>>,
+    workspace_of: Vec<u32>,
 }
 
 impl Scopes {
-    /// The scope of `model` in `workspace`.
+    /// The scope of `model` in `workspace` (a lookup that allocates only for a new scope).
     pub fn get(&mut self, workspace: &str, model: &str) -> ScopeId {
-        if let Some(&scope) = self.by_name.get(&(workspace.to_string(), model.to_string())) {
+        let workspace_id = match self.workspaces.get(workspace) {
+            Some(&id) => id,
+            None => {
+                let id = self.models.len() as u32;
+                self.workspaces.insert(workspace.to_string(), id);
+                self.models.push(BTreeMap::new());
+                id
+            }
+        };
+        if let Some(&scope) = self.models[workspace_id as usize].get(model) {
             return scope;
         }
-        let next_workspace = self.workspaces.len() as u32;
-        let workspace_id = *self.workspaces.entry(workspace.to_string()).or_insert(next_workspace);
         let scope = ScopeId(self.workspace_of.len() as u32);
         self.workspace_of.push(workspace_id);
-        self.by_name.insert((workspace.to_string(), model.to_string()), scope);
+        self.models[workspace_id as usize].insert(model.to_string(), scope);
         scope
     }
 
-    /// The other scopes (models) of `scope`'s workspace, in numbering order.
+    /// The other scopes (models) of `scope`'s workspace, in model-name order.
     pub fn siblings(&self, scope: ScopeId) -> impl Iterator<Item = ScopeId> + '_ {
         let workspace = self.workspace_of[scope.0 as usize];
-        self.workspace_of
-            .iter()
-            .enumerate()
-            .filter(move |&(index, &w)| w == workspace && index as u32 != scope.0)
-            .map(|(index, _)| ScopeId(index as u32))
+        self.models[workspace as usize].values().copied().filter(move |&other| other != scope)
     }
 }
 

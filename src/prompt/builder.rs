@@ -79,17 +79,6 @@ impl Checkpoint {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-
-    /// Tokens up to the checkpoint.
-    pub fn tokens(&self) -> u64 {
-        self.tokens
-    }
-
-    /// The salts the chain was built with (a request with other salts cannot continue it past
-    /// the level where they join).
-    pub fn salts(&self) -> Salts {
-        self.salts
-    }
 }
 
 impl PromptBuilder {

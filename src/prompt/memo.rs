@@ -38,14 +38,4 @@ impl BlockMemo {
         self.blocks.insert(memo_key, fresh.clone().map_err(Box::new));
         fresh
     }
-
-    /// Distinct blocks currently remembered.
-    pub fn len(&self) -> usize {
-        self.blocks.len()
-    }
-
-    /// Whether nothing is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.blocks.is_empty()
-    }
 }

@@ -253,12 +253,9 @@ impl Salts {
 
     /// The first request field at `level` whose salt differs from `other`'s.
     pub fn first_difference(&self, other: &Salts, level: SaltLevel) -> Option<&'static str> {
-        let mine = self.at(level);
         let theirs = other.at(level);
-        if mine.len() != theirs.len() {
-            return Some("thinking");
-        }
-        mine.iter().zip(&theirs).find(|(a, b)| a.1 != b.1).map(|(a, _)| a.0)
+        let differs = |&(name, value): &(&'static str, u64)| !theirs.contains(&(name, value));
+        self.at(level).into_iter().find(differs).map(|(name, _)| name)
     }
 }
 

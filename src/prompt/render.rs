@@ -79,11 +79,6 @@ impl Renderer {
         self.tokenizer.as_ref()
     }
 
-    /// Distinct blocks remembered.
-    pub fn memo_len(&self) -> usize {
-        self.memo.len()
-    }
-
     /// Renders a request for `model`; rejects it as the API would.
     pub fn render(&mut self, request: &RequestView, model: &ModelPrice) -> Result<Prompt, ApiError> {
         let mut items = std::mem::take(&mut self.items);

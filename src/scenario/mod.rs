@@ -21,8 +21,7 @@ pub use spec::{
     ToolSpec, TurnSpec,
 };
 pub use suite::{
-    FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, suite_csv,
-    suite_table,
+    FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, suite_table,
 };
 
 use crate::tokenize::TokenizerUnavailable;
@@ -63,18 +62,8 @@ impl ScenarioError {
 impl ScenarioSpec {
     /// Parses a scenario file; errors name the field path and what was expected.
     pub fn from_json(text: &str) -> Result<ScenarioSpec, ScenarioError> {
-        // serde would take a struct written as an array; a scenario file is an object.
-        if !text.trim_start().starts_with('{') {
-            return Err(ScenarioError::spec("scenario", "expected a JSON object"));
-        }
-        let de = &mut serde_json::Deserializer::from_str(text);
-        let spec: ScenarioSpec = serde_path_to_error::deserialize(de).map_err(|err| {
-            let path = err.path().to_string();
-            let inner = err.into_inner();
-            let message = strip_position(&inner);
-            let path = if path == "." { "scenario".to_string() } else { path };
-            ScenarioError::spec(path, message)
-        })?;
+        let spec: ScenarioSpec = crate::json::read_object(text, "scenario")
+            .map_err(|err| ScenarioError::spec(err.path.clone(), err.message_at()))?;
         spec.validate()?;
         Ok(spec)
     }
@@ -92,14 +81,6 @@ impl ScenarioSpec {
             validate_event(index, event)?;
         }
         Ok(())
-    }
-}
-
-fn strip_position(err: &serde_json::Error) -> String {
-    let text = err.to_string();
-    match text.rfind(" at line ") {
-        Some(cut) => format!("{} ({})", &text[..cut], &text[cut + 1..]),
-        None => text,
     }
 }
 

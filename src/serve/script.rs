@@ -181,16 +181,8 @@ pub enum Planned {
 impl Script {
     /// Parses and checks a script.
     pub fn from_json(text: &str) -> Result<Script, ScriptError> {
-        let de = &mut serde_json::Deserializer::from_str(text);
-        let script: Script = serde_path_to_error::deserialize(de).map_err(|err| {
-            let path = err.path().to_string();
-            let inner = err.into_inner();
-            let message = inner.to_string();
-            let message =
-                message.rfind(" at line ").map_or(message.clone(), |cut| message[..cut].to_string());
-            let at = format!(" (line {} column {})", inner.line(), inner.column());
-            ScriptError { path, message: message + &at }
-        })?;
+        let script: Script = crate::json::read_object(text, ".")
+            .map_err(|err| ScriptError { message: err.message_at(), path: err.path })?;
         script.check()?;
         Ok(script)
     }

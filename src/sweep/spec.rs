@@ -232,17 +232,8 @@ impl SweepSpec {
 
     /// Parses a sweep file; errors name the field path and what was expected.
     pub fn from_json(text: &str) -> Result<SweepSpec, SweepError> {
-        // serde would also take a struct written as an array, field by field: `[]` would pass
-        // as the default sweep.
-        if !text.trim_start().starts_with('{') {
-            return Err(SweepError::spec("sweep", "expected a JSON object"));
-        }
-        let de = &mut serde_json::Deserializer::from_str(text);
-        let spec: SweepSpec = serde_path_to_error::deserialize(de).map_err(|err| {
-            let path = err.path().to_string();
-            let path = if path == "." { "sweep".to_string() } else { path };
-            SweepError::spec(path, without_position(err.inner()))
-        })?;
+        let spec: SweepSpec =
+            crate::json::read_object(text, "sweep").map_err(|err| SweepError::spec(err.path, err.message))?;
         spec.validate()?;
         Ok(spec)
     }
@@ -391,15 +382,6 @@ const COST_CURVES_SWEEP_JSON: &str = include_str!("../../fixtures/sweeps/cost-cu
 /// Every value of a categorical axis is acceptable (serde already checked the spelling).
 fn any<T>(_: &T) -> Result<(), String> {
     Ok(())
-}
-
-/// serde's message without its "at line L column C" (the path already says where).
-fn without_position(err: &serde_json::Error) -> String {
-    let text = err.to_string();
-    match text.rfind(" at line ") {
-        Some(cut) => text[..cut].to_string(),
-        None => text,
-    }
 }
 
 /// An axis given must be non-empty, its values distinct and each acceptable.

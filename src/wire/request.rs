@@ -266,21 +266,14 @@ fn describe_json_error(path: &str, err: &serde_json::Error) -> String {
     use serde_json::error::Category;
     let at = format!("line {} column {}", err.line(), err.column());
     match err.classify() {
-        Category::Syntax | Category::Eof => format!("malformed JSON at {at}: {}", strip_position(err)),
-        Category::Data if path == "." || path.is_empty() => {
-            format!("request body: {}", strip_position(err))
+        Category::Syntax | Category::Eof => {
+            format!("malformed JSON at {at}: {}", crate::json::without_position(err))
         }
-        Category::Data => format!("{path}: {}", strip_position(err)),
+        Category::Data if path == "." || path.is_empty() => {
+            format!("request body: {}", crate::json::without_position(err))
+        }
+        Category::Data => format!("{path}: {}", crate::json::without_position(err)),
         Category::Io => format!("request body could not be read: {err}"),
-    }
-}
-
-/// serde_json appends " at line L column C"; the message already says where.
-fn strip_position(err: &serde_json::Error) -> String {
-    let text = err.to_string();
-    match text.rfind(" at line ") {
-        Some(cut) => text[..cut].to_string(),
-        None => text,
     }
 }
 
