@@ -135,6 +135,9 @@ pub struct ReplayArgs {
     /// Milliseconds between lines that carry no `at_ms`.
     #[arg(long, default_value_t = 30_000)]
     pub gap_ms: u64,
+    /// Stop at the first unreadable line (exit 1) instead of reporting it and going on (exit 3).
+    #[arg(long)]
+    pub strict: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -15,6 +15,7 @@ use crate::prompt::{
     validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
+use crate::trace::key_fingerprint;
 use crate::wire::{
     ApiError, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock, StopReason, parse_request,
 };
@@ -33,7 +34,9 @@ pub struct EndpointConfig {
     pub tokenizer: TokenizerKind,
     /// Workspace of requests without an API key. Default `"default"`.
     pub default_workspace: String,
-    /// API key → workspace; a key not listed is its own workspace.
+    /// API key → workspace; a key not listed is its own workspace, named by its
+    /// [`crate::trace::key_fingerprint`] (so no key is ever shown, and no key reaches the
+    /// default workspace).
     pub workspaces: BTreeMap<String, String>,
     /// Mixed into message and tool ids. Default 0.
     pub id_seed: u64,
@@ -60,6 +63,9 @@ pub struct Call<'a> {
     pub body: &'a [u8],
     /// The API key (`x-api-key` or bearer token), which picks the workspace.
     pub api_key: Option<&'a str>,
+    /// The workspace, when the caller already knows it (a trace's `workspace`); it wins over
+    /// `api_key`.
+    pub workspace: Option<&'a str>,
     /// When the request started.
     pub at: SimTime,
     /// When its response really began, if known.
@@ -71,7 +77,7 @@ pub struct Call<'a> {
 impl<'a> Call<'a> {
     /// A call with the default workspace, no known first byte and the default reply.
     pub fn new(body: &'a [u8], at: SimTime) -> Call<'a> {
-        Call { body, api_key: None, at, first_byte: None, reply: Reply::default_text() }
+        Call { body, api_key: None, workspace: None, at, first_byte: None, reply: Reply::default_text() }
     }
 }
 
@@ -173,11 +179,19 @@ impl MockEndpoint {
         self.cache.stats()
     }
 
-    /// The workspace an API key belongs to.
+    /// The workspace an API key belongs to: its configured workspace, else its fingerprint.
     pub fn workspace_of(&self, api_key: Option<&str>) -> String {
         match api_key {
             None => self.config.default_workspace.clone(),
-            Some(key) => self.config.workspaces.get(key).cloned().unwrap_or_else(|| key.to_string()),
+            Some(key) => self.config.workspaces.get(key).cloned().unwrap_or_else(|| key_fingerprint(key)),
+        }
+    }
+
+    /// The workspace a call is priced in.
+    fn workspace_of_call(&self, call: &Call) -> String {
+        match call.workspace {
+            Some(workspace) => workspace.to_string(),
+            None => self.workspace_of(call.api_key),
         }
     }
 
@@ -234,7 +248,7 @@ impl MockEndpoint {
         // No scope: an empty cache is never looked into.
         let lookup = self.lookup(ScopeId(u32::MAX), request, &price, call, output_tokens);
         let outcome = self.cache.price_alone(lookup);
-        let workspace = self.workspace_of(call.api_key);
+        let workspace = self.workspace_of_call(call);
         self.priced(request, call, &price, model_known, workspace, outcome, output_tokens).0
     }
 
@@ -293,7 +307,7 @@ impl MockEndpoint {
     fn serve(&mut self, request: &RenderedRequest, call: &Call) -> Exchange {
         let (price, model_known) = self.resolve(request.model);
         let (reply, output_tokens) = self.reply_of(request, call);
-        let workspace = self.workspace_of(call.api_key);
+        let workspace = self.workspace_of_call(call);
         // The cache is per model: a known id (or alias) shares its model's cache; an unknown id
         // is its own model, whatever prices it.
         let scope_model = if model_known { price.id() } else { request.model };

@@ -136,7 +136,11 @@ pub fn inspect_raw(
     context: BlockContext,
     config: &InspectConfig,
 ) -> Result<BlockInfo, BlockProblem> {
-    let value: Value = serde_json::from_str(raw.get()).expect("a RawValue is valid JSON");
+    // A RawValue is valid JSON, but it was read without a depth limit: a block nested past
+    // serde_json's recursion limit is refused here, as the API refuses it, never a panic.
+    let value: Value = serde_json::from_str(raw.get()).map_err(|err| {
+        BlockProblem::at("", format!("the block could not be read: {}", crate::json::without_position(&err)))
+    })?;
     let Value::Object(block) = &value else {
         return Err(BlockProblem::at("", "Input should be an object"));
     };

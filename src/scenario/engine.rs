@@ -224,7 +224,7 @@ impl<'s> Engine<'s> {
         }
         let output_tokens = if self.spec.bill_output { reply_tokens } else { 0 };
         let reply = Reply { content: Vec::new(), stop_reason: None, output_tokens: Some(output_tokens) };
-        let call = Call { body: &[], api_key: None, at, first_byte: None, reply };
+        let call = Call { body: &[], api_key: None, workspace: None, at, first_byte: None, reply };
         let index = self.records.len();
         let rejected = |e: crate::wire::ApiError| ScenarioError::Rejected {
             index,

@@ -124,7 +124,14 @@ fn price(shared: &Shared, body: &[u8], api_key: Option<&str>) -> Answer {
         }
     };
     let instant = shared.config.latency == LatencyMode::Instant;
-    let call = Call { body, api_key, at: SimTime(at), first_byte: instant.then_some(SimTime(at)), reply };
+    let call = Call {
+        body,
+        api_key,
+        workspace: None,
+        at: SimTime(at),
+        first_byte: instant.then_some(SimTime(at)),
+        reply,
+    };
     match core.endpoint.handle_view(&view, &call) {
         Ok(exchange) => finish_priced(shared, &mut core, request_id, exchange, body, api_key, ending),
         Err(error) => finish_rejected(
@@ -156,7 +163,8 @@ fn finish_priced(
     };
     let envelope = Envelope {
         at_ms: Some(at),
-        api_key: api_key.map(str::to_string),
+        api_key: None,
+        workspace: api_key.map(|_| record.workspace.clone()),
         first_byte_ms: Some(first_byte_ms),
         usage: Some(record.usage),
         error: None,
@@ -183,15 +191,16 @@ struct Rejection<'r> {
 
 fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> Answer {
     let Rejection { request_id, at, api_key, body, error, logged, retry_after_s } = rejection;
+    let workspace = core.endpoint.workspace_of(api_key);
     let envelope = Envelope {
         at_ms: Some(at),
-        api_key: api_key.map(str::to_string),
+        api_key: None,
+        workspace: api_key.map(|_| workspace.clone()),
         first_byte_ms: None,
         usage: None,
         error: logged.then(|| LoggedError::of(&error)),
     };
     core.append_trace(&envelope_line(&envelope, body));
-    let workspace = core.endpoint.workspace_of(api_key);
     core.log(|| request_line(&request_id, at, &workspace, Err(&error)));
     core.stats.rejected(&workspace);
     shared.count_for_shutdown(core.stats.messages_requests());

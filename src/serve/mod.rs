@@ -14,11 +14,10 @@ mod http;
 mod script;
 mod stats;
 
-use std::fs::File;
 use std::future::Future;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
@@ -26,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::cache::StoreStats;
 use crate::endpoint::MockEndpoint;
+use crate::trace::{SessionMarker, TraceWriter};
 use crate::wire::Chunking;
 
 pub use script::{
@@ -152,7 +152,10 @@ impl Server {
     /// Binds the address and opens the trace; the endpoint prices every request.
     pub async fn bind(config: ServeConfig, endpoint: MockEndpoint) -> Result<Server, ServeError> {
         let trace = match &config.trace {
-            Some(path) => Some(TraceLog::open(path)?),
+            Some(path) => Some(
+                TraceWriter::open(path, &session_marker(&config, &endpoint))
+                    .map_err(|source| ServeError::Trace { path: path.clone(), source })?,
+            ),
             None => None,
         };
         let listener = tokio::net::TcpListener::bind(config.addr)
@@ -271,7 +274,7 @@ impl Shared {
 struct Core {
     endpoint: MockEndpoint,
     stats: ServeStats,
-    trace: Option<TraceLog>,
+    trace: Option<TraceWriter>,
     request_log: Option<Box<dyn Write + Send>>,
     next_request: u64,
 }
@@ -301,25 +304,26 @@ impl Core {
     }
 }
 
-/// The `--trace` file: one envelope per line, flushed per line so a crash loses at most the line
-/// being written.
-struct TraceLog {
-    out: BufWriter<File>,
-}
-
-impl TraceLog {
-    fn open(path: &Path) -> Result<TraceLog, ServeError> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|source| ServeError::Trace { path: path.to_path_buf(), source })?;
-        Ok(TraceLog { out: BufWriter::new(file) })
+/// The `--trace` file's session marker: the wall-clock start (the edge may read it), this
+/// version, and the settings that price requests. The key → workspace map is left out: it holds
+/// keys.
+fn session_marker(config: &ServeConfig, endpoint: &MockEndpoint) -> SessionMarker {
+    let mut pricing = serde_json::to_value(endpoint.config()).unwrap_or_default();
+    if let Some(pricing) = pricing.as_object_mut() {
+        pricing.remove("workspaces");
     }
-
-    fn append(&mut self, line: &str) -> std::io::Result<()> {
-        self.out.write_all(line.as_bytes())?;
-        self.out.write_all(b"\n")?;
-        self.out.flush()
+    let latency = match config.latency {
+        LatencyMode::Instant => "instant",
+        LatencyMode::Model => "model",
+    };
+    SessionMarker {
+        started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        settings: serde_json::json!({
+            "endpoint": pricing,
+            "prices_date": endpoint.prices().date,
+            "latency": latency,
+            "require_key": config.require_key,
+        }),
     }
 }

@@ -161,6 +161,7 @@ impl Client {
         let call = Call {
             body: &bytes,
             api_key: opts.api_key,
+            workspace: None,
             at: SimTime(at_ms),
             first_byte: opts.first_byte_ms.map(SimTime),
             reply: Reply { output_tokens: Some(opts.output_tokens), ..Reply::input_only() },

@@ -1,0 +1,138 @@
+//! Issue 12's regressions, one test per numbered item (named `itemN_…`): what an attacker or a
+//! careless user could do to the CLI and the server, and the clear error or result each now gets.
+
+use std::io::Write as _;
+use std::process::{Command, Output};
+
+use forkcache::billing::{PriceTable, Usage};
+use forkcache::endpoint::EndpointConfig;
+use forkcache::replay::{ReplayConfig, ReplayError, replay};
+use forkcache::serve::ServeConfig;
+use forkcache::trace::key_fingerprint;
+use serde_json::Value;
+
+use crate::serve::tempfile;
+use crate::serve_harness::{Running, cached_request, client, post};
+
+const SONNET: &str = "claude-sonnet-4-6";
+
+fn forkcache(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    child.stdin.take().expect("a stdin").write_all(stdin).expect("stdin written");
+    child.wait_with_output().expect("the binary finishes")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// One raw request body line: a 2,000-token cached system block, which a second identical
+/// request on a warm cache reads.
+fn body_line() -> String {
+    cached_request(SONNET, 2_000, "hi", false)
+}
+
+// ---- item 5: a trace appended to by several server runs ----
+
+#[test]
+fn item5_each_serve_run_starts_a_session_and_replay_reproduces_every_run() {
+    let trace = tempfile("item5");
+    let _ = std::fs::remove_file(&trace);
+    let agent = client();
+    let body = body_line();
+    let mut returned: Vec<Usage> = Vec::new();
+    for run in 0..2 {
+        let server = Running::start(
+            ServeConfig { trace: Some(trace.clone()), ..ServeConfig::default() },
+            EndpointConfig::default(),
+        );
+        let url = server.url("/v1/messages");
+        returned.push(post(&agent, &url, Some("tenant"), body.as_bytes()).usage());
+        returned.push(post(&agent, &url, Some("tenant"), body.as_bytes()).usage());
+        server.stop();
+        if run == 0 {
+            // A crash mid-line: the next run must not glue its marker onto this fragment.
+            let mut file = std::fs::OpenOptions::new().append(true).open(&trace).unwrap();
+            file.write_all(br#"{"at_ms":12,"body":{"mod"#).unwrap();
+        }
+    }
+    // Each run: a cold write of 2,000, then a read of it (7 uncached "hi" tokens each time).
+    let cold = Usage::new(7, 0, 2_000, 0, returned[0].output_tokens);
+    let warm = Usage::new(7, 2_000, 0, 0, returned[1].output_tokens);
+    assert_eq!(returned, [cold, warm, cold, warm]);
+
+    let bytes = std::fs::read(&trace).unwrap();
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2 * 3 + 1, "marker + 2 requests per run, and the torn fragment alone");
+    assert!(lines[0].starts_with(r#"{"forkcache_session":{"started":""#), "{}", lines[0]);
+    assert_eq!(lines[3], r#"{"at_ms":12,"body":{"mod"#);
+    assert!(lines[4].starts_with(r#"{"forkcache_session":"#), "{}", lines[4]);
+    assert!(!text.contains(r#""api_key""#) && !text.contains("tenant"), "no key in the trace: {text}");
+    assert!(text.contains(&key_fingerprint("tenant")));
+
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &bytes).unwrap();
+    assert_eq!(report.sessions, 2);
+    let replayed: Vec<Usage> = report.records.iter().map(|r| r.result.as_ref().unwrap().usage).collect();
+    assert_eq!(replayed, returned, "each run replays on its own cache and clock");
+    assert_eq!(report.unreadable.len(), 1);
+    assert_eq!(report.unreadable[0].line, 4);
+    let _ = std::fs::remove_file(trace);
+}
+
+// ---- item 6: a trace torn inside a UTF-8 character ----
+
+#[test]
+fn item6_a_trace_cut_inside_a_utf8_character_replays_every_whole_line() {
+    let mut trace = format!("{}\n", body_line()).into_bytes();
+    trace.extend_from_slice(
+        br#"{"model":"claude-sonnet-4-6","max_tokens":1,"messages":[{"role":"user","content":"caf"#,
+    );
+    trace.push(0xc3); // the first byte of "é", the second never written
+    let output = forkcache(&["replay", "-", "--json"], &trace);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert_eq!(report["requests"].as_array().map(Vec::len), Some(1));
+    assert_eq!(report["requests"][0]["usage"]["cache_creation_input_tokens"], 2_000);
+    assert_eq!(report["unreadable"][0]["line"], 2);
+    assert!(stderr(&output).contains("line 2: not UTF-8"), "{}", stderr(&output));
+}
+
+// ---- item 8: replay's exit codes ----
+
+#[test]
+fn item8_replay_exits_0_for_rejected_requests_3_for_unreadable_lines_and_1_under_strict() {
+    // A request the API would reject (no max_tokens) is a result: exit 0.
+    let rejected = r#"{"model":"claude-sonnet-4-6","messages":[{"role":"user","content":"hi"}]}"#;
+    let clean = format!("{}\n{rejected}\n", body_line());
+    let output = forkcache(&["replay", "-", "--json"], clean.as_bytes());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["requests"][1]["error"]["message"], "max_tokens: Field required");
+    assert!(report.get("unreadable").is_none());
+
+    // Not JSON, not an object: reported, the replay goes on, exit 3.
+    let broken = format!("not json\n[1,2]\n{}\n", body_line());
+    let output = forkcache(&["replay", "-"], broken.as_bytes());
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(table.contains("1 requests (0 rejected)"), "{table}");
+    let err = stderr(&output);
+    assert!(err.contains("skipped unreadable line 1: not JSON"), "{err}");
+    assert!(err.contains("skipped unreadable line 2: expected a JSON object"), "{err}");
+
+    // --strict stops at the first: exit 1, nothing on stdout, the line named.
+    let output = forkcache(&["replay", "-", "--strict"], broken.as_bytes());
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    assert!(stderr(&output).contains("-: line 1: not JSON"), "{}", stderr(&output));
+    let strict = ReplayConfig { strict: true, ..ReplayConfig::default() };
+    let stopped = replay(&strict, PriceTable::builtin(), broken.as_bytes());
+    assert!(matches!(stopped, Err(ReplayError::Unreadable(line)) if line.line == 1));
+}
