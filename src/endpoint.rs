@@ -491,5 +491,5 @@ fn base62(mut value: u128) -> String {
         *slot = DIGITS[(value % 62) as usize];
         value /= 62;
     }
-    String::from_utf8(out.to_vec()).expect("ascii digits")
+    out.iter().map(|&digit| char::from(digit)).collect()
 }

@@ -363,6 +363,7 @@ fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
 
 impl ReplayReport {
     /// The `--json` document (one line).
+    #[allow(clippy::expect_used)] // the report is strings, integers and finite floats: serializing it cannot fail
     pub fn to_json(&self) -> String {
         let totals = &self.totals;
         let endpoint = &self.config.endpoint;

@@ -127,6 +127,7 @@ impl EntryStore {
         self.map.insert(key, entry);
     }
 
+    #[allow(clippy::expect_used)] // the eviction indexes hold only keys of the map
     fn make_room(&mut self, now: SimTime) {
         while self.map.len() >= self.capacity {
             let expired =

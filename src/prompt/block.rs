@@ -379,10 +379,12 @@ fn write_array(items: &[Value], out: &mut Vec<u8>, mut write: impl FnMut(&Value,
     out.push(b']');
 }
 
+#[allow(clippy::expect_used)] // writing JSON to a Vec cannot fail
 fn write_scalar(value: &Value, out: &mut Vec<u8>) {
     serde_json::to_writer(&mut *out, value).expect("writing to a Vec cannot fail");
 }
 
+#[allow(clippy::expect_used)] // writing JSON to a Vec cannot fail
 fn write_string(text: &str, out: &mut Vec<u8>) {
     serde_json::to_writer(&mut *out, text).expect("writing to a Vec cannot fail");
 }

@@ -752,6 +752,7 @@ impl<'s> Engine<'s> {
         Ok(())
     }
 
+    #[allow(clippy::expect_used)] // the named agent stays queued until it finishes
     fn named(&mut self, spec: &NamedSpec) -> Result<(), ScenarioError> {
         self.drain(Some(self.now))?;
         self.named_count += 1;
@@ -970,6 +971,7 @@ fn build_tools(spec: &ScenarioSpec) -> Vec<Tool> {
 
 /// The tool's definition with its schema's properties rotated, as a serializer over an
 /// unordered map may write them.
+#[allow(clippy::expect_used)] // a tool block is JSON the scenario serialized itself
 fn rotated_schema(tool: &Tool, rotation: usize) -> BlockRef {
     let mut value: Value = serde_json::from_str(tool.block.json()).expect("a tool block is JSON");
     if let Some(Value::Object(properties)) = value.pointer_mut("/input_schema/properties") {

@@ -343,7 +343,8 @@ async fn models(State(shared): SharedState) -> Response {
 
 /// `GET /v1/models/{id}`.
 async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
-    let list: serde_json::Value = serde_json::from_str(&shared.models_json).expect("our own JSON");
+    // Our own JSON; were it ever unreadable, every id would be a 404.
+    let list: serde_json::Value = serde_json::from_str(&shared.models_json).unwrap_or_default();
     let found = list["data"].as_array().and_then(|models| models.iter().find(|m| m["id"] == id.as_str()));
     match found {
         Some(model) => json_response(StatusCode::OK, model.to_string()),

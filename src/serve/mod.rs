@@ -185,6 +185,7 @@ impl Server {
     }
 
     /// The address actually bound (the real port when 0 was asked for).
+    #[allow(clippy::expect_used)] // a bound TCP listener always has a local address
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr().expect("a bound listener has an address")
     }

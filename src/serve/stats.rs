@@ -64,6 +64,7 @@ impl ServeStats {
     }
 
     /// The `GET /forkcache/stats` document (one line, ordered keys).
+    #[allow(clippy::expect_used)] // the stats are strings, integers and finite floats: serializing them cannot fail
     pub fn to_json(&self, cache: &StoreStats) -> String {
         let json = StatsJson {
             workspaces: self

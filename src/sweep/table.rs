@@ -76,6 +76,7 @@ pub(crate) fn launch_name(launch: Launch) -> &'static str {
 impl SweepResult {
     /// The rows as CSV; the header only in the first shard, so shards concatenate in order to
     /// the whole grid's file.
+    #[allow(clippy::expect_used)] // writing CSV to memory cannot fail
     pub fn to_csv(&self) -> String {
         let mut writer = csv::Writer::from_writer(Vec::new());
         if self.shard.is_first() {
@@ -90,6 +91,7 @@ impl SweepResult {
 
     /// What the CSV cannot say: the sweep, the price table's date, the seed, the grid's size and
     /// the columns. The same for every shard of one grid.
+    #[allow(clippy::expect_used)] // the metadata is plain data: serializing it cannot fail
     pub fn meta_json(&self, spec: &super::SweepSpec) -> String {
         let meta = serde_json::json!({
             "sweep": self.name,

@@ -136,3 +136,38 @@ fn item8_replay_exits_0_for_rejected_requests_3_for_unreadable_lines_and_1_under
     let stopped = replay(&strict, PriceTable::builtin(), broken.as_bytes());
     assert!(matches!(stopped, Err(ReplayError::Unreadable(line)) if line.line == 1));
 }
+
+// ---- item 1: deep JSON ----
+
+/// A request whose one user block nests `depth` arrays inside a member.
+fn deep_request(depth: usize) -> String {
+    let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    format!(
+        r#"{{"model":"{SONNET}","max_tokens":1,"messages":[{{"role":"user","content":[{{"type":"text","text":"x","extra":{nested}}}]}}]}}"#
+    )
+}
+
+#[test]
+fn item1_deeply_nested_blocks_get_a_400_from_serve_and_a_rejected_line_from_replay() {
+    let server = Running::default_server();
+    let agent = client();
+    let url = server.url("/v1/messages");
+    for depth in [127, 128, 200, 100_000] {
+        let answer = post(&agent, &url, Some("deep"), deep_request(depth).as_bytes());
+        assert_eq!(answer.status, 400, "depth {depth}: {}", answer.body);
+        assert_eq!(answer.error().0, "invalid_request_error", "depth {depth}");
+    }
+    // The connection and the server are still fine.
+    assert_eq!(post(&agent, &url, Some("deep"), body_line().as_bytes()).status, 200);
+    server.stop();
+
+    let trace: String = [127, 200, 100_000].iter().map(|&depth| deep_request(depth) + "\n").collect();
+    let output = forkcache(&["replay", "-", "--json"], trace.as_bytes());
+    assert_eq!(output.status.code(), Some(0), "rejected requests are results: {}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let requests = report["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 3);
+    for request in requests {
+        assert_eq!(request["error"]["type"], "invalid_request_error", "{request}");
+    }
+}
