@@ -80,11 +80,54 @@ impl Totals {
         }
     }
 
+    /// Counts one priced request, or leaves the totals as they were and returns false when a sum
+    /// would pass 2^64.
+    pub fn checked_add(&mut self, record: &Record) -> bool {
+        let missed = record.miss.as_ref().map_or(0, |miss| miss.tokens_missed);
+        let fits = sums_fit(&counts(&self.usage, &self.cost), &counts(&record.usage, &record.cost))
+            && self.token_equivalents.0.checked_add(record.token_equivalents.0).is_some()
+            && self.tokens_missed.checked_add(missed).is_some();
+        if fits {
+            self.add(record);
+        }
+        fits
+    }
+
     /// Token-weighted hit rate: tokens read ÷ total input tokens.
     pub fn hit_rate(&self) -> f64 {
         let total = self.usage.total_input_tokens();
         if total == 0 { 0.0 } else { self.usage.cache_read_input_tokens as f64 / total as f64 }
     }
+}
+
+/// Every count a total keeps, then the two sums of them it reports (total input tokens, total
+/// cost), widened so they cannot wrap here.
+fn counts(usage: &Usage, cost: &Cost) -> Vec<u128> {
+    let input = [usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens];
+    let parts = [
+        cost.uncached_nanousd,
+        cost.write_5m_nanousd,
+        cost.write_1h_nanousd,
+        cost.read_nanousd,
+        cost.output_nanousd,
+    ];
+    let creation =
+        [usage.cache_creation.ephemeral_5m_input_tokens, usage.cache_creation.ephemeral_1h_input_tokens];
+    let mut counts: Vec<u128> = input
+        .iter()
+        .chain(&parts)
+        .chain(&creation)
+        .chain([&usage.output_tokens])
+        .map(|&v| u128::from(v))
+        .collect();
+    counts.push(input.iter().map(|&v| u128::from(v)).sum());
+    counts.push(parts.iter().map(|&v| u128::from(v)).sum());
+    counts
+}
+
+/// Whether every `a + b` fits in a u64.
+fn sums_fit(a: &[u128], b: &[u128]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x + y <= u128::from(u64::MAX))
 }
 
 /// A whole replay.
@@ -150,13 +193,7 @@ pub fn replay(
         records.extend(replay_session(&mut endpoint, lines, config.gap_ms, records.len()));
         add_store_stats(&mut cache, &endpoint.cache_stats());
     }
-    let mut totals = Totals::default();
-    for record in &records {
-        match &record.result {
-            Ok(priced) => totals.add(priced),
-            Err(_) => totals.rejected += 1,
-        }
-    }
+    let totals = sum_records(&mut records);
     Ok(ReplayReport {
         records,
         totals,
@@ -185,6 +222,27 @@ fn replay_session(
     }
     // `order` is a permutation of the indexes, so every slot was filled.
     records.into_iter().flatten().collect()
+}
+
+/// The totals of every record. A priced request that would carry a sum past 2^64 is not added:
+/// it becomes an error naming its line (every count is bounded, so only an absurdly long trace
+/// gets there).
+fn sum_records(records: &mut [ReplayRecord]) -> Totals {
+    let mut totals = Totals::default();
+    for record in records {
+        let fits = match &record.result {
+            Ok(priced) => totals.checked_add(priced),
+            Err(_) => true,
+        };
+        if !fits {
+            let message = format!("line {}: the replay's token or cost totals would pass 2^64", record.line);
+            record.result = Err(ApiError::invalid(message));
+        }
+        if record.result.is_err() {
+            totals.rejected += 1;
+        }
+    }
+    totals
 }
 
 fn add_store_stats(into: &mut StoreStats, session: &StoreStats) {

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::billing::Usage;
+use crate::prompt::MAX_DECLARED_TOKENS;
 use crate::wire::{ApiError, ErrorKind, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
@@ -292,11 +293,22 @@ impl<'de> Visitor<'de> for LineVisitor {
     }
 }
 
-/// The part of a logged `usage` replay needs: what the response's output was.
+/// The part of a logged `usage` replay needs: what the response's output was (at most
+/// [`MAX_DECLARED_TOKENS`], so no sum over a trace can wrap).
 #[derive(Deserialize)]
 struct LoggedUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded_tokens")]
     output_tokens: u64,
+}
+
+fn bounded_tokens<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let tokens = u64::deserialize(deserializer)?;
+    if tokens > MAX_DECLARED_TOKENS {
+        return Err(de::Error::custom(format_args!(
+            "usage.output_tokens: {tokens} is more than {MAX_DECLARED_TOKENS}"
+        )));
+    }
+    Ok(tokens)
 }
 
 /// `body`: an object parsed in place, or a string holding the bytes as sent.
@@ -359,6 +371,10 @@ fn explain_line(line: usize, text: &str) -> Result<TraceEntry<'_>, UnreadableLin
     let Some(body) = object.get("body") else {
         return Ok(rejected(line, None, describe_parse_error(text)));
     };
+    if let Some(usage) = object.get("usage").filter(|usage| !usage.is_null()) {
+        LoggedUsage::deserialize(usage)
+            .map_err(|err| UnreadableLine { line, message: format!("envelope: {err}") })?;
+    }
     let envelope: Envelope = serde_json::from_value(value.clone()).map_err(|err| UnreadableLine {
         line,
         message: format!("envelope: {}", crate::json::without_position(&err)),

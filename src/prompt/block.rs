@@ -120,6 +120,11 @@ const USER_JSON_KEYS: [&str; 3] = ["input_schema", "input", "input_examples"];
 /// The member that declares a synthetic block's token count instead of counting it.
 pub const DECLARED_TOKENS_KEY: &str = "forkcache_tokens";
 
+/// The largest token count a block may declare (and a trace may log as output): far above any
+/// context window, and low enough that no request's sums can overflow (32 MB of blocks, each at
+/// this size, stay below 2^64 tokens and nano-dollars).
+pub const MAX_DECLARED_TOKENS: u64 = 1_000_000_000;
+
 /// The memo key of a raw block: its bytes, namespaced by where it sits.
 pub fn raw_memo_key(context: BlockContext, raw: &str) -> u128 {
     namespaced_hash(context.namespace(), raw.as_bytes())
@@ -285,9 +290,17 @@ fn parse_marker(marker: &Value, at: &str) -> Result<Ttl, BlockProblem> {
 fn tokens_of(block: &Map<String, Value>, tokenizer: &dyn Tokenizer) -> Result<u64, BlockProblem> {
     match block.get(DECLARED_TOKENS_KEY) {
         None => Ok(tokenizer.count(&canonical(block, false))),
-        Some(declared) => declared.as_u64().ok_or_else(|| {
-            BlockProblem::at(format!(".{DECLARED_TOKENS_KEY}"), "Input should be a non-negative integer")
-        }),
+        Some(declared) => match declared.as_u64() {
+            Some(tokens) if tokens <= MAX_DECLARED_TOKENS => Ok(tokens),
+            Some(_) => Err(BlockProblem::at(
+                format!(".{DECLARED_TOKENS_KEY}"),
+                format!("Input should be less than or equal to {MAX_DECLARED_TOKENS}"),
+            )),
+            None => Err(BlockProblem::at(
+                format!(".{DECLARED_TOKENS_KEY}"),
+                "Input should be a non-negative integer",
+            )),
+        },
     }
 }
 

@@ -171,3 +171,39 @@ fn item1_deeply_nested_blocks_get_a_400_from_serve_and_a_rejected_line_from_repl
         assert_eq!(request["error"]["type"], "invalid_request_error", "{request}");
     }
 }
+
+// ---- item 3: sums near 2^64 ----
+
+#[test]
+fn item3_sizes_near_2_pow_64_are_input_errors_naming_the_line_never_wrapped_sums() {
+    let huge = u64::MAX;
+    let declared = format!(
+        r#"{{"model":"{SONNET}","max_tokens":1,"messages":[{{"role":"user","content":[{{"type":"text","text":"x","forkcache_tokens":{huge}}}]}}]}}"#
+    );
+    let logged_output = format!(r#"{{"at_ms":5,"usage":{{"output_tokens":{huge}}},"body":{}}}"#, body_line());
+    let trace = format!("{declared}\n{logged_output}\n{}\n", body_line());
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &trace).unwrap();
+    // Line 1: a request the API would refuse, naming the field.
+    let error = report.records[0].result.as_ref().unwrap_err();
+    assert_eq!(
+        error.message,
+        "messages.0.content.0.forkcache_tokens: Input should be less than or equal to 1000000000"
+    );
+    // Line 2: a logged usage no response can have: the line is unreadable, named.
+    assert_eq!(report.unreadable.len(), 1);
+    assert_eq!(report.unreadable[0].line, 2);
+    assert!(report.unreadable[0].message.contains("usage.output_tokens"), "{}", report.unreadable[0].message);
+    // Line 3 is priced normally.
+    assert_eq!(report.totals.requests, 1);
+
+    // A total already near 2^64 refuses the next record instead of wrapping.
+    let record = report.records[1].result.as_ref().unwrap();
+    let mut totals = report.totals.clone();
+    totals.usage.cache_creation_input_tokens = u64::MAX - 1;
+    let before = totals.clone();
+    assert!(!totals.checked_add(record), "2,000 more tokens would pass 2^64");
+    assert_eq!(totals, before, "nothing was added");
+    let mut cost_totals = report.totals.clone();
+    cost_totals.cost.output_nanousd = u64::MAX - 10;
+    assert!(!cost_totals.checked_add(record), "the total cost would pass 2^64");
+}
