@@ -62,6 +62,12 @@ pub fn run(
         return Err(ScenarioError::spec("model", format!("{:?} is not in the price table", spec.model)));
     }
     let mut engine = Engine::new(spec, config, prices)?;
+    if spec.timeline.is_empty() {
+        return Err(ScenarioError::spec(
+            "timeline",
+            "expected at least one event: a scenario without a timeline sends no request",
+        ));
+    }
     for (index, event) in spec.timeline.iter().enumerate() {
         engine.event(index, event)?;
     }

@@ -8,6 +8,7 @@
 
 mod engine;
 mod generate;
+pub mod limits;
 mod report;
 mod spec;
 mod suite;
@@ -80,7 +81,7 @@ impl ScenarioSpec {
         for (index, event) in self.timeline.iter().enumerate() {
             validate_event(index, event)?;
         }
-        Ok(())
+        limits::check(self)
     }
 }
 

@@ -207,3 +207,55 @@ fn item3_sizes_near_2_pow_64_are_input_errors_naming_the_line_never_wrapped_sums
     cost_totals.cost.output_nanousd = u64::MAX - 10;
     assert!(!cost_totals.checked_add(record), "the total cost would pass 2^64");
 }
+
+// ---- item 2: scenario and sweep sizes ----
+
+/// `forkcache run -` on `scenario`: the exit code and standard error.
+fn run_scenario(scenario: &str) -> (Option<i32>, String) {
+    let output = forkcache(&["run", "-", "--json"], scenario.as_bytes());
+    (output.status.code(), stderr(&output))
+}
+
+#[test]
+fn item2_scenario_and_sweep_sizes_past_their_caps_are_refused_naming_the_field() {
+    let cases = [
+        (
+            r#"{"name":"x","history":{"generate":{"tool_calls":[0,4000000000]}},"timeline":[{"turn":{}}]}"#,
+            "history.generate.tool_calls: expected at most 1000, got 4000000000",
+        ),
+        (r#"{"name":"x","timeline":[{"turn":{"count":4000000000}}]}"#, "timeline[0].turn.count: expected at most 100000"),
+        (
+            r#"{"name":"x","agent":{"system":[{"kind":"main","tokens":18446744073709551615}]},"timeline":[{"turn":{}}]}"#,
+            "agent.system[0].tokens: expected at most 1000000000",
+        ),
+        (
+            r#"{"name":"x","timeline":[{"fork":{"count":4096,"child_turns":100000}}]}"#,
+            "timeline: plans 409600001 requests; expected at most 1000000",
+        ),
+        (
+            r#"{"name":"x","timeline":[{"fork":{"count":2,"placeholder_tokens":[1,18446744073709551615]}}]}"#,
+            "timeline[0].fork.placeholder_tokens[1]: expected at most 1000000000",
+        ),
+        (r#"{"name":"x","timeline":[{"idle":{"ms":18446744073709551615}}]}"#, "timeline[0].idle.ms: expected at most"),
+    ];
+    for (scenario, expected) in cases {
+        let started = std::time::Instant::now();
+        let (code, err) = run_scenario(scenario);
+        assert_ne!(code, Some(0), "{scenario}");
+        assert_ne!(code, Some(101), "a panic: {err}");
+        assert!(err.contains(expected), "{scenario}\n{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "refused before running: {scenario}");
+    }
+    // A sweep's base scenario is held to the same caps.
+    let sweep = r#"{"scenario":{"history":{"generate":{"tool_calls":[0,4000000000]}}}}"#;
+    let output = forkcache(&["sweep", "-"], sweep.as_bytes());
+    assert_ne!(output.status.code(), Some(0));
+    assert!(stderr(&output).contains("tool_calls: expected at most 1000"), "{}", stderr(&output));
+}
+
+#[test]
+fn item8_run_of_a_scenario_without_a_timeline_is_an_error() {
+    let (code, err) = run_scenario(r#"{"name":"empty"}"#);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("timeline: expected at least one event"), "{err}");
+}
