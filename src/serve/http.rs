@@ -62,6 +62,11 @@ async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) ->
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
         return respond(&shared, turn_away(&shared, None, &body, error, None)).await;
     }
+    if let Err(error) = require_utf8(&body) {
+        // Logged with its error and without the bytes: replay must see the rejection, and a
+        // lossy copy would replay as a request that was never sent.
+        return respond(&shared, turn_away(&shared, api_key.as_deref(), &body, error, None)).await;
+    }
     let answer = price(&shared, &body, api_key.as_deref());
     respond(&shared, answer).await
 }
@@ -426,6 +431,13 @@ async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Byte
         return Err(too_large(format!("{total} bytes or more sent")));
     }
     Ok(Bytes::from(collected))
+}
+
+/// JSON is UTF-8: a body that is not is refused whole, never read with replacement characters.
+fn require_utf8(body: &[u8]) -> Result<(), ApiError> {
+    std::str::from_utf8(body).map(|_| ()).map_err(|err| {
+        ApiError::invalid(format!("request body is not valid UTF-8 (byte {})", err.valid_up_to() + 1))
+    })
 }
 
 /// How far past the limit an oversized body is still read, as a multiple of the limit.

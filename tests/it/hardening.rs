@@ -223,7 +223,10 @@ fn item2_scenario_and_sweep_sizes_past_their_caps_are_refused_naming_the_field()
             r#"{"name":"x","history":{"generate":{"tool_calls":[0,4000000000]}},"timeline":[{"turn":{}}]}"#,
             "history.generate.tool_calls: expected at most 1000, got 4000000000",
         ),
-        (r#"{"name":"x","timeline":[{"turn":{"count":4000000000}}]}"#, "timeline[0].turn.count: expected at most 100000"),
+        (
+            r#"{"name":"x","timeline":[{"turn":{"count":4000000000}}]}"#,
+            "timeline[0].turn.count: expected at most 100000",
+        ),
         (
             r#"{"name":"x","agent":{"system":[{"kind":"main","tokens":18446744073709551615}]},"timeline":[{"turn":{}}]}"#,
             "agent.system[0].tokens: expected at most 1000000000",
@@ -236,7 +239,10 @@ fn item2_scenario_and_sweep_sizes_past_their_caps_are_refused_naming_the_field()
             r#"{"name":"x","timeline":[{"fork":{"count":2,"placeholder_tokens":[1,18446744073709551615]}}]}"#,
             "timeline[0].fork.placeholder_tokens[1]: expected at most 1000000000",
         ),
-        (r#"{"name":"x","timeline":[{"idle":{"ms":18446744073709551615}}]}"#, "timeline[0].idle.ms: expected at most"),
+        (
+            r#"{"name":"x","timeline":[{"idle":{"ms":18446744073709551615}}]}"#,
+            "timeline[0].idle.ms: expected at most",
+        ),
     ];
     for (scenario, expected) in cases {
         let started = std::time::Instant::now();
@@ -258,4 +264,33 @@ fn item8_run_of_a_scenario_without_a_timeline_is_an_error() {
     let (code, err) = run_scenario(r#"{"name":"empty"}"#);
     assert_ne!(code, Some(0));
     assert!(err.contains("timeline: expected at least one event"), "{err}");
+}
+
+// ---- item 7: a body that is not UTF-8 ----
+
+#[test]
+fn item7_a_body_with_invalid_utf8_gets_a_400_and_the_trace_records_the_rejection_not_altered_bytes() {
+    let trace = tempfile("item7");
+    let _ = std::fs::remove_file(&trace);
+    let server = Running::start(
+        ServeConfig { trace: Some(trace.clone()), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let mut body = body_line().into_bytes();
+    let at = body.windows(2).position(|pair| pair == b"hi").unwrap();
+    body[at] = 0xff; // "hi" becomes "\xffi"
+    let answer = post(&client(), &server.url("/v1/messages"), Some("k"), &body);
+    assert_eq!(answer.status, 400);
+    let (kind, message) = answer.error();
+    assert_eq!(kind, "invalid_request_error");
+    assert!(message.starts_with("request body is not valid UTF-8"), "{message}");
+    server.stop();
+
+    let text = std::fs::read_to_string(&trace).expect("the trace stays UTF-8");
+    assert!(!text.contains('\u{fffd}'), "no replacement characters: {text}");
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+    assert_eq!((report.totals.requests, report.totals.rejected), (0, 1), "replayed as the rejection");
+    let error = report.records[0].result.as_ref().unwrap_err();
+    assert_eq!(error.message, message);
+    let _ = std::fs::remove_file(trace);
 }
