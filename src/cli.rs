@@ -167,6 +167,19 @@ pub struct ServeArgs {
     /// Print no line per request (the summary is still printed at shutdown).
     #[arg(long)]
     pub quiet: bool,
+    /// Time a client has to send a request's headers (also the longest wait for the next request
+    /// on a kept-alive connection), e.g. `30s`, `500ms`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+    pub header_timeout: std::time::Duration,
+    /// Time a client has to send a request's body once its headers arrived (408 after).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    pub body_timeout: std::time::Duration,
+    /// Close a connection when no bytes moved either way for this long.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "120s")]
+    pub idle_timeout: std::time::Duration,
+    /// Connections served at once; more wait to be accepted.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -52,7 +52,10 @@ async fn not_found(State(shared): SharedState, method: Method, uri: Uri) -> Resp
 /// `POST /v1/messages`: priced by the endpoint, answered as JSON or as an SSE stream.
 async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
     let api_key = api_key(&headers);
-    let body = match read_body(body, &headers, shared.config.body_limit_bytes).await {
+    let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
+        return body_timed_out(&shared);
+    };
+    let body = match body {
         Ok(body) => body,
         Err(error) => {
             return respond(&shared, turn_away(&shared, api_key.as_deref(), b"", error, None)).await;
@@ -318,7 +321,10 @@ const CUT_DELAY_MS: u64 = 20;
 
 /// `POST /v1/messages/count_tokens`: the request's input tokens; the cache is never touched.
 async fn count_tokens(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
-    let body = match read_body(body, &headers, shared.config.body_limit_bytes).await {
+    let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
+        return body_timed_out(&shared);
+    };
+    let body = match body {
         Ok(body) => body,
         Err(error) => return error_response(&error, &shared.lock().next_request_id(), None),
     };
@@ -394,6 +400,28 @@ fn api_key(headers: &HeaderMap) -> Option<String> {
         scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_string())
     };
     from_header.filter(|key| !key.is_empty()).or_else(from_bearer).filter(|key| !key.is_empty())
+}
+
+/// [`read_body`] within the body timeout; `Err` when the client did not send it all in time.
+async fn read_body_in_time(
+    shared: &Shared,
+    body: Body,
+    headers: &HeaderMap,
+) -> Result<Result<Bytes, ApiError>, tokio::time::error::Elapsed> {
+    let timeout = std::time::Duration::from_millis(shared.config.body_timeout_ms);
+    tokio::time::timeout(timeout, read_body(body, headers, shared.config.body_limit_bytes)).await
+}
+
+/// 408: the body did not arrive within the body timeout. Not traced: no request arrived whole.
+fn body_timed_out(shared: &Shared) -> Response {
+    let message = format!("request body not received within {} ms", shared.config.body_timeout_ms);
+    let error = ApiError::new(ErrorKind::Timeout, message);
+    let request_id = shared.lock().next_request_id();
+    let mut reply = json_response(StatusCode::REQUEST_TIMEOUT, error.to_json(&request_id));
+    set_request_id(&mut reply, &request_id);
+    // The rest of the body may still be on its way: this connection cannot carry another request.
+    reply.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    reply
 }
 
 /// The body, or 413 once it passes `limit` bytes. An oversized body is still read (and dropped)

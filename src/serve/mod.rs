@@ -11,6 +11,7 @@
 //! totals ([`ServeStats`]) — is pure and tested without a socket.
 
 mod http;
+mod listen;
 mod script;
 mod stats;
 
@@ -70,7 +71,27 @@ pub struct ServeConfig {
     /// How long in-flight requests may take to finish once shutdown begins, in milliseconds.
     /// Default 10,000.
     pub shutdown_grace_ms: u64,
+    /// Time allowed for a request's headers, from the connection's start or the end of the
+    /// previous response, in milliseconds. Default [`HEADER_TIMEOUT_MS`].
+    pub header_timeout_ms: u64,
+    /// Time allowed for a request's body once its headers arrived (408 after), in milliseconds.
+    /// Default [`BODY_TIMEOUT_MS`].
+    pub body_timeout_ms: u64,
+    /// A connection with no bytes moving either way for this long is closed, in milliseconds.
+    /// Default [`IDLE_TIMEOUT_MS`].
+    pub idle_timeout_ms: u64,
+    /// Connections open at once; more wait to be accepted. Default [`MAX_CONNECTIONS`].
+    pub max_connections: usize,
 }
+
+/// Default header timeout: 30 s.
+pub const HEADER_TIMEOUT_MS: u64 = 30_000;
+/// Default body timeout: 60 s (32 MB at about 4 Mbit/s).
+pub const BODY_TIMEOUT_MS: u64 = 60_000;
+/// Default idle timeout: 120 s, longer than any modelled wait for a first byte.
+pub const IDLE_TIMEOUT_MS: u64 = 120_000;
+/// Default connection cap: well under the file-descriptor limit the binary raises at start.
+pub const MAX_CONNECTIONS: usize = 4_096;
 
 impl ServeConfig {
     /// The defaults, listening on `addr`.
@@ -86,6 +107,10 @@ impl ServeConfig {
             chunking: Chunking::default(),
             request_log: None,
             shutdown_grace_ms: 10_000,
+            header_timeout_ms: HEADER_TIMEOUT_MS,
+            body_timeout_ms: BODY_TIMEOUT_MS,
+            idle_timeout_ms: IDLE_TIMEOUT_MS,
+            max_connections: MAX_CONNECTIONS,
         }
     }
 }
@@ -178,6 +203,12 @@ impl Server {
             body_limit_bytes: config.body_limit_bytes,
             chunking: config.chunking,
             shutdown_grace_ms: config.shutdown_grace_ms,
+            body_timeout_ms: config.body_timeout_ms,
+            limits: listen::Limits {
+                header_timeout: std::time::Duration::from_millis(config.header_timeout_ms),
+                idle_timeout: std::time::Duration::from_millis(config.idle_timeout_ms),
+                max_connections: config.max_connections,
+            },
         };
         let shared =
             Shared { core: Mutex::new(core), config: settings, started: Instant::now(), stop, models_json };
@@ -215,9 +246,9 @@ impl Server {
             }
         };
         let router = http::router(Arc::clone(&self.shared));
-        let serving = axum::serve(self.listener, router).with_graceful_shutdown(stopping);
+        let serving = listen::serve(self.listener, router, self.shared.config.limits, stopping);
         tokio::select! {
-            served = serving => served?,
+            () = serving => {}
             () = grace => {}
         }
         let core = self.shared.lock();
@@ -234,6 +265,8 @@ struct Settings {
     body_limit_bytes: usize,
     chunking: Chunking,
     shutdown_grace_ms: u64,
+    body_timeout_ms: u64,
+    limits: listen::Limits,
 }
 
 /// State every connection shares.

@@ -294,3 +294,93 @@ fn item7_a_body_with_invalid_utf8_gets_a_400_and_the_trace_records_the_rejection
     assert_eq!(error.message, message);
     let _ = std::fs::remove_file(trace);
 }
+
+// ---- item 9: slow and idle clients ----
+
+fn limited_server(header_ms: u64, body_ms: u64, idle_ms: u64, max_connections: usize) -> Running {
+    let config = ServeConfig {
+        header_timeout_ms: header_ms,
+        body_timeout_ms: body_ms,
+        idle_timeout_ms: idle_ms,
+        max_connections,
+        shutdown_grace_ms: 200,
+        ..ServeConfig::default()
+    };
+    Running::start(config, EndpointConfig::default())
+}
+
+/// Everything the server sends until it closes the connection (or 10 s pass: a hang).
+fn read_until_closed(stream: &mut std::net::TcpStream) -> (String, std::time::Duration) {
+    use std::io::Read as _;
+    let started = std::time::Instant::now();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => received.extend_from_slice(&chunk[..n]),
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(err) => panic!("no close within 10 s ({err}); got {}", String::from_utf8_lossy(&received)),
+        }
+    }
+    (String::from_utf8_lossy(&received).into_owned(), started.elapsed())
+}
+
+#[test]
+fn item9_half_sent_headers_are_closed_after_the_header_timeout_while_others_are_served() {
+    let server = limited_server(300, 10_000, 10_000, 64);
+    let mut slow = std::net::TcpStream::connect(server.addr).unwrap();
+    slow.write_all(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\n").unwrap();
+    // Meanwhile a normal client is served.
+    assert_eq!(post(&client(), &server.url("/v1/messages"), Some("k"), body_line().as_bytes()).status, 200);
+    let (_, waited) = read_until_closed(&mut slow);
+    assert!(waited < std::time::Duration::from_secs(5), "closed after {waited:?}");
+    let mut silent = std::net::TcpStream::connect(server.addr).unwrap();
+    let (sent, _) = read_until_closed(&mut silent);
+    assert!(sent.is_empty() || sent.starts_with("HTTP/1.1 408"), "{sent}");
+    server.stop();
+}
+
+#[test]
+fn item9_a_half_sent_body_gets_a_408_after_the_body_timeout() {
+    let server = limited_server(10_000, 300, 10_000, 64);
+    let mut slow = std::net::TcpStream::connect(server.addr).unwrap();
+    slow.write_all(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":").unwrap();
+    let (sent, waited) = read_until_closed(&mut slow);
+    assert!(sent.starts_with("HTTP/1.1 408"), "{sent}");
+    assert!(sent.contains(r#""type":"timeout_error""#), "{sent}");
+    assert!(waited < std::time::Duration::from_secs(5), "{waited:?}");
+    assert_eq!(post(&client(), &server.url("/v1/messages"), Some("k"), body_line().as_bytes()).status, 200);
+    server.stop();
+}
+
+#[test]
+fn item9_a_kept_alive_connection_left_idle_is_closed_after_the_idle_timeout() {
+    let server = limited_server(10_000, 10_000, 300, 64);
+    let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let (sent, waited) = read_until_closed(&mut stream);
+    assert!(sent.starts_with("HTTP/1.1 200"), "{sent}");
+    assert!(waited < std::time::Duration::from_secs(5), "an idle connection lives on: {waited:?}");
+    server.stop();
+}
+
+#[test]
+fn item9_connections_past_max_connections_wait_for_a_free_slot_and_are_then_served() {
+    let server = limited_server(400, 10_000, 10_000, 2);
+    // Two sockets that never send a byte hold both slots until the header timeout frees them.
+    let idle: Vec<std::net::TcpStream> =
+        (0..2).map(|_| std::net::TcpStream::connect(server.addr).unwrap()).collect();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let started = std::time::Instant::now();
+    let answer = post(&client(), &server.url("/v1/messages"), Some("k"), body_line().as_bytes());
+    assert_eq!(answer.status, 200);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(250),
+        "served before a slot was freed: the cap did not hold ({:?})",
+        started.elapsed()
+    );
+    drop(idle);
+    server.stop();
+}
