@@ -366,10 +366,20 @@ async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
     }
 }
 
-/// `GET /forkcache/stats`: totals per workspace so far.
-async fn stats(State(shared): SharedState) -> Response {
-    let core = shared.lock();
-    json_response(StatusCode::OK, core.stats.to_json(&core.endpoint.cache_stats()))
+/// `GET /forkcache/stats`: totals per workspace so far. Under `require_key` it needs a key and
+/// shows that key's workspace alone: one tenant never sees another's traffic.
+async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
+    let key = api_key(&headers);
+    let mut core = shared.lock();
+    if !shared.config.require_key {
+        return json_response(StatusCode::OK, core.stats.to_json(&core.endpoint.cache_stats()));
+    }
+    let Some(key) = key else {
+        let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
+        return error_response(&error, &core.next_request_id(), None);
+    };
+    let workspace = core.endpoint.workspace_of(Some(&key));
+    json_response(StatusCode::OK, core.stats.workspace_json(&workspace))
 }
 
 /// The `GET /v1/models` document: every id of every priced model, in table order.

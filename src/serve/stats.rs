@@ -64,8 +64,27 @@ impl ServeStats {
     }
 
     /// The `GET /forkcache/stats` document (one line, ordered keys).
-    #[allow(clippy::expect_used)] // the stats are strings, integers and finite floats: serializing them cannot fail
     pub fn to_json(&self, cache: &StoreStats) -> String {
+        self.json(Some(cache))
+    }
+
+    /// What one tenant may see: its workspace's totals only, no server-wide counter.
+    pub fn workspace_json(&self, workspace: &str) -> String {
+        let mine = ServeStats {
+            workspaces: self
+                .workspaces
+                .get(workspace)
+                .map(|t| (workspace.to_string(), t.clone()))
+                .into_iter()
+                .collect(),
+            ..ServeStats::default()
+        };
+        mine.json(None)
+    }
+
+    #[allow(clippy::expect_used)] // the stats are strings, integers and finite floats: serializing them cannot fail
+    fn json(&self, cache: Option<&StoreStats>) -> String {
+        let server_wide = cache.is_some();
         let json = StatsJson {
             workspaces: self
                 .workspaces
@@ -73,14 +92,14 @@ impl ServeStats {
                 .map(|(name, totals)| (name.as_str(), TotalsJson::from(totals)))
                 .collect(),
             totals: TotalsJson::from(&self.totals()),
-            cache: CacheJson {
+            cache: cache.map(|cache| CacheJson {
                 entries: cache.entries,
                 writes: cache.writes,
                 reads: cache.reads,
                 evictions: cache.evictions,
-            },
-            count_tokens_requests: self.count_tokens_requests,
-            trace_write_errors: self.trace_write_errors,
+            }),
+            count_tokens_requests: server_wide.then_some(self.count_tokens_requests),
+            trace_write_errors: server_wide.then_some(self.trace_write_errors),
         };
         serde_json::to_string(&json).expect("stats serialize")
     }
@@ -167,9 +186,13 @@ pub fn request_line(
 struct StatsJson<'s> {
     workspaces: BTreeMap<&'s str, TotalsJson>,
     totals: TotalsJson,
-    cache: CacheJson,
-    count_tokens_requests: u64,
-    trace_write_errors: u64,
+    /// Server-wide: left out of a tenant's view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache: Option<CacheJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count_tokens_requests: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_write_errors: Option<u64>,
 }
 
 #[derive(Serialize)]

@@ -384,3 +384,55 @@ fn item9_connections_past_max_connections_wait_for_a_free_slot_and_are_then_serv
     drop(idle);
     server.stop();
 }
+
+// ---- item 11: tenancy ----
+
+#[test]
+fn item11_stats_need_a_key_and_show_only_its_workspace_and_no_key_is_ever_shown() {
+    let server = Running::start(
+        ServeConfig { require_key: true, ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let agent = client();
+    let url = server.url("/v1/messages");
+    assert_eq!(post(&agent, &url, Some("sk-alice"), body_line().as_bytes()).status, 200);
+    assert_eq!(post(&agent, &url, Some("sk-bob"), body_line().as_bytes()).status, 200);
+    let stats = |key: Option<&str>| {
+        let mut request = agent.get(server.url("/forkcache/stats"));
+        if let Some(key) = key {
+            request = request.header("x-api-key", key);
+        }
+        let mut response = request.call().unwrap();
+        (response.status().as_u16(), response.body_mut().read_to_string().unwrap())
+    };
+    let (status, body) = stats(None);
+    assert_eq!(status, 401, "{body}");
+    let (status, body) = stats(Some("sk-alice"));
+    assert_eq!(status, 200);
+    let view: Value = serde_json::from_str(&body).unwrap();
+    let workspaces: Vec<&String> = view["workspaces"].as_object().unwrap().keys().collect();
+    assert_eq!(workspaces, [&key_fingerprint("sk-alice")]);
+    assert_eq!(view["totals"]["requests"], 1, "bob's request is not in alice's totals");
+    assert!(view.get("cache").is_none(), "server-wide counters are not a tenant's: {body}");
+    assert!(!body.contains("sk-") && !body.contains(&key_fingerprint("sk-bob")), "{body}");
+    let summary = server.stop();
+    assert!(summary.to_json().contains(&key_fingerprint("sk-bob")));
+    assert!(!summary.to_json().contains("sk-") && !summary.to_table().contains("sk-"));
+}
+
+#[test]
+fn item11_the_key_default_does_not_reach_the_anonymous_workspace() {
+    let server = Running::default_server();
+    let agent = client();
+    let url = server.url("/v1/messages");
+    let anonymous = post(&agent, &url, None, body_line().as_bytes()).usage();
+    let keyed = post(&agent, &url, Some("default"), body_line().as_bytes()).usage();
+    assert_eq!(anonymous.cache_creation_input_tokens, 2_000);
+    assert_eq!(
+        keyed.cache_creation_input_tokens, 2_000,
+        "the key `default` must not read the anonymous entry"
+    );
+    let summary = server.stop();
+    let names: Vec<&String> = summary.stats.workspaces.keys().collect();
+    assert_eq!(names, [&"default".to_string(), &key_fingerprint("default")]);
+}
