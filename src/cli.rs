@@ -177,6 +177,10 @@ pub struct ServeArgs {
     /// Close a connection when no bytes moved either way for this long.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "120s")]
     pub idle_timeout: std::time::Duration,
+    /// Refuse top-level request fields the API does not document (400), instead of counting
+    /// them in the stats.
+    #[arg(long)]
+    pub strict: bool,
     /// Connections served at once; more wait to be accepted.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,

@@ -412,7 +412,8 @@ impl MockEndpoint {
     }
 }
 
-fn required_max_tokens(view: &RequestView) -> Result<u64, ApiError> {
+/// `max_tokens`, or the API's error when the field is missing.
+pub(crate) fn required_max_tokens(view: &RequestView) -> Result<u64, ApiError> {
     view.max_tokens.ok_or_else(|| ApiError::invalid("max_tokens: Field required"))
 }
 

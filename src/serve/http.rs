@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::script::Planned;
 use super::stats::request_line;
+use super::validate;
 use super::{Core, LatencyMode, Shared};
 use crate::billing::PriceTable;
 use crate::clock::SimTime;
@@ -31,8 +32,10 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
         .route("/forkcache/stats", get(stats))
+        // Claude Code 2.1.330 probes `HEAD /api/hello` before its first request.
+        .route("/api/hello", get(root))
         .fallback(not_found)
-        .method_not_allowed_fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(shared)
 }
 
@@ -42,6 +45,12 @@ async fn root() -> Response {
         StatusCode::OK,
         json!({"name": "forkcache", "api": "mock Anthropic Messages API"}).to_string(),
     )
+}
+
+/// A known path with the wrong method: 405, in the API's error shape.
+async fn method_not_allowed(State(shared): SharedState, method: Method, uri: Uri) -> Response {
+    let error = ApiError::invalid(format!("Method not allowed: {method} {}", uri.path()));
+    error_response_as(StatusCode::METHOD_NOT_ALLOWED, &error, &shared.lock().next_request_id())
 }
 
 async fn not_found(State(shared): SharedState, method: Method, uri: Uri) -> Response {
@@ -104,13 +113,20 @@ enum Ending {
 /// Parses and plans outside the lock (the slow, parallel part), then stamps, prices, logs and
 /// counts under it, so the trace is in pricing order and replays to the same usage.
 fn price(shared: &Shared, body: &[u8], api_key: Option<&str>) -> Answer {
-    let view = parse_request(body);
-    let planned = view.as_ref().map(|view| shared.config.script.plan(view)).map_err(ApiError::clone);
+    let view = parse_request(body).and_then(|view| {
+        let text = std::str::from_utf8(body).unwrap_or_default();
+        let unknown = validate::check(text, &view, shared.config.strict)?;
+        Ok((view, unknown))
+    });
+    let planned = view.as_ref().map(|(view, _)| shared.config.script.plan(view)).map_err(ApiError::clone);
     let mut core = shared.lock();
     let at = shared.now_ms();
     let request_id = core.next_request_id();
     let (view, planned) = match (view, planned) {
-        (Ok(view), Ok(planned)) => (view, planned),
+        (Ok((view, unknown)), Ok(planned)) => {
+            core.stats.unknown_fields(&unknown);
+            (view, planned)
+        }
         (Err(error), _) | (_, Err(error)) => {
             return finish_rejected(
                 shared,
@@ -426,9 +442,7 @@ async fn read_body_in_time(
 fn body_timed_out(shared: &Shared) -> Response {
     let message = format!("request body not received within {} ms", shared.config.body_timeout_ms);
     let error = ApiError::new(ErrorKind::Timeout, message);
-    let request_id = shared.lock().next_request_id();
-    let mut reply = json_response(StatusCode::REQUEST_TIMEOUT, error.to_json(&request_id));
-    set_request_id(&mut reply, &request_id);
+    let mut reply = error_response_as(StatusCode::REQUEST_TIMEOUT, &error, &shared.lock().next_request_id());
     // The rest of the body may still be on its way: this connection cannot carry another request.
     reply.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     reply
@@ -490,11 +504,17 @@ fn json_response(status: StatusCode, body: String) -> Response {
 /// An error in the API's shape, with its status, `request-id` and, if given, `retry-after`.
 fn error_response(error: &ApiError, request_id: &str, retry_after_s: Option<u64>) -> Response {
     let status = StatusCode::from_u16(error.kind.status()).unwrap_or(StatusCode::BAD_REQUEST);
-    let mut reply = json_response(status, error.to_json(request_id));
-    set_request_id(&mut reply, request_id);
+    let mut reply = error_response_as(status, error, request_id);
     if let Some(seconds) = retry_after_s {
         reply.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
+    reply
+}
+
+/// An error in the API's shape under a status of the HTTP layer's own (405, 408).
+fn error_response_as(status: StatusCode, error: &ApiError, request_id: &str) -> Response {
+    let mut reply = json_response(status, error.to_json(request_id));
+    set_request_id(&mut reply, request_id);
     reply
 }
 

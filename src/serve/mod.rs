@@ -14,6 +14,7 @@ mod http;
 mod listen;
 mod script;
 mod stats;
+pub mod validate;
 
 use std::future::Future;
 use std::io::Write;
@@ -82,6 +83,9 @@ pub struct ServeConfig {
     pub idle_timeout_ms: u64,
     /// Connections open at once; more wait to be accepted. Default [`MAX_CONNECTIONS`].
     pub max_connections: usize,
+    /// Refuse top-level fields the API does not document (400 `Extra inputs are not
+    /// permitted`) instead of counting them in the stats. Default false.
+    pub strict: bool,
 }
 
 /// Default header timeout: 30 s.
@@ -111,6 +115,7 @@ impl ServeConfig {
             body_timeout_ms: BODY_TIMEOUT_MS,
             idle_timeout_ms: IDLE_TIMEOUT_MS,
             max_connections: MAX_CONNECTIONS,
+            strict: false,
         }
     }
 }
@@ -204,6 +209,7 @@ impl Server {
             chunking: config.chunking,
             shutdown_grace_ms: config.shutdown_grace_ms,
             body_timeout_ms: config.body_timeout_ms,
+            strict: config.strict,
             limits: listen::Limits {
                 header_timeout: std::time::Duration::from_millis(config.header_timeout_ms),
                 idle_timeout: std::time::Duration::from_millis(config.idle_timeout_ms),
@@ -266,6 +272,7 @@ struct Settings {
     chunking: Chunking,
     shutdown_grace_ms: u64,
     body_timeout_ms: u64,
+    strict: bool,
     limits: listen::Limits,
 }
 
@@ -358,6 +365,7 @@ fn session_marker(config: &ServeConfig, endpoint: &MockEndpoint) -> SessionMarke
             "prices_date": endpoint.prices().date,
             "latency": latency,
             "require_key": config.require_key,
+            "strict": config.strict,
         }),
     }
 }

@@ -36,12 +36,28 @@ pub struct ServeStats {
     pub count_tokens_requests: u64,
     /// Trace lines that could not be written.
     pub trace_write_errors: u64,
+    /// Requests per undocumented top-level field (at most [`UNKNOWN_FIELD_NAMES`] names; the
+    /// rest are counted under `"…"`).
+    pub unknown_fields: BTreeMap<String, u64>,
 }
+
+/// Distinct unknown field names the stats keep, so random names cannot grow them without end.
+pub const UNKNOWN_FIELD_NAMES: usize = 256;
 
 impl ServeStats {
     /// Counts a priced request.
     pub fn priced(&mut self, record: &Record) {
         self.workspaces.entry(record.workspace.clone()).or_default().add(record);
+    }
+
+    /// Counts a request's undocumented top-level fields.
+    pub fn unknown_fields(&mut self, names: &[String]) {
+        for name in names {
+            let kept =
+                self.unknown_fields.contains_key(name) || self.unknown_fields.len() < UNKNOWN_FIELD_NAMES;
+            let name = if kept { name.as_str() } else { "…" };
+            *self.unknown_fields.entry(name.to_string()).or_insert(0) += 1;
+        }
     }
 
     /// Counts a rejected request.
@@ -100,6 +116,7 @@ impl ServeStats {
             }),
             count_tokens_requests: server_wide.then_some(self.count_tokens_requests),
             trace_write_errors: server_wide.then_some(self.trace_write_errors),
+            unknown_fields: (server_wide && !self.unknown_fields.is_empty()).then_some(&self.unknown_fields),
         };
         serde_json::to_string(&json).expect("stats serialize")
     }
@@ -193,6 +210,8 @@ struct StatsJson<'s> {
     count_tokens_requests: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     trace_write_errors: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unknown_fields: Option<&'s BTreeMap<String, u64>>,
 }
 
 #[derive(Serialize)]

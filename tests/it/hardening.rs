@@ -436,3 +436,106 @@ fn item11_the_key_default_does_not_reach_the_anonymous_workspace() {
     let names: Vec<&String> = summary.stats.workspaces.keys().collect();
     assert_eq!(names, [&"default".to_string(), &key_fingerprint("default")]);
 }
+
+// ---- item 10: validation as the API does it ----
+
+/// Bodies shaped as the real clients send them (reference `real-clients.md`: Claude Code's main
+/// loop and title call with their top-level keys in order, the Python and TypeScript SDKs'
+/// create, stream and beta calls), each short of the real prompt texts.
+fn real_client_bodies() -> Vec<(&'static str, String)> {
+    let system = r#"[{"type":"text","text":"x-anthropic-billing-header: cc_version=2.1.197.abc; cc_entrypoint=sdk-cli;"},{"type":"text","text":"You are a Claude agent, built on Anthropic's Claude Agent SDK.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"main prompt","cache_control":{"type":"ephemeral"}}]"#;
+    let tools = r#"[{"name":"Agent","description":"Launch a sub-agent","input_schema":{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"]}},{"name":"Read","description":"Read a file","input_schema":{"type":"object","properties":{"file_path":{"type":"string"}}},"defer_loading":true}]"#;
+    let messages = r#"[{"role":"user","content":[{"type":"text","text":"<system-reminder>Today's date is 2026-11-22</system-reminder>"},{"type":"text","text":"fork two sub-agents","cache_control":{"type":"ephemeral"}}]},{"role":"system","content":"Available agent types for the Agent tool"}]"#;
+    let metadata = r#"{"user_id":"{\"device_id\":\"d\",\"account_uuid\":\"\",\"session_id\":\"s\"}"}"#;
+    vec![
+        (
+            "claude-code main loop",
+            format!(
+                r#"{{"model":"claude-opus-4-8","messages":{messages},"system":{system},"tools":{tools},"metadata":{metadata},"max_tokens":64000,"thinking":{{"type":"adaptive"}},"context_management":{{"edits":[{{"type":"clear_thinking_20251015","keep":"all"}}]}},"output_config":{{"effort":"high"}},"stream":true}}"#
+            ),
+        ),
+        (
+            "claude-code title",
+            format!(
+                r#"{{"model":"claude-opus-4-8","messages":[{{"role":"user","content":"<session>\nhi\n</session>"}}],"system":{system},"tools":[],"metadata":{metadata},"max_tokens":32000,"thinking":{{"type":"disabled"}},"output_config":{{"format":{{"type":"json_schema","schema":{{"type":"object","properties":{{"title":{{"type":"string"}}}}}}}}}},"stream":true}}"#
+            ),
+        ),
+        (
+            "python sdk create",
+            r#"{"max_tokens":256,"messages":[{"role":"user","content":"hi"}],"model":"claude-sonnet-4-6","system":"You are terse.","stream":false}"#.to_string(),
+        ),
+        (
+            "typescript sdk tools",
+            format!(
+                r#"{{"model":"claude-sonnet-4-6","max_tokens":256,"tools":{tools},"tool_choice":{{"type":"auto"}},"messages":[{{"role":"user","content":"read a file"}}],"temperature":0.5,"top_p":0.9,"top_k":5,"stop_sequences":["END"],"service_tier":"auto","inference_geo":"us","metadata":{{"user_id":"u"}}}}"#
+            ),
+        ),
+        (
+            "sdk beta fields",
+            r#"{"model":"claude-sonnet-4-6","max_tokens":0,"messages":[{"role":"user","content":"warm"}],"cache_control":{"type":"ephemeral"},"speed":"fast","diagnostics":{"cache":true},"container":"c","mcp_servers":[]}"#.to_string(),
+        ),
+    ]
+}
+
+#[test]
+fn item10_every_real_client_body_passes_strict_and_bad_bodies_get_the_apis_errors() {
+    let server =
+        Running::start(ServeConfig { strict: true, ..ServeConfig::default() }, EndpointConfig::default());
+    let agent = client();
+    let url = server.url("/v1/messages");
+    for (client_name, body) in real_client_bodies() {
+        let answer = post(&agent, &url, Some("k"), body.as_bytes());
+        assert_eq!(answer.status, 200, "{client_name}: {}", answer.body);
+    }
+    let base = r#""model":"claude-sonnet-4-6","max_tokens":5"#;
+    let cases = [
+        (format!(r#"{{{base},"messages":[]}}"#), 400, "messages: at least one message is required"),
+        (
+            format!(r#"{{{base},"messages":[{{"role":"user","content":[]}}]}}"#),
+            400,
+            "messages.0: all messages must have non-empty content except for the optional final assistant message",
+        ),
+        (
+            format!(r#"{{{base},"messages":[{{"role":"user","content":"hi"}}],"temperature":"hot"}}"#),
+            400,
+            "temperature: invalid type: string \"hot\", expected f64",
+        ),
+        (
+            format!(r#"{{{base},"messages":[{{"role":"user","content":"hi"}}],"bogus":1}}"#),
+            400,
+            "bogus: Extra inputs are not permitted",
+        ),
+        (
+            r#"{"model":"claude-sonnet-4-6","messages":[{"role":"user","content":"hi"}]}"#.to_string(),
+            400,
+            "max_tokens: Field required",
+        ),
+    ];
+    for (body, status, message) in cases {
+        let answer = post(&agent, &url, Some("k"), body.as_bytes());
+        assert_eq!((answer.status, answer.error().1.as_str()), (status, message), "{body}");
+    }
+    // max_tokens 0 stays the documented pre-warm.
+    let prewarm =
+        r#"{"model":"claude-sonnet-4-6","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}"#;
+    assert_eq!(post(&agent, &url, Some("k"), prewarm.as_bytes()).status, 200);
+
+    // Methods and probes.
+    let status = |method: &str, path: &str| {
+        let request = ureq::http::Request::builder().method(method).uri(server.url(path)).body(()).unwrap();
+        agent.run(request).unwrap().status().as_u16()
+    };
+    assert_eq!(status("HEAD", "/"), 200);
+    assert_eq!(status("HEAD", "/api/hello"), 200);
+    assert_eq!(status("GET", "/v1/messages"), 405);
+    assert_eq!(status("DELETE", "/v1/models"), 405);
+    assert_eq!(status("GET", "/v2/nothing"), 404);
+    server.stop();
+
+    // Not strict: the unknown field is accepted and counted.
+    let server = Running::default_server();
+    let body = format!(r#"{{{base},"messages":[{{"role":"user","content":"hi"}}],"bogus":1}}"#);
+    assert_eq!(post(&agent, &server.url("/v1/messages"), Some("k"), body.as_bytes()).status, 200);
+    let summary = server.stop();
+    assert_eq!(summary.stats.unknown_fields.get("bogus"), Some(&1));
+}

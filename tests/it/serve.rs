@@ -375,7 +375,7 @@ fn bad_input_gets_the_apis_errors_and_never_stops_the_server() {
     let answer = get(&agent, &server.url("/v1/nothing"));
     assert_eq!((answer.status, answer.error().0.as_str()), (404, "not_found_error"));
     let answer = get(&agent, &url);
-    assert_eq!((answer.status, answer.error().0.as_str()), (404, "not_found_error"));
+    assert_eq!((answer.status, answer.error().0.as_str()), (405, "invalid_request_error"));
     assert_eq!(post(&agent, &url, Some("k"), valid.as_bytes()).status, 200);
 }
 
