@@ -2,6 +2,7 @@
 
 mod accounting;
 mod automatic;
+mod fuzz;
 mod hardening;
 mod identity;
 mod longest_prefix;
