@@ -125,6 +125,14 @@ fn price(shared: &Shared, body: &[u8], api_key: Option<&str>) -> Answer {
     let (view, planned) = match (view, planned) {
         (Ok((view, unknown)), Ok(planned)) => {
             core.stats.unknown_fields(&unknown);
+            if let Err(error) = validate::check_model(core.endpoint.prices(), &view) {
+                // Logged: the engine would price what the API refuses here.
+                return finish_rejected(
+                    shared,
+                    &mut core,
+                    Rejection { request_id, at, api_key, body, error, logged: true, retry_after_s: None },
+                );
+            }
             (view, planned)
         }
         (Err(error), _) | (_, Err(error)) => {

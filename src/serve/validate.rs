@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 
-use crate::wire::{ApiError, ContentView, RequestView};
+use crate::billing::PriceTable;
+use crate::wire::{ApiError, ContentView, ErrorKind, RequestView};
 
 /// The top-level fields the API documents for `POST /v1/messages`, beta fields included
 /// (reference §4.2: the request table, then `context_management`, `diagnostics`, `speed`).
@@ -49,6 +50,24 @@ pub fn check(text: &str, view: &RequestView, strict: bool) -> Result<Vec<String>
     match unknown.first() {
         Some(field) if strict => Err(ApiError::invalid(format!("{field}: Extra inputs are not permitted"))),
         _ => Ok(unknown),
+    }
+}
+
+/// What the API checks against the model: an id it does not serve is a 404 (`model: <id>`), and
+/// `max_tokens` past the model's largest output a 400 (`max_tokens: 0` is the cache pre-warm and
+/// stays valid). The engine itself still simulates unpriced models.
+pub fn check_model(prices: &PriceTable, view: &RequestView) -> Result<(), ApiError> {
+    let model = view.require_model()?;
+    let resolved = prices.resolve(model);
+    if !resolved.known {
+        return Err(ApiError::new(ErrorKind::NotFound, format!("model: {model}")));
+    }
+    let max_tokens = crate::endpoint::required_max_tokens(view)?;
+    match resolved.price.max_output_tokens {
+        Some(most) if max_tokens > most => Err(ApiError::invalid(format!(
+            "max_tokens: {max_tokens} > {most}, which is the maximum allowed number of output tokens for {model}"
+        ))),
+        _ => Ok(()),
     }
 }
 

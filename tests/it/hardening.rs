@@ -472,7 +472,7 @@ fn real_client_bodies() -> Vec<(&'static str, String)> {
         ),
         (
             "sdk beta fields",
-            r#"{"model":"claude-sonnet-4-6","max_tokens":0,"messages":[{"role":"user","content":"warm"}],"cache_control":{"type":"ephemeral"},"speed":"fast","diagnostics":{"cache":true},"container":"c","mcp_servers":[]}"#.to_string(),
+            r#"{"model":"claude-opus-5-5","max_tokens":0,"messages":[{"role":"user","content":"warm"}],"cache_control":{"type":"ephemeral"},"speed":"fast","diagnostics":{"cache":true},"container":"c","mcp_servers":[]}"#.to_string(),
         ),
     ]
 }
@@ -538,4 +538,82 @@ fn item10_every_real_client_body_passes_strict_and_bad_bodies_get_the_apis_error
     assert_eq!(post(&agent, &server.url("/v1/messages"), Some("k"), body.as_bytes()).status, 200);
     let summary = server.stop();
     assert_eq!(summary.stats.unknown_fields.get("bogus"), Some(&1));
+}
+
+// ---- item 4: past the context window ----
+
+/// A request to `model` whose one user message holds `blocks` blocks declaring `each` tokens.
+fn declared_context(model: &str, blocks: usize, each: u64) -> String {
+    let block = format!(r#"{{"type":"text","text":"x","forkcache_tokens":{each}}}"#);
+    let content = vec![block; blocks].join(",");
+    format!(r#"{{"model":"{model}","max_tokens":5,"messages":[{{"role":"user","content":[{content}]}}]}}"#)
+}
+
+#[test]
+fn item4_a_prompt_past_the_context_window_is_refused_as_the_api_does_never_priced() {
+    // Sonnet 4.6: a 1,000,000-token window (fixtures/pricing.json). 15 blocks × 1e9 = 1.5e10.
+    let huge = declared_context(SONNET, 15, 1_000_000_000);
+    // 1,200,000 declared: past the window, but within the 30% the estimate may be off by.
+    let near = declared_context(SONNET, 1, 1_200_000);
+    // 1,400,000: past the margin.
+    let over = declared_context(SONNET, 1, 1_400_000);
+    let trace = format!("{huge}\n{near}\n{over}\n");
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &trace).unwrap();
+    // A declared block counts exactly what it declares.
+    assert_eq!(
+        report.records[0].result.as_ref().unwrap_err().message,
+        "prompt is too long: 15000000000 tokens > 1000000 maximum"
+    );
+    assert!(report.records[1].result.is_ok(), "within the estimate's margin: priced");
+    assert_eq!(
+        report.records[2].result.as_ref().unwrap_err().message,
+        "prompt is too long: 1400000 tokens > 1000000 maximum"
+    );
+    assert_eq!(report.totals.rejected, 2);
+
+    let server = Running::default_server();
+    let answer = post(&client(), &server.url("/v1/messages"), Some("k"), huge.as_bytes());
+    assert_eq!(
+        (answer.status, answer.error().1.as_str()),
+        (400, "prompt is too long: 15000000000 tokens > 1000000 maximum")
+    );
+    server.stop();
+
+    // A scenario whose history is past the window stops with the request named.
+    let scenario = r#"{"name":"big","history":{"messages":[{"role":"user","content":[{"type":"text","text":"h","forkcache_tokens":900000000}]}]},"timeline":[{"turn":{}}]}"#;
+    let (code, err) = run_scenario(scenario);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("prompt is too long:") && err.contains("> 1000000 maximum"), "{err}");
+}
+
+#[test]
+fn item10_unknown_models_get_a_404_and_max_tokens_past_the_models_output_a_400() {
+    let server = Running::default_server();
+    let agent = client();
+    let url = server.url("/v1/messages");
+    let body = |model: &str, max_tokens: u64| {
+        format!(
+            r#"{{"model":"{model}","max_tokens":{max_tokens},"messages":[{{"role":"user","content":"hi"}}]}}"#
+        )
+    };
+    // Claude Code 2.1.330 sends claude-opus-5-5: in the table.
+    assert_eq!(post(&agent, &url, Some("k"), body("claude-opus-5-5", 64_000).as_bytes()).status, 200);
+    let answer = post(&agent, &url, Some("k"), body("claude-nope-9", 10).as_bytes());
+    assert_eq!(
+        (answer.status, answer.error()),
+        (404, ("not_found_error".to_string(), "model: claude-nope-9".to_string()))
+    );
+    // Sonnet 4.6 writes at most 64,000 tokens.
+    let answer = post(&agent, &url, Some("k"), body(SONNET, 64_001).as_bytes());
+    assert_eq!(answer.status, 400);
+    assert_eq!(
+        answer.error().1,
+        "max_tokens: 64001 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-6"
+    );
+    assert_eq!(post(&agent, &url, Some("k"), body(SONNET, 64_000).as_bytes()).status, 200);
+    assert_eq!(post(&agent, &url, Some("k"), body(SONNET, 0).as_bytes()).status, 200, "the pre-warm");
+    server.stop();
+    // The engine itself still simulates an unknown model (replay flags it unpriced).
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &body("claude-nope-9", 10)).unwrap();
+    assert!(report.records[0].result.is_ok());
 }
