@@ -172,6 +172,11 @@ fn fuzz_replay_reads_every_mutated_line_as_a_result_or_an_unreadable_line() {
     let priced = report.records.iter().filter(|r| r.result.is_ok()).count();
     assert!(priced > count / 20, "the mutations leave many requests valid: {priced} of {count}");
     assert!(report.totals.rejected > 0 && !report.unreadable.is_empty(), "and break many");
+    eprintln!(
+        "fuzz replay: {count} mutated lines, {priced} priced, {} rejected, {} unreadable",
+        report.totals.rejected,
+        report.unreadable.len()
+    );
     for record in &report.records {
         if let Err(error) = &record.result {
             assert!(!error.message.is_empty(), "line {}: an error says what is wrong", record.line);
@@ -220,6 +225,7 @@ fn fuzz_serve_answers_every_mutated_body_with_a_message_or_an_api_error() {
     let summary = server.stop();
     let totals = summary.stats.totals();
     assert_eq!(totals.requests + totals.rejected, count as u64 + 1, "every body was counted");
+    eprintln!("fuzz serve: {count} mutated bodies, {} priced, {} rejected", totals.requests, totals.rejected);
 }
 
 fn fixture(path: &str) -> Vec<u8> {
@@ -258,4 +264,8 @@ fn fuzz_run_and_sweep_files_give_an_error_naming_a_field_or_a_result() {
         (ran, refused)
     });
     assert!(outcomes.0 > 0 && outcomes.1 > 0, "both outcomes occur: {outcomes:?}");
+    eprintln!(
+        "fuzz run/sweep: {count} mutated scenarios, {} ran, {} refused; {count} sweeps read",
+        outcomes.0, outcomes.1
+    );
 }

@@ -3,6 +3,7 @@
 
 use std::io::Write as _;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use forkcache::billing::{PriceTable, Usage};
 use forkcache::endpoint::EndpointConfig;
@@ -616,4 +617,90 @@ fn item10_unknown_models_get_a_404_and_max_tokens_past_the_models_output_a_400()
     // The engine itself still simulates an unknown model (replay flags it unpriced).
     let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &body("claude-nope-9", 10)).unwrap();
     assert!(report.records[0].result.is_ok());
+}
+
+// ---- "nothing recorded is lost": kill -9 under load ----
+
+/// The usage of a complete 200 response, or `None` once the server is gone.
+fn try_post(agent: &ureq::Agent, url: &str, key: &str, body: &[u8]) -> Option<Usage> {
+    let request = agent.post(url).header("content-type", "application/json").header("x-api-key", key);
+    let mut response = request.send(body).ok()?;
+    if response.status() != 200 {
+        return None;
+    }
+    let text = response.body_mut().read_to_string().ok()?;
+    let message: Value = serde_json::from_str(&text).ok()?;
+    serde_json::from_value(message["usage"].clone()).ok()
+}
+
+/// Clients that hammer a `forkcache serve --trace` process until it is killed.
+const KILL_CLIENTS: usize = 8;
+
+#[test]
+fn kill_9_under_load_leaves_a_readable_trace_that_replays_to_every_response_sent() {
+    use std::io::BufRead as _;
+    let trace = tempfile("kill9");
+    let _ = std::fs::remove_file(&trace);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--quiet", "--trace"])
+        .arg(&trace)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let url = format!("{}/v1/messages", first.trim().strip_prefix("forkcache serve listening on ").unwrap());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..KILL_CLIENTS)
+        .map(|c| {
+            let (url, stop) = (url.clone(), std::sync::Arc::clone(&stop));
+            std::thread::spawn(move || {
+                // Each client its own workspace, so its responses can be matched to the trace.
+                let (agent, key) = (client(), format!("kill-{c}"));
+                let mut received = Vec::new();
+                for turn in 0.. {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    let body =
+                        cached_request(SONNET, 2_000 + turn, &format!("client {c} turn {turn}"), false);
+                    // A response cut by the kill was not sent: it does not count.
+                    let Some(usage) = try_post(&agent, &url, &key, body.as_bytes()) else { break };
+                    received.push(usage);
+                }
+                (key, received)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1_500));
+    child.kill().unwrap(); // SIGKILL: no shutdown, no flush beyond what was written
+    child.wait().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let received: Vec<(String, Vec<Usage>)> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let sent: usize = received.iter().map(|(_, usages)| usages.len()).sum();
+    assert!(sent > 50, "the load ran: {sent} responses");
+
+    let bytes = std::fs::read(&trace).unwrap();
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &bytes).unwrap();
+    assert!(report.unreadable.len() <= 1, "at most the line being written is torn: {:?}", report.unreadable);
+    let lost_or_unanswered = report.records.len() + report.unreadable.len() - sent;
+    eprintln!(
+        "kill -9 under load: {sent} responses sent, {} trace requests, {} torn, {lost_or_unanswered} in flight",
+        report.records.len(),
+        report.unreadable.len()
+    );
+    assert!(lost_or_unanswered <= KILL_CLIENTS, "only in-flight requests differ: {lost_or_unanswered}");
+    for (key, usages) in &received {
+        let workspace = key_fingerprint(key);
+        let replayed: Vec<Usage> = report
+            .records
+            .iter()
+            .filter_map(|r| r.result.as_ref().ok())
+            .filter(|record| record.workspace == workspace)
+            .map(|record| record.usage)
+            .collect();
+        assert!(replayed.len() >= usages.len() && replayed.len() <= usages.len() + 1, "{key}");
+        assert_eq!(&replayed[..usages.len()], &usages[..], "{key}: replay equals every response sent");
+    }
+    let _ = std::fs::remove_file(trace);
 }
