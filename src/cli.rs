@@ -259,7 +259,7 @@ pub struct EngineArgs {
     /// Render thinking/effort ahead of the tools (the "model-specific" rows of the docs).
     #[arg(long)]
     pub render_config_ahead: bool,
-    /// Cache capacity in entries.
+    /// Cache capacity in entries, per workspace (one workspace never evicts another's entries).
     #[arg(long, default_value_t = 1 << 20)]
     pub capacity: usize,
 }

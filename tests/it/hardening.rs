@@ -704,3 +704,27 @@ fn kill_9_under_load_leaves_a_readable_trace_that_replays_to_every_response_sent
     }
     let _ = std::fs::remove_file(trace);
 }
+
+#[test]
+fn item11_capacity_is_per_workspace_so_one_tenant_cannot_evict_anothers_entries() {
+    let mut endpoint = EndpointConfig::default();
+    endpoint.cache.capacity_entries = 2;
+    let server = Running::start(ServeConfig::default(), endpoint);
+    let agent = client();
+    let url = server.url("/v1/messages");
+    // Alice caches one prefix (one entry).
+    let alice = cached_request(SONNET, 2_000, "alice", false);
+    assert_eq!(
+        post(&agent, &url, Some("alice"), alice.as_bytes()).usage().cache_creation_input_tokens,
+        2_000
+    );
+    // Mallory writes 10 different prefixes: 10 entries, far past a capacity of 2.
+    for n in 0..10 {
+        let noise = cached_request(SONNET, 2_000 + n, "noise", false);
+        post(&agent, &url, Some("mallory"), noise.as_bytes());
+    }
+    // Alice's entry is still there.
+    assert_eq!(post(&agent, &url, Some("alice"), alice.as_bytes()).usage().cache_read_input_tokens, 2_000);
+    let summary = server.stop();
+    assert_eq!(summary.cache.evictions, 8, "mallory evicted 8 of its own 10");
+}
