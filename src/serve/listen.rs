@@ -102,6 +102,22 @@ impl IdleTimeout {
         self.last_progress = Instant::now();
     }
 
+    /// A write's outcome: bytes written are progress; a pending write counts toward idleness.
+    fn after_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match polled {
+            Poll::Ready(Ok(written)) => {
+                self.progressed();
+                Poll::Ready(Ok(written))
+            }
+            Poll::Pending => self.poll_idle(cx).map(Err),
+            ready => ready,
+        }
+    }
+
     /// Called while an operation is pending: an error once the connection has been idle too long.
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
         loop {
@@ -142,14 +158,8 @@ impl AsyncRead for IdleTimeout {
 
 impl AsyncWrite for IdleTimeout {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, buf) {
-            Poll::Ready(Ok(written)) => {
-                self.progressed();
-                Poll::Ready(Ok(written))
-            }
-            Poll::Pending => self.poll_idle(cx).map(Err),
-            ready => ready,
-        }
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.after_write(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -157,14 +167,8 @@ impl AsyncWrite for IdleTimeout {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(written)) => {
-                self.progressed();
-                Poll::Ready(Ok(written))
-            }
-            Poll::Pending => self.poll_idle(cx).map(Err),
-            ready => ready,
-        }
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.after_write(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -18,15 +18,7 @@ use crate::serve_harness::{Running, cached_request, client, post};
 const SONNET: &str = "claude-sonnet-4-6";
 
 fn forkcache(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_forkcache"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    child.stdin.take().expect("a stdin").write_all(stdin).expect("stdin written");
-    child.wait_with_output().expect("the binary finishes")
+    crate::support::run_binary(args, stdin)
 }
 
 fn stderr(output: &Output) -> String {

@@ -225,3 +225,17 @@ pub fn check_steps(client: &mut Client, steps: &[Step]) -> Vec<Record> {
         })
         .collect()
 }
+
+/// Runs the `forkcache` binary with `args`, `stdin` on its standard input, to completion.
+pub fn run_binary(args: &[&str], stdin: &[u8]) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    child.stdin.take().expect("a stdin").write_all(stdin).expect("stdin written");
+    child.wait_with_output().expect("the binary finishes")
+}
