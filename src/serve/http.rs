@@ -390,20 +390,23 @@ async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
     }
 }
 
-/// `GET /forkcache/stats`: totals per workspace so far. Under `require_key` it needs a key and
-/// shows that key's workspace alone: one tenant never sees another's traffic.
+/// `GET /forkcache/stats`: totals per workspace so far. Asked with a key, it shows that key's
+/// workspace alone; under `require_key` it must be asked with one, so one tenant never sees
+/// another's traffic.
 async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
     let key = api_key(&headers);
     let mut core = shared.lock();
-    if !shared.config.require_key {
-        return json_response(StatusCode::OK, core.stats.to_json(&core.endpoint.cache_stats()));
+    match key {
+        Some(key) => {
+            let workspace = core.endpoint.workspace_of(Some(&key));
+            json_response(StatusCode::OK, core.stats.workspace_json(&workspace))
+        }
+        None if shared.config.require_key => {
+            let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
+            error_response(&error, &core.next_request_id(), None)
+        }
+        None => json_response(StatusCode::OK, core.stats.to_json(&core.endpoint.cache_stats())),
     }
-    let Some(key) = key else {
-        let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
-        return error_response(&error, &core.next_request_id(), None);
-    };
-    let workspace = core.endpoint.workspace_of(Some(&key));
-    json_response(StatusCode::OK, core.stats.workspace_json(&workspace))
 }
 
 /// The `GET /v1/models` document: every id of every priced model, in table order.
