@@ -8,7 +8,10 @@ use serde_json::value::RawValue;
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 use crate::billing::{BillingProfile, Cost, ModelPrice, PriceTable, TokenEquivalents, Usage};
-use crate::cache::{CacheConfig, Lookup, Miss, Outcome, PrefixCache, ScopeId, StoreStats};
+use crate::cache::{
+    CacheConfig, Diagnostics, Fingerprint, Fingerprints, Lookup, Miss, Outcome, PrefixCache, ScopeId,
+    StoreStats,
+};
 use crate::clock::SimTime;
 use crate::prompt::{
     BlockContext, BlockInfo, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer,
@@ -16,7 +19,8 @@ use crate::prompt::{
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
-    ApiError, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock, StopReason, parse_request,
+    ApiError, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock,
+    StopReason, parse_request,
 };
 
 /// Everything that decides how requests are priced.
@@ -140,6 +144,8 @@ pub struct MockEndpoint {
     cache: PrefixCache,
     // How often each request identity was answered, so repeats get distinct ids.
     id_uses: HashMap<u128, u64, BuildPassThrough>,
+    // Requests that asked for cache diagnostics, by response id.
+    fingerprints: Fingerprints,
 }
 
 /// Distinct request identities remembered for id numbering before starting over.
@@ -155,6 +161,7 @@ impl MockEndpoint {
             prices,
             renderer,
             id_uses: HashMap::default(),
+            fingerprints: Fingerprints::default(),
         })
     }
 
@@ -200,7 +207,30 @@ impl MockEndpoint {
             stream: view.stream,
             max_tokens,
         };
-        Ok(self.serve(&request, call))
+        let mut exchange = self.serve(&request, call);
+        if let Some(asked) = &view.diagnostics {
+            exchange.response.diagnostics = Some(self.diagnose(&request, asked, &exchange));
+        }
+        Ok(exchange)
+    }
+
+    /// Cache diagnostics for a request that asked: compared with the request behind
+    /// `previous_message_id`, then remembered under this response's id for the next turn.
+    fn diagnose(
+        &mut self,
+        request: &RenderedRequest,
+        asked: &DiagnosticsRequest,
+        exchange: &Exchange,
+    ) -> Option<Diagnostics> {
+        let workspace = &exchange.record.workspace;
+        let previous = asked.previous_message_id.as_deref();
+        let diagnostics = self.fingerprints.diagnose(workspace, previous, request.model, request.prompt);
+        self.fingerprints.keep(
+            workspace,
+            &exchange.response.id,
+            Fingerprint::of(request.model, request.prompt),
+        );
+        diagnostics
     }
 
     /// Prices a request its caller rendered itself (with [`crate::prompt::PromptBuilder`] and
@@ -394,6 +424,7 @@ impl MockEndpoint {
             stop_reason,
             stop_sequence: None,
             usage,
+            diagnostics: None,
         }
     }
 }

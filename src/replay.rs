@@ -1,7 +1,7 @@
 //! `replay`: prices a recorded request stream through the endpoint, request by request, and
 //! renders the result as JSON or a table.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -352,6 +352,7 @@ impl ReplayReport {
             let _ =
                 writeln!(out, "* not in the price table: priced as {} (--default-model)", record.priced_as);
         }
+        out.push_str(&layout_notes(&self.records));
         let endpoint = &self.config.endpoint;
         let _ = writeln!(
             out,
@@ -364,6 +365,18 @@ impl ReplayReport {
         );
         out
     }
+}
+
+/// One line per miss cause that is a layout rather than a mistake, for the causes present.
+fn layout_notes(records: &[ReplayRecord]) -> String {
+    let causes: BTreeSet<MissCause> = records
+        .iter()
+        .filter_map(|r| r.result.as_ref().ok().and_then(|r| r.miss.as_ref()).map(|miss| miss.cause))
+        .collect();
+    causes
+        .into_iter()
+        .filter_map(|cause| cause.layout_note().map(|note| format!("{}: {note}\n", cause.name())))
+        .collect()
 }
 
 /// One request's line of the table (a model missing from the price table is starred).

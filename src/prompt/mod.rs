@@ -162,6 +162,9 @@ pub struct Position {
     pub tokens_end: u64,
     /// The block(s) it stands for.
     pub slot: Slot,
+    /// Its first block is a `tool_use` (how a fork's own tool call is told apart from other
+    /// content when diagnosing sibling forks).
+    pub tool_use: bool,
 }
 
 /// A cache breakpoint: a marked block, or the automatic one.

@@ -7,8 +7,8 @@ mod sse;
 
 pub use error::{ApiError, ErrorKind};
 pub use request::{
-    ContentView, MessageView, OutputConfig, RequestView, Role, Thinking, ToolChoice, api_path,
-    describe_parse_error, parse_request, parse_request_str,
+    ContentView, DiagnosticsRequest, MessageView, OutputConfig, RequestView, Role, Thinking, ToolChoice,
+    api_path, describe_parse_error, parse_request, parse_request_str,
 };
 pub use response::{MessageResponse, Reply, ReplyContent, ResponseBlock, StopReason};
 pub use sse::{

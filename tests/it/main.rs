@@ -2,6 +2,7 @@
 
 mod accounting;
 mod automatic;
+mod diagnostics;
 mod identity;
 mod longest_prefix;
 mod lookback;
