@@ -8,7 +8,7 @@ use forkcache::billing::{BillingProfile, PriceTable};
 use forkcache::cache::Policy;
 use forkcache::clock::Visibility;
 use forkcache::endpoint::EndpointConfig;
-use forkcache::prompt::IdentityMode;
+use forkcache::prompt::{DeferredTools, IdentityMode};
 use forkcache::tokenize::TokenizerKind;
 
 /// Simulate, measure and price prompt-cache sharing in LLM agent systems.
@@ -213,6 +213,10 @@ pub struct EngineArgs {
     /// Cache capacity in entries.
     #[arg(long, default_value_t = 1 << 20)]
     pub capacity: usize,
+    /// Loading a deferred tool (a `tool_reference`) renders it among the tools, breaking the
+    /// prefix, as real transcripts show; by default the documented rule (no change).
+    #[arg(long)]
+    pub deferred_tools_observed: bool,
 }
 
 /// `--policy`.
@@ -373,6 +377,9 @@ impl EngineArgs {
         };
         config.prompt.collapse_tool_runs = !self.no_collapse_runs;
         config.prompt.render_config_ahead = self.render_config_ahead;
+        if self.deferred_tools_observed {
+            config.prompt.deferred_tools = DeferredTools::Observed;
+        }
         config.cache.policy = match self.policy {
             PolicyArg::Anthropic => Policy::Anthropic,
             PolicyArg::LongestPrefix => Policy::LongestPrefix,

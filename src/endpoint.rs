@@ -20,7 +20,7 @@ use crate::prompt::{
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
     ApiError, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock,
-    StopReason, parse_request,
+    StopReason, check_model_rules, parse_request,
 };
 
 /// Everything that decides how requests are priced.
@@ -200,6 +200,7 @@ impl MockEndpoint {
         if max_tokens == 0 {
             check_prewarm(view)?;
         }
+        check_model_rules(view, view.require_model()?)?;
         let prompt = self.render_view(view)?;
         let request = RenderedRequest {
             model: view.require_model()?,

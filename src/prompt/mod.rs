@@ -22,7 +22,7 @@ pub use builder::{Checkpoint, PromptBuilder};
 pub use hash::{BuildPassThrough, PassThrough, chain, content_hash, namespaced_hash, salt_hash};
 pub use memo::{BlockMemo, MEMO_LIMIT};
 pub use render::{
-    MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolPromptSize, tool_prompt_size,
+    DeferredTools, MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolPromptSize, tool_prompt_size,
     validate_breakpoints,
 };
 

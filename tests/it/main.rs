@@ -2,6 +2,7 @@
 
 mod accounting;
 mod automatic;
+mod claude_code_shapes;
 mod diagnostics;
 mod identity;
 mod longest_prefix;
