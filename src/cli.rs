@@ -104,16 +104,27 @@ pub struct RunArgs {
     pub bodies: Option<PathBuf>,
 }
 
-/// `explain`.
+/// `explain`: `explain A B`, or `explain TRACE --request N`.
 #[derive(Args, Debug)]
 pub struct ExplainArgs {
-    /// The earlier request: a body, or an envelope with a `body` member.
+    /// The earlier request (a body, or an envelope with a `body` member); with `--request`, the
+    /// trace.
     pub a: PathBuf,
     /// The later request.
-    pub b: PathBuf,
+    #[arg(required_unless_present = "request", conflicts_with = "request")]
+    pub b: Option<PathBuf>,
+    /// Explain request N (0-based) of the trace A: its miss, the bytes around the divergence
+    /// from the closest earlier request, and the fix with its saving.
+    #[arg(long)]
+    pub request: Option<usize>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Milliseconds between trace lines that carry no `at_ms` (with `--request`).
+    #[arg(long, default_value_t = 30_000)]
+    pub gap_ms: u64,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 /// `demo`.

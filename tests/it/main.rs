@@ -4,6 +4,7 @@ mod accounting;
 mod automatic;
 mod claude_code_shapes;
 mod diagnostics;
+mod explain_request;
 mod identity;
 mod longest_prefix;
 mod lookback;
