@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::billing::{Cost, PriceTable, Usage};
+use crate::billing::{Modifiers, PriceTable, Usage};
 use crate::cache::{Miss, MissCause};
 use crate::prompt::Dimension;
 use crate::replay::{ReplayConfig, ReplayRecord, replay};
@@ -71,7 +71,8 @@ pub struct Fix {
     pub advice: String,
     /// Tokens that would have been read instead (the miss's `tokens_missed`).
     pub tokens_saved: u64,
-    /// This request's cost less its cost with those tokens read (integer nano-dollars).
+    /// This request's cost less its cost with those tokens read (integer nano-dollars; 0 for an
+    /// unpriced model).
     pub saving_nanousd: u64,
     /// The same in dollars.
     pub saving_usd: f64,
@@ -103,10 +104,23 @@ pub fn explain_request(
         common_prefix_bytes: common_prefix_bytes(earlier, this),
         divergence: first_divergence(earlier, this),
     });
-    let rates = prices.resolve(&priced.model).price.rates(config.endpoint.billing);
+    let resolved = prices.resolve(&priced.model);
+    let modifiers = Modifiers {
+        speed: priced.usage.speed.unwrap_or_default(),
+        geo: priced.usage.inference_geo.unwrap_or_default(),
+        batch: false,
+    };
     let fix = priced.miss.as_ref().map(|miss| {
         let saved = with_read(&priced.usage, miss.tokens_missed);
-        let saving = priced.cost.total_nanousd().saturating_sub(Cost::of(&saved, &rates).total_nanousd());
+        // Priced as the request was: its model's row, the replay's date, its modifiers.
+        let cost_saved = resolved
+            .priced
+            .then(|| {
+                resolved.price.cost(config.endpoint.billing, config.endpoint.price_date, &saved, modifiers)
+            })
+            .flatten();
+        let saving =
+            cost_saved.map_or(0, |cost| priced.cost.total_nanousd().saturating_sub(cost.total_nanousd()));
         Fix {
             advice: advice(miss, comparison.as_ref(), compared_with),
             tokens_saved: miss.tokens_missed,
@@ -168,7 +182,11 @@ fn with_read(usage: &Usage, tokens: u64) -> Usage {
     let write_1h = take(usage.cache_creation.ephemeral_1h_input_tokens);
     let uncached = take(usage.input_tokens);
     let read = usage.cache_read_input_tokens + (tokens - left);
-    Usage::new(uncached, read, write_5m, write_1h, usage.output_tokens)
+    Usage {
+        speed: usage.speed,
+        inference_geo: usage.inference_geo,
+        ..Usage::new(uncached, read, write_5m, write_1h, usage.output_tokens)
+    }
 }
 
 /// What to change, for this miss and what the bytes show.

@@ -176,6 +176,8 @@ pub struct RequestView<'a> {
     pub speed: Option<String>,
     /// `diagnostics`: present when the request asks for cache diagnostics.
     pub diagnostics: Option<DiagnosticsRequest>,
+    /// `inference_geo` (data residency: `"us"` carries a premium on some models).
+    pub inference_geo: Option<String>,
 }
 
 impl<'a> RequestView<'a> {
@@ -199,6 +201,7 @@ impl<'a> RequestView<'a> {
             "stream" => self.stream = map.next_value::<Option<bool>>()?.unwrap_or(false),
             "speed" => self.speed = map.next_value()?,
             "diagnostics" => self.diagnostics = map.next_value()?,
+            "inference_geo" => self.inference_geo = map.next_value()?,
             _ => return Ok(false),
         }
         Ok(true)

@@ -34,10 +34,11 @@ fn the_captured_parent_request_renders_its_system_message_marker_and_drops_the_d
     assert_eq!(tools[10]["defer_loading"], true);
 
     let record = Client::new().send_bytes(&bytes(&body), 0);
-    // Positions: 11 tools (the deferred placeholder is not in the prompt) + the hidden tool
-    // prompt + system[1..=2] (system[0], the billing header, is dropped) + messages[0]'s two
-    // text blocks + the system message = 17. Breakpoints: system[1], system[2], messages[1].
-    assert_eq!((record.positions, record.breakpoints), (17, 3));
+    // Positions: 11 tools (the deferred placeholder is not in the prompt; Opus 5.5's hidden
+    // tool prompt is not known to the price table, so it has none) + system[1..=2] (system[0],
+    // the billing header, is dropped) + messages[0]'s two text blocks + the system message = 16.
+    // Breakpoints: system[1], system[2], messages[1].
+    assert_eq!((record.positions, record.breakpoints), (16, 3));
     // The last block is marked: everything is written, nothing left uncached.
     assert_eq!(record.usage.input_tokens, 0);
 }
