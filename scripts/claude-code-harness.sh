@@ -11,6 +11,7 @@
 #   CLAUDE_BIN=$(command -v claude) scripts/claude-code-harness.sh   # your own installation
 #   KEEP=/tmp/run scripts/claude-code-harness.sh        # keep the trace, replay and output there
 #   PRICES=my-prices.json scripts/claude-code-harness.sh          # price with another table
+#   FORK_ENV=0 CLAUDE_CODE_VERSION=2.1.330 scripts/claude-code-harness.sh   # forks without the variable
 #
 # Claude Code talks only to the loopback server: the quiet variables below turn off telemetry,
 # updates and side traffic. Extra arguments are passed to `forkcache serve` (e.g. --policy).
@@ -26,6 +27,10 @@ if [[ -z "${CLAUDE_BIN:-}" ]]; then
   npm_install "$DIR" "@anthropic-ai/claude-code@$VERSION" "Claude Code harness" || exit 0
 fi
 
+FORK_VARS=(CLAUDE_CODE_FORK_SUBAGENT=1)
+if [[ "${FORK_ENV:-1}" == "0" ]]; then
+  FORK_VARS=()
+fi
 PRICE_ARGS=()
 if [[ -n "${PRICES:-}" ]]; then
   PRICE_ARGS=(--prices "$PRICES")
@@ -50,7 +55,7 @@ status=0
   cd "$RUN/project"
   env ANTHROPIC_BASE_URL="$BASE_URL" ANTHROPIC_API_KEY=forkcache-harness \
     DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 \
-    CLAUDE_CODE_FORK_SUBAGENT=1 HOME="$RUN/home" \
+    ${FORK_VARS[@]+"${FORK_VARS[@]}"} HOME="$RUN/home" \
     timeout 180 "$CLAUDE_BIN" -p "$PROMPT" --output-format json \
     --session-id 11111111-2222-4333-8444-555555555555 </dev/null >"$RUN/claude.json" 2>"$RUN/claude.err"
 ) || status=$?
