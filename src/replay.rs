@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::billing::{Cost, PriceTable, TokenEquivalents, Usage};
-use crate::cache::{Miss, MissCause, StoreStats};
+use crate::cache::{Miss, MissCause, StoreStats, layout_notes};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
 use crate::tokenize::TokenizerUnavailable;
@@ -373,7 +373,9 @@ impl ReplayReport {
                 record.priced_as
             );
         }
-        out.push_str(&layout_notes(&self.records));
+        let causes =
+            self.records.iter().filter_map(|r| r.result.as_ref().ok()?.miss.as_ref().map(|miss| miss.cause));
+        out.push_str(&layout_notes(causes));
         let endpoint = &self.config.endpoint;
         let _ = writeln!(
             out,
@@ -386,18 +388,6 @@ impl ReplayReport {
         );
         out
     }
-}
-
-/// One line per miss cause that is a layout rather than a mistake, for the causes present.
-fn layout_notes(records: &[ReplayRecord]) -> String {
-    let causes: BTreeSet<MissCause> = records
-        .iter()
-        .filter_map(|r| r.result.as_ref().ok().and_then(|r| r.miss.as_ref()).map(|miss| miss.cause))
-        .collect();
-    causes
-        .into_iter()
-        .filter_map(|cause| cause.layout_note().map(|note| format!("{}: {note}\n", cause.name())))
-        .collect()
 }
 
 /// One request's line of the table (a model missing from the price table is starred).

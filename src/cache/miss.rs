@@ -108,6 +108,16 @@ impl MissCause {
     }
 }
 
+/// One line per distinct cause among `causes` that is a layout rather than a mistake
+/// (`cause: note`), in cause order: what reports print once, under the requests.
+pub fn layout_notes(causes: impl IntoIterator<Item = MissCause>) -> String {
+    let causes: std::collections::BTreeSet<MissCause> = causes.into_iter().collect();
+    causes
+        .into_iter()
+        .filter_map(|cause| cause.layout_note().map(|note| format!("{}: {note}\n", cause.name())))
+        .collect()
+}
+
 /// A diagnosed miss.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Miss {

@@ -14,7 +14,7 @@ pub use diagnostics::{
     CacheMissReason, CacheMissType, Diagnostics, Fingerprint, Fingerprints, miss_reason_type,
 };
 pub use history::{Closest, HISTORY_LIMIT, History, Summary};
-pub use miss::{Miss, MissCause};
+pub use miss::{Miss, MissCause, layout_notes};
 pub use store::{Entry, EntryKey, EntryStore, ScopeId, StoreStats};
 
 use crate::clock::{LatencyModel, SimTime, Visibility};

@@ -3,7 +3,9 @@
 //! entry, but no breakpoint at or after it; `compacted` — a summary replaced the history. Plus:
 //! new content is never a miss, and the server's log line names the cause.
 
-use forkcache::cache::MissCause::{Cold, Compacted, NoBreakpoint, NotWritten, PrefixChanged};
+use forkcache::cache::MissCause::{
+    self, Cold, Compacted, NoBreakpoint, NotWritten, OwnToolUse, PrefixChanged,
+};
 use forkcache::endpoint::EndpointConfig;
 use forkcache::serve::request_line;
 
@@ -209,4 +211,37 @@ fn a_short_sibling_sent_since_does_not_hide_the_entry_an_edit_loses() {
     );
     let miss = records[2].miss.clone().unwrap();
     assert_eq!((miss.path.as_str(), miss.tokens_missed), ("messages[0].content[0]", 3_100));
+}
+
+#[test]
+fn sibling_forks_keeping_their_own_tool_use_are_that_layout_explained_once() {
+    // A parent writes its 2,000-token history; three forks each add their own 50-token tool_use,
+    // its 30-token result and a marked 100-token directive. Fork 1 reads the history; forks 2
+    // and 3 part from the fork before them at their own tool_use: the layout, not an edit.
+    let fork = |n: u32| {
+        let id = format!("toolu_{n}");
+        Body::new(
+            SONNET,
+            vec![
+                user(vec![bp(text("history", 2_000))]),
+                assistant(vec![tool_use(&id, 50)]),
+                user(vec![crate::support::tool_result(&id, 30), bp(text(&format!("directive {n}"), 100))]),
+            ],
+        )
+    };
+    let bodies = [Body::new(SONNET, vec![user(vec![bp(text("history", 2_000))])]), fork(1), fork(2), fork(3)];
+    let trace: String = bodies.iter().map(|body| format!("{}\n", body.0)).collect();
+    let report =
+        forkcache::replay(&forkcache::ReplayConfig::default(), forkcache::PriceTable::builtin(), &trace)
+            .unwrap();
+    let causes: Vec<Option<MissCause>> =
+        report.records.iter().map(|r| r.result.as_ref().unwrap().miss.as_ref().map(|m| m.cause)).collect();
+    assert_eq!(causes, [None, None, Some(OwnToolUse), Some(OwnToolUse)]);
+    let table = report.to_table();
+    assert_eq!(table.matches("own_tool_use at messages[1].content[0]").count(), 2, "{table}");
+    assert_eq!(
+        table.matches("\nown_tool_use: sibling forks each keep only their own tool_use").count(),
+        1,
+        "{table}"
+    );
 }
