@@ -167,3 +167,35 @@ fn thinking_with_a_forced_tool_choice_is_refused() {
     // `auto` leaves the choice to the model: accepted.
     client.send(&body.with("tool_choice", json!({"type": "auto"})), 0);
 }
+
+/// A whole 2.1.330 run through the harness (`FORK_ENV=0`: forks launched without
+/// `CLAUDE_CODE_FORK_SUBAGENT`), paths and device id replaced by strings of the same length so
+/// every block keeps its size: the parent, two fork children, the parent after the tool
+/// results, and the parent once the forks reported.
+const FORKS_TRACE: &str = include_str!("../../fixtures/clients/claude-code-2.1.330-forks.jsonl");
+
+#[test]
+fn a_captured_2_1_330_run_replays_to_claude_codes_own_bill() {
+    let report =
+        forkcache::replay(&forkcache::ReplayConfig::default(), forkcache::PriceTable::builtin(), FORKS_TRACE)
+            .unwrap();
+    let causes: Vec<Option<MissCause>> =
+        report.records.iter().map(|r| r.result.as_ref().unwrap().miss.as_ref().map(|m| m.cause)).collect();
+    // Fork 1 reads the parent; fork 2 and the parent's next request part from fork 1 at their
+    // own tool_use: the layout.
+    assert_eq!(causes, [None, None, Some(MissCause::OwnToolUse), Some(MissCause::OwnToolUse), None]);
+    // Claude Code's own modelUsage for the run: 49,026 read, 14,101 written (5m), 139 output,
+    // costUSD 0.0830902. At Opus 5.5's $5 write / $0.20 read / $20 output per MTok:
+    // 14,101 × 5,000 + 49,026 × 200 + 139 × 20,000 = 70,505,000 + 9,805,200 + 2,780,000
+    // = 83,090,200 nano-dollars.
+    let totals = &report.totals;
+    assert_eq!(
+        (
+            totals.usage.cache_read_input_tokens,
+            totals.usage.cache_creation_input_tokens,
+            totals.usage.output_tokens
+        ),
+        (49_026, 14_101, 139)
+    );
+    assert_eq!(totals.cost.total_nanousd(), 83_090_200);
+}
