@@ -160,8 +160,9 @@ pub struct Fingerprints {
 }
 
 impl Fingerprints {
-    /// Fingerprints held before the oldest is forgotten.
-    pub const LIMIT: usize = 1 << 16;
+    /// Fingerprints held before the oldest is forgotten. Each holds 16 bytes per position, so
+    /// this bounds the store at a few tens of MB even for long conversations.
+    pub const LIMIT: usize = 1 << 12;
 
     /// The diagnostics of a request to `model` in `workspace` naming `previous` (`None` on a
     /// first turn).
@@ -191,5 +192,49 @@ impl Fingerprints {
                 self.by_id.remove(&oldest);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompt::{Position, Prompt, Slot};
+
+    fn prompt(hashes: &[u128]) -> Prompt {
+        let positions = hashes
+            .iter()
+            .enumerate()
+            .map(|(i, &hash)| Position {
+                hash,
+                tokens_end: 10 * (i as u64 + 1),
+                slot: Slot::System(i as u32),
+                tool_use: false,
+            })
+            .collect();
+        Prompt {
+            positions,
+            breakpoints: Vec::new(),
+            salts: Salts::default(),
+            first_after_tools: 0,
+            first_message: 0,
+        }
+    }
+
+    #[test]
+    fn the_oldest_fingerprints_are_forgotten_past_the_limit() {
+        let mut store = Fingerprints::default();
+        let p = prompt(&[1, 2]);
+        for id in 0..=Fingerprints::LIMIT {
+            store.keep("w", &format!("msg_{id}"), Fingerprint::of("m", p.as_ref()));
+        }
+        assert_eq!(store.by_id.len(), Fingerprints::LIMIT);
+        let not_found = store.diagnose("w", Some("msg_0"), "m", p.as_ref()).unwrap();
+        assert_eq!(not_found.cache_miss_reason.kind, CacheMissType::PreviousMessageNotFound);
+        // The newest is still there, and the same request repeated diverges nowhere.
+        assert_eq!(store.diagnose("w", Some(&format!("msg_{}", Fingerprints::LIMIT)), "m", p.as_ref()), None);
+        // Fingerprints are per workspace.
+        let other =
+            store.diagnose("v", Some(&format!("msg_{}", Fingerprints::LIMIT)), "m", p.as_ref()).unwrap();
+        assert_eq!(other.cache_miss_reason.kind, CacheMissType::PreviousMessageNotFound);
     }
 }
