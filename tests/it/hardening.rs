@@ -720,3 +720,31 @@ fn item11_capacity_is_per_workspace_so_one_tenant_cannot_evict_anothers_entries(
     let summary = server.stop();
     assert_eq!(summary.cache.evictions, 8, "mallory evicted 8 of its own 10");
 }
+
+#[test]
+fn item10_every_captured_real_client_body_passes_strict() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/clients");
+    let mut bodies: Vec<(String, Vec<u8>)> = Vec::new();
+    for entry in std::fs::read_dir(&fixtures).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let bytes = std::fs::read(&path).unwrap();
+        if name.ends_with(".jsonl") {
+            for (index, line) in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()).enumerate() {
+                let envelope: Value = serde_json::from_slice(line).unwrap();
+                bodies.push((format!("{name}:{}", index + 1), envelope["body"].to_string().into_bytes()));
+            }
+        } else {
+            bodies.push((name, bytes));
+        }
+    }
+    assert!(bodies.len() > 3, "the captured fixtures are there: {}", bodies.len());
+    let server =
+        Running::start(ServeConfig { strict: true, ..ServeConfig::default() }, EndpointConfig::default());
+    let agent = client();
+    for (name, body) in &bodies {
+        let answer = post(&agent, &server.url("/v1/messages"), Some("captured"), body);
+        assert_eq!(answer.status, 200, "{name}: {}", answer.body);
+    }
+    server.stop();
+}
