@@ -183,7 +183,10 @@ fn hold_slow_sockets(
             .filter_map(|mut s| s.write_all(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\n").ok().map(|()| s))
             .collect();
         let opened = sockets.len();
-        while stopped.recv_timeout(Duration::from_secs(1)).is_err() {
+        // Until `stop` is dropped (a disconnect, not a timeout).
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            stopped.recv_timeout(Duration::from_secs(1))
+        {
             sockets.retain_mut(|s| s.write_all(b"X").is_ok());
         }
         opened
