@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use super::ScenarioError;
 use super::generate::Generator;
-use super::report::{GuardEvent, RequestRole, ScenarioRecord, ScenarioReport, SpawnReport};
+use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport, Who};
+use super::report::ScenarioReport;
 use super::spec::{
     EventSpec, ForkSpec, ForkTools, GenerateSpec, Launch, NamedSpec, ScenarioSpec, SidecarSpec,
 };
@@ -22,34 +23,10 @@ use crate::agent::{
 };
 use crate::billing::PriceTable;
 use crate::clock::SimTime;
-use crate::endpoint::{Call, EndpointConfig, MockEndpoint};
+use crate::endpoint::{Call, MockEndpoint};
 use crate::prompt::Ttl;
 use crate::verify::{SiblingCheck, check_siblings, request_segments};
 use crate::wire::{Reply, Role};
-
-/// How a scenario runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunConfig {
-    /// The endpoint every request goes through.
-    pub endpoint: EndpointConfig,
-    /// Check byte identity across each spawn's forks (renders their bodies). Default true.
-    pub verify: bool,
-    /// Price every request again alone in its own workspace, for the naive cost. Default true.
-    pub naive: bool,
-    /// Keep every request's full body in its record (for byte-level checks). Default false.
-    pub keep_bodies: bool,
-}
-
-impl RunConfig {
-    /// The settings a spec names (policy, billing, identity, visibility), everything else default.
-    pub fn for_spec(spec: &ScenarioSpec) -> RunConfig {
-        let mut endpoint = EndpointConfig { billing: spec.billing, ..EndpointConfig::default() };
-        endpoint.cache.policy = spec.policy;
-        endpoint.cache.visibility = spec.visibility;
-        endpoint.prompt.identity = spec.identity;
-        RunConfig { endpoint, verify: true, naive: true, keep_bodies: false }
-    }
-}
 
 /// Runs a scenario.
 pub fn run(
@@ -858,20 +835,6 @@ impl<'s> Engine<'s> {
 
     fn finish(self, prices: &PriceTable) -> ScenarioReport {
         ScenarioReport::new(self.spec, self.config, prices, self.records, self.spawns, self.guard)
-    }
-}
-
-/// Who sent a request.
-pub(super) struct Who {
-    pub role: RequestRole,
-    pub label: String,
-    pub spawn: Option<usize>,
-    pub fork: Option<usize>,
-}
-
-impl Who {
-    fn new(role: RequestRole, label: String) -> Who {
-        Who { role, label, spawn: None, fork: None }
     }
 }
 

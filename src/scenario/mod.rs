@@ -8,13 +8,15 @@
 
 mod engine;
 mod generate;
+mod record;
 mod report;
 mod spec;
 mod suite;
 
-pub use engine::{RunConfig, run};
+pub use engine::run;
 pub use generate::{Generator, stream, tool_mix};
-pub use report::{GuardEvent, RequestRole, ScenarioRecord, ScenarioReport, ScenarioTotals, SpawnReport};
+pub use record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
+pub use report::{ScenarioReport, ScenarioTotals};
 pub use spec::{
     AgentSpec, CompactSpec, ContentMode, EventSpec, FlagFlipSpec, ForkSpec, ForkTools, GenerateSpec,
     HistorySpec, IdleSpec, Knobs, Launch, NamedSpec, Range, ScenarioSpec, SectionSpec, SidecarSpec, Sizes,
