@@ -364,6 +364,7 @@ fn role_mark(role: RequestRole) -> Option<&'static str> {
         RequestRole::Parent => None,
         RequestRole::Fork => Some("F"),
         RequestRole::Named => Some("N"),
+        RequestRole::Task => Some("T"),
         RequestRole::Sidecar => Some("S"),
         RequestRole::Compaction => Some("C"),
     }

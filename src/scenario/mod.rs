@@ -13,19 +13,21 @@ mod report;
 mod spec;
 mod suite;
 
+pub use engine::TASK_MAX_ROUNDS;
 pub use engine::run;
 pub use generate::{Generator, stream, tool_mix};
 pub use record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
 pub use report::{ScenarioReport, ScenarioTotals};
 pub use spec::{
     AgentSpec, CompactSpec, ContentMode, EventSpec, FlagFlipSpec, ForkSpec, ForkTools, GenerateSpec,
-    HistorySpec, IdleSpec, Knobs, Launch, NamedSpec, Range, ScenarioSpec, SectionSpec, SidecarSpec, Sizes,
-    ToolSpec, TurnSpec,
+    HistorySpec, IdleSpec, Knobs, Launch, NamedLaunch, NamedSpec, Range, ResumeSpec, ScenarioSpec,
+    SectionSpec, SidecarSpec, Sizes, TaskSpec, ToolSpec, TurnSpec,
 };
 pub use suite::{
     FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, suite_table,
 };
 
+use crate::agent::{AgentDefinition, NamedAgent};
 use crate::tokenize::TokenizerUnavailable;
 
 /// Why a scenario could not run.
@@ -79,8 +81,18 @@ impl ScenarioSpec {
                 "needs agent.reminder_tokens: the varying block is the per-request reminder",
             ));
         }
+        let mut named_so_far = 0;
         for (index, event) in self.timeline.iter().enumerate() {
             validate_event(index, event)?;
+            match event {
+                EventSpec::Named(named) => {
+                    validate_named(index, named)?;
+                    named_so_far += 1;
+                }
+                EventSpec::Resume(resume) => validate_resume(index, resume, named_so_far)?,
+                EventSpec::Task(task) => validate_task(index, task)?,
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -88,6 +100,9 @@ impl ScenarioSpec {
 
 /// Limits that keep a typo from asking for more memory than any machine has.
 const MAX_FORKS: u32 = 4_096;
+/// The largest declared size of one block in the runtimes' fields (prompts, reports,
+/// notifications, system prompts): a million tokens is beyond any context window.
+pub const MAX_BLOCK_TOKENS: u64 = 1_000_000;
 const MAX_GENERATED_TURNS: u32 = 100_000;
 const MAX_FILLER_TOKENS: u64 = 10_000_000;
 
@@ -158,4 +173,68 @@ fn validate_event(index: usize, event: &EventSpec) -> Result<(), ScenarioError> 
         }
         _ => Ok(()),
     }
+}
+
+fn check_block_tokens(path: String, tokens: Option<u64>) -> Result<(), ScenarioError> {
+    match tokens {
+        Some(tokens) if tokens > MAX_BLOCK_TOKENS => Err(ScenarioError::spec(
+            path,
+            format!("expected at most {MAX_BLOCK_TOKENS} tokens, got {tokens}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn validate_named(index: usize, named: &NamedSpec) -> Result<(), ScenarioError> {
+    let at = |field: &str| format!("timeline[{index}].named.{field}");
+    match (&named.definition, named.agent) {
+        (None, NamedAgent::Custom) => {
+            return Err(ScenarioError::spec(
+                at("definition"),
+                "a custom agent needs its `.claude/agents/*.md` text",
+            ));
+        }
+        (Some(_), agent) if agent != NamedAgent::Custom => {
+            return Err(ScenarioError::spec(at("definition"), "only a `custom` agent takes a definition"));
+        }
+        (Some(text), _) => {
+            AgentDefinition::from_markdown(text)
+                .map_err(|e| ScenarioError::spec(at("definition"), e.to_string()))?;
+        }
+        (None, _) => {}
+    }
+    if named.tools.is_some() && !matches!(named.agent, NamedAgent::Verification | NamedAgent::Custom) {
+        return Err(ScenarioError::spec(
+            at("tools"),
+            "only verification and custom agents have configurable tools",
+        ));
+    }
+    check_block_tokens(at("prompt_tokens"), named.prompt_tokens)?;
+    check_block_tokens(at("result_tokens"), Some(named.result_tokens))?;
+    check_block_tokens(at("notification_tokens"), named.notification_tokens)
+}
+
+fn validate_resume(index: usize, resume: &ResumeSpec, named_so_far: usize) -> Result<(), ScenarioError> {
+    let at = |field: &str| format!("timeline[{index}].resume.{field}");
+    if resume.named == 0 || resume.named > named_so_far {
+        return Err(ScenarioError::spec(
+            at("named"),
+            format!("expected a `named` event before this one, 1 to {named_so_far}, got {}", resume.named),
+        ));
+    }
+    if resume.turns == 0 {
+        return Err(ScenarioError::spec(at("turns"), "expected at least 1"));
+    }
+    check_block_tokens(at("prompt_tokens"), resume.prompt_tokens)?;
+    check_block_tokens(at("result_tokens"), Some(resume.result_tokens))
+}
+
+fn validate_task(index: usize, task: &TaskSpec) -> Result<(), ScenarioError> {
+    let at = |field: &str| format!("timeline[{index}].task.{field}");
+    if task.rounds == 0 {
+        return Err(ScenarioError::spec(at("rounds"), "expected at least 1"));
+    }
+    check_block_tokens(at("description_tokens"), task.description_tokens)?;
+    check_block_tokens(at("system_tokens"), task.system_tokens)?;
+    check_block_tokens(at("result_tokens"), Some(task.result_tokens))
 }

@@ -44,6 +44,8 @@ pub enum RequestRole {
     Fork,
     /// A named sub-agent.
     Named,
+    /// The teaching sub-agent (seed 003, s06).
+    Task,
     /// A post-turn side request.
     Sidecar,
     /// A compaction summary.
@@ -57,6 +59,7 @@ impl RequestRole {
             RequestRole::Parent => "parent",
             RequestRole::Fork => "fork",
             RequestRole::Named => "named",
+            RequestRole::Task => "task",
             RequestRole::Sidecar => "sidecar",
             RequestRole::Compaction => "compaction",
         }
@@ -152,10 +155,12 @@ pub(super) struct Who {
     pub label: String,
     pub spawn: Option<usize>,
     pub fork: Option<usize>,
+    /// Sent from another workspace (a remote agent): it shares no cache with the rest.
+    pub remote: bool,
 }
 
 impl Who {
     pub(super) fn new(role: RequestRole, label: String) -> Who {
-        Who { role, label, spawn: None, fork: None }
+        Who { role, label, spawn: None, fork: None, remote: false }
     }
 }

@@ -94,6 +94,13 @@ pub struct ToolSpec {
     /// Explore and Plan keep only read-only tools. Default false.
     #[serde(default)]
     pub read_only: bool,
+    /// Agents launched in the background keep it (the third filtering layer). Default true.
+    #[serde(default = "yes")]
+    pub async_safe: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The main loop.
@@ -128,13 +135,29 @@ pub struct AgentSpec {
     pub explore_model: String,
     /// Size of a named agent's own instructions. Default 1,500.
     pub named_system_tokens: u64,
+    /// Tools removed for every sub-agent (the first filtering layer). Default: Agent,
+    /// AskUserQuestion, EnterPlanMode, ExitPlanMode, TaskOutput, TaskStop (Claude Code's list as
+    /// read from its source; replace it with your version's).
+    pub disallowed_for_agents: Vec<String>,
+    /// Tools removed for custom agents on top (the second layer). Default none.
+    pub disallowed_for_custom_agents: Vec<String>,
+    /// Model aliases a custom agent's `model:` may use. Default haiku → `claude-haiku-4-5`,
+    /// sonnet → `claude-sonnet-4-6`, opus → `claude-opus-4-6`.
+    pub model_aliases: BTreeMap<String, String>,
 }
 
 impl Default for AgentSpec {
     fn default() -> Self {
         let section = |kind, tokens| SectionSpec { kind, tokens: Some(tokens), text: None };
-        let tool =
-            |name: &str, tokens, read_only| ToolSpec { name: name.into(), tokens: Some(tokens), read_only };
+        let tool = |name: &str, tokens, read_only| ToolSpec {
+            name: name.into(),
+            tokens: Some(tokens),
+            read_only,
+            async_safe: true,
+        };
+        let names = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
+        let aliases =
+            [("haiku", "claude-haiku-4-5"), ("sonnet", "claude-sonnet-4-6"), ("opus", "claude-opus-4-6")];
         AgentSpec {
             system: vec![
                 section(SectionKind::Identity, 100),
@@ -162,6 +185,16 @@ impl Default for AgentSpec {
             replacement_min_result_tokens: 2_000,
             explore_model: "claude-haiku-4-5".into(),
             named_system_tokens: 1_500,
+            disallowed_for_agents: names(&[
+                "Agent",
+                "AskUserQuestion",
+                "EnterPlanMode",
+                "ExitPlanMode",
+                "TaskOutput",
+                "TaskStop",
+            ]),
+            disallowed_for_custom_agents: Vec::new(),
+            model_aliases: aliases.iter().map(|(alias, id)| (alias.to_string(), id.to_string())).collect(),
         }
     }
 }
@@ -247,6 +280,10 @@ pub enum EventSpec {
     Fork(ForkSpec),
     /// The parent calls a named sub-agent.
     Named(NamedSpec),
+    /// The parent resumes a named sub-agent from its sidechain transcript.
+    Resume(ResumeSpec),
+    /// The teaching sub-agent (seed 003, s06): the parent calls its `task` tool.
+    Task(TaskSpec),
     /// A side request from the last main-loop turn's snapshot.
     Sidecar(SidecarSpec),
     /// Compaction now, whatever the threshold.
@@ -380,7 +417,7 @@ impl Default for ForkSpec {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NamedSpec {
-    /// Which agent.
+    /// Which agent type (`custom` needs `definition`).
     pub agent: NamedAgent,
     /// Its task.
     #[serde(default)]
@@ -388,12 +425,150 @@ pub struct NamedSpec {
     /// Declared size of the task prompt.
     #[serde(default)]
     pub prompt_tokens: Option<u64>,
-    /// Requests it makes. Default 3.
+    /// Requests it makes, at most its type's max turns (it is stopped there). Default 3.
     #[serde(default = "three")]
     pub turns: u32,
     /// Size of the report it returns to the parent. Default 500.
     #[serde(default = "five_hundred")]
     pub result_tokens: u64,
+    /// A custom agent's `.claude/agents/NAME.md`, the file's whole text.
+    #[serde(default)]
+    pub definition: Option<String>,
+    /// Its model, overriding the type's (Explore: `agent.explore_model`; others inherit).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Its tool names (`*` for all), for types whose tools are configurable (verification,
+    /// custom). Default: the type's own pool.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// How it runs. Default `sync`.
+    #[serde(default)]
+    pub launch: NamedLaunch,
+    /// It works in its own git worktree (a note follows its prompt). Default false.
+    #[serde(default)]
+    pub worktree: bool,
+    /// Milliseconds its tools take between its requests. Default `agent.tool_ms`.
+    #[serde(default)]
+    pub tool_ms: Option<u64>,
+    /// The `<task-notification>` a background agent's end puts in the parent's conversation
+    /// (`{id}` and `{name}` are filled in). The seeds give no template: replace it with the real
+    /// text.
+    #[serde(default = "notification_template")]
+    pub notification: String,
+    /// Declared size of that notification. Default: counted from its text.
+    #[serde(default)]
+    pub notification_tokens: Option<u64>,
+}
+
+impl Default for NamedSpec {
+    fn default() -> Self {
+        NamedSpec {
+            agent: NamedAgent::GeneralPurpose,
+            prompt: String::new(),
+            prompt_tokens: None,
+            turns: three(),
+            result_tokens: five_hundred(),
+            definition: None,
+            model: None,
+            tools: None,
+            launch: NamedLaunch::Sync,
+            worktree: false,
+            tool_ms: None,
+            notification: notification_template(),
+            notification_tokens: None,
+        }
+    }
+}
+
+fn notification_template() -> String {
+    "<task-notification>\n<task-id>{id}</task-id>\n<status>completed</status>\n<summary>Agent \"{name}\" completed</summary>\n</task-notification>".into()
+}
+
+/// How the Agent tool runs a named sub-agent (seed 004's control plane).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NamedLaunch {
+    /// The parent waits for the report (its cache ages meanwhile). Default.
+    #[default]
+    Sync,
+    /// The parent goes on; a `<task-notification>` reaches it when the agent ends. The agent's
+    /// tools lose those not async-safe.
+    Background,
+    /// In another workspace: a background agent that shares no cache with the parent.
+    Remote,
+}
+
+impl NamedLaunch {
+    /// Kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            NamedLaunch::Sync => "sync",
+            NamedLaunch::Background => "background",
+            NamedLaunch::Remote => "remote",
+        }
+    }
+}
+
+/// `resume`: a named agent continues its own conversation (its sidechain transcript) with a new
+/// prompt; the parent waits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeSpec {
+    /// Which named agent, 1-based in timeline order.
+    pub named: usize,
+    /// The new prompt.
+    #[serde(default)]
+    pub prompt: String,
+    /// Its declared size.
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Requests it makes (at most its type's max turns). Default 1.
+    #[serde(default = "one")]
+    pub turns: u32,
+    /// Size of its new report. Default 500.
+    #[serde(default = "five_hundred")]
+    pub result_tokens: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// `task`: seed 003's teaching sub-agent. A fresh `messages[]` holding only the task, its own
+/// system prompt, the parent's tools without `task`, `max_tokens` 8,000, no cache markers (the
+/// seed's code sends none), at most 30 rounds; only its final text returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TaskSpec {
+    /// The `description` the parent passes.
+    pub description: String,
+    /// Its declared size.
+    pub description_tokens: Option<u64>,
+    /// The sub-agent's system prompt (the seed's `SUB_SYSTEM`).
+    pub system: String,
+    /// Its declared size. Default: counted from the text.
+    pub system_tokens: Option<u64>,
+    /// Rounds it runs; the loop stops at 30 whatever this says. Default 3.
+    pub rounds: u32,
+    /// Size of the final text it returns. Default 300.
+    pub result_tokens: u64,
+    /// Mark the system prompt and the last block as named agents do (the seed does not).
+    /// Default false.
+    pub cache_markers: bool,
+}
+
+impl Default for TaskSpec {
+    fn default() -> Self {
+        TaskSpec {
+            description: "Find what testing framework this project uses.".into(),
+            description_tokens: None,
+            system: "You are a coding subagent in the project's directory. Complete the given task, then summarize your findings.".into(),
+            system_tokens: None,
+            rounds: 3,
+            result_tokens: 300,
+            cache_markers: false,
+        }
+    }
 }
 
 fn three() -> u32 {

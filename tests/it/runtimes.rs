@@ -1,0 +1,290 @@
+//! The seeds' runtimes beyond forks (issue 13): every agent type with its tool pool and max
+//! turns, custom agents, the Agent tool's launch modes (sync, background, remote, resume,
+//! worktree) and seed 003's teaching sub-agent. Expected numbers are hand arithmetic on the
+//! fixtures' declared sizes, written out beside each assertion.
+//!
+//! Common sizes (`launch-*` fixtures, Sonnet 4.6: hidden tool prompt 497 tokens, minimum 1,024):
+//! parent tools Agent 1,003 + Read 500 + hidden 497 = 2,000; system 1,000 + 2,000 = 3,000;
+//! history 15,000 → the parent's first request is 20,000 tokens.
+//! A general-purpose agent: tools Read 500 + hidden 497 = 997 (Agent is disallowed for every
+//! agent); its instructions 1,500 (the parent's identity and main sections are not kept);
+//! its prompt 1,000 → 3,497. Each later turn adds a reply (text 200 + tool_use 100) and a tool
+//! result (1,000): 1,300.
+
+use forkcache::agent::AgentDefinition;
+use forkcache::billing::PriceTable;
+use forkcache::cache::{MissCause, Policy};
+use forkcache::scenario::{
+    RequestRole, RunConfig, ScenarioRecord, ScenarioReport, ScenarioSpec, fixture, run,
+};
+use serde_json::Value;
+
+fn spec_of(name: &str) -> ScenarioSpec {
+    ScenarioSpec::from_json(fixture(name).unwrap().json).unwrap()
+}
+
+fn run_spec(spec: &ScenarioSpec) -> ScenarioReport {
+    let mut config = RunConfig::for_spec(spec);
+    config.keep_bodies = true;
+    run(spec, &config, &PriceTable::builtin()).unwrap()
+}
+
+fn run_fixture(name: &str) -> ScenarioReport {
+    run_spec(&spec_of(name))
+}
+
+/// (read, written, uncached) of one request.
+fn usage(record: &ScenarioRecord) -> (u64, u64, u64) {
+    let u = &record.record.usage;
+    (u.cache_read_input_tokens, u.cache_creation_input_tokens, u.input_tokens)
+}
+
+fn body(record: &ScenarioRecord) -> Value {
+    serde_json::from_str(record.body.as_ref().unwrap()).unwrap()
+}
+
+fn tool_names(record: &ScenarioRecord) -> Vec<String> {
+    body(record)["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn requests_of<'r>(report: &'r ScenarioReport, label: &str) -> Vec<&'r ScenarioRecord> {
+    report.records.iter().filter(|r| r.agent.starts_with(&format!("{label} turn"))).collect()
+}
+
+#[test]
+fn a_sync_agent_inside_the_ttl_leaves_the_parent_its_cache() {
+    let report = run_fixture("launch-sync");
+    let all: Vec<_> = report.records.iter().map(usage).collect();
+    assert_eq!(
+        all,
+        [
+            (0, 20_000, 0),    // the parent's call: everything written
+            (0, 3_497, 0),     // the agent's first request, cold
+            (3_497, 1_300, 0), // its second reads the first and writes the turn
+            (20_000, 546, 0),  // the parent reads its history back (+ the call and the report)
+        ]
+    );
+    // The report the parent gets is the agent's declared 500 tokens; the call is counted.
+    let last = body(&report.records[3]);
+    assert_eq!(last["messages"][2]["content"][0]["forkcache_tokens"], 500);
+}
+
+#[test]
+fn a_sync_agent_longer_than_the_ttl_costs_the_parent_a_rewrite() {
+    let past = run_fixture("launch-sync-past-ttl");
+    let within = run_fixture("launch-sync");
+    // The agent's tools take 400 s > 300 s: its second request and the parent's next one find
+    // their entries expired and write everything again.
+    assert_eq!(usage(&past.records[2]), (0, 4_797, 0)); // 3,497 + 1,300
+    assert_eq!(usage(&past.records[3]), (0, 20_546, 0));
+    for index in [2, 3] {
+        assert_eq!(past.records[index].record.miss.as_ref().unwrap().cause, MissCause::Expired);
+    }
+    // What the wait costs, in thousandths of a token-equivalent (reads 0.1, writes 1.25):
+    // parent: 20,000 × 1.25 − 20,000 × 0.1 = 23,000; agent: 4,797 × 1.25 − (3,497 × 0.1 +
+    // 1,300 × 1.25) = 5,996.25 − 1,974.7 = 4,021.55. Together 27,021.55.
+    let extra = past.totals.token_equivalents.0 - within.totals.token_equivalents.0;
+    assert_eq!(extra, 27_021_550);
+}
+
+#[test]
+fn a_background_agents_notification_lands_after_the_parents_last_marker() {
+    let report = run_fixture("launch-background");
+    let roles: Vec<_> = report.records.iter().map(|r| (r.role, r.agent.as_str())).collect();
+    assert_eq!(
+        roles,
+        [
+            (RequestRole::Parent, "parent 1 (calls general-purpose)"),
+            (RequestRole::Named, "general-purpose 1 turn 1"),
+            // The parent goes on before the agent's second request (1,800 ms < 2,270 ms).
+            (RequestRole::Parent, "parent 2"),
+            (RequestRole::Named, "general-purpose 1 turn 2"),
+            (RequestRole::Parent, "parent 3"),
+        ]
+    );
+    let second = body(&report.records[2]);
+    assert_eq!(second["messages"][1]["content"][0]["input"]["run_in_background"], true);
+    let receipt = second["messages"][2]["content"][0]["content"].as_str().unwrap();
+    assert_eq!(receipt, "Async agent launched successfully. agentId: general-purpose 1");
+    assert!(!report.records[2].body.as_ref().unwrap().contains("<task-notification>"));
+    // The agent ended during the idle gap: its notification closes the user message that
+    // answers parent 2's reply, after the tool results.
+    let third = body(&report.records[4]);
+    let messages = third["messages"].as_array().unwrap();
+    let closing = messages.last().unwrap()["content"].as_array().unwrap();
+    let text = closing.last().unwrap()["text"].as_str().unwrap();
+    assert!(text.starts_with("<task-notification>\n<task-id>general-purpose 1</task-id>"), "{text}");
+    // Everything parent 2 sent is read back: the notification comes after its marker.
+    let parent2 = &report.records[2].record.usage;
+    assert_eq!(report.records[4].record.usage.cache_read_input_tokens, parent2.total_input_tokens());
+}
+
+#[test]
+fn a_remote_agent_shares_no_cache() {
+    let report = run_fixture("launch-remote");
+    let remote = &report.records[3];
+    assert_eq!(remote.agent, "general-purpose 2 turn 1");
+    assert_eq!(remote.record.workspace, "remote-workspace");
+    // Same tools and instructions as agent 1, but another workspace: all 3,497 written.
+    assert_eq!(usage(remote), (0, 3_497, 0));
+    // Agent 3 sends what the remote one sent, locally: it reads agent 1's system marker
+    // (tools 997 + instructions 1,500 = 2,497) and writes its prompt (1,000).
+    let local = &report.records[6];
+    assert_eq!(local.agent, "general-purpose 3 turn 1");
+    assert_eq!(usage(local), (2_497, 1_000, 0));
+}
+
+#[test]
+fn a_resumed_agent_reads_its_transcript_inside_the_ttl_and_rewrites_it_after() {
+    let report = run_fixture("launch-resume");
+    let agent = requests_of(&report, "general-purpose 1");
+    assert_eq!(agent.len(), 3);
+    // Resumed at once: its first request (3,497) is read; its report (500) and the new prompt
+    // (200) are written.
+    assert_eq!(usage(agent[1]), (3_497, 700, 0));
+    // Resumed after 6 minutes: the transcript, both reports and both prompts are written again:
+    // 3,497 + 500 + 200 + 500 + 200 = 4,897.
+    assert_eq!(usage(agent[2]), (0, 4_897, 0));
+    assert_eq!(agent[2].record.miss.as_ref().unwrap().cause, MissCause::Expired);
+    let call = body(&report.records[4]);
+    assert_eq!(call["messages"].as_array().unwrap().len(), 5);
+    assert_eq!(body(agent[2])["messages"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn a_named_agent_in_a_worktree_gets_the_note_after_its_prompt() {
+    let report = run_fixture("launch-worktree");
+    let agent = body(&report.records[1]);
+    let prompt = agent["messages"][0]["content"].as_array().unwrap();
+    assert_eq!(prompt.len(), 2);
+    assert!(prompt[1]["text"].as_str().unwrap().contains(".worktrees/agent-1"));
+}
+
+#[test]
+fn every_agent_type_has_its_pool_model_and_max_turns() {
+    let report = run_fixture("agent-types");
+    let first = |label: &str| requests_of(&report, label)[0];
+    // Layer 1 removes Agent and AskUserQuestion for every agent.
+    let everything =
+        ["Bash", "Edit", "Glob", "Grep", "Read", "WebFetch", "Write", "mcp__ide__getDiagnostics"];
+    assert_eq!(tool_names(first("general-purpose 1")), everything);
+    let read_only = ["Glob", "Grep", "Read", "WebFetch", "mcp__ide__getDiagnostics"];
+    assert_eq!(tool_names(first("explore 2")), read_only);
+    assert_eq!(tool_names(first("plan 3")), read_only);
+    assert_eq!(tool_names(first("claude-code-guide 4")), ["Glob", "Grep", "Read", "WebFetch"]);
+    assert_eq!(tool_names(first("statusline-setup 5")), ["Edit", "Read"]);
+    // Verification's tools are configured: Read, Grep, Bash, AskUserQuestion; layer 1 drops the
+    // last; the parent's order stays.
+    assert_eq!(tool_names(first("verification 6")), ["Bash", "Grep", "Read"]);
+    // The custom agent's front matter lists Read, Grep, Glob, Bash.
+    assert_eq!(tool_names(first("code-reviewer 7")), ["Bash", "Glob", "Grep", "Read"]);
+    // Layer 3: in the background the tool that is not async-safe goes.
+    assert_eq!(tool_names(first("general-purpose 8")), everything[..7]);
+    // Models: Explore's own, the custom agent's alias `haiku`, the rest inherit.
+    let model = |label: &str| first(label).record.model.clone();
+    assert_eq!(model("explore 2"), "claude-haiku-4-5");
+    assert_eq!(model("code-reviewer 7"), "claude-haiku-4-5");
+    assert_eq!(model("plan 3"), "claude-sonnet-4-6");
+    assert_eq!(model("verification 6"), "claude-sonnet-4-6");
+    // Max turns: statusline-setup asked for 12 and stops at 10; verification 25 → 20.
+    assert_eq!(requests_of(&report, "statusline-setup 5").len(), 10);
+    assert_eq!(requests_of(&report, "verification 6").len(), 20);
+    assert_eq!(requests_of(&report, "general-purpose 1").len(), 2);
+    // The custom agent's system prompt is its file's body.
+    let system = body(first("code-reviewer 7"))["system"][0]["text"].as_str().unwrap().to_string();
+    assert!(system.starts_with("You are a senior code reviewer."), "{system}");
+}
+
+#[test]
+fn the_fixtures_custom_agent_is_the_file_in_fixtures_agents() {
+    let file = include_str!("../../fixtures/agents/code-reviewer.md");
+    let spec = spec_of("agent-types");
+    let inline = spec.timeline.iter().find_map(|event| match event {
+        forkcache::scenario::EventSpec::Named(named) => named.definition.clone(),
+        _ => None,
+    });
+    assert_eq!(inline.as_deref(), Some(file));
+    let definition = AgentDefinition::from_markdown(file).unwrap();
+    assert_eq!((definition.name.as_str(), definition.model.as_deref()), ("code-reviewer", Some("haiku")));
+}
+
+#[test]
+fn the_teaching_sub_agent_has_a_fresh_context_no_task_tool_and_thirty_rounds() {
+    let report = run_fixture("teaching-subagent");
+    let first = requests_of(&report, "task 1");
+    let second = requests_of(&report, "task 2");
+    // Asked for 3 and 40 rounds: the loop stops at 30.
+    assert_eq!((first.len(), second.len()), (3, 30));
+    let child = body(first[0]);
+    assert_eq!(tool_names(first[0]), ["bash", "read_file", "write_file", "edit_file", "glob", "todo_write"]);
+    assert_eq!(child["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(child["max_tokens"], 8_000);
+    assert!(!first[0].body.as_ref().unwrap().contains("cache_control"));
+    // No markers: every round pays its whole input. Tools 3,000 + hidden 497 + system 40 +
+    // task 100 = 3,637; each round adds 1,300.
+    let sizes: Vec<_> = first.iter().map(|r| usage(r)).collect();
+    assert_eq!(sizes, [(0, 0, 3_637), (0, 0, 4_937), (0, 0, 6_237)]);
+    // The parent gets only the final text (300 declared).
+    let parent = body(&report.records[4]);
+    assert_eq!(parent["messages"][2]["content"][0]["forkcache_tokens"], 300);
+    assert_eq!(report.records[4].record.usage.cache_read_input_tokens, 20_997);
+}
+
+#[test]
+fn what_the_teaching_sub_agent_shares_with_the_parent_is_the_tools_before_task() {
+    // Under the idealised longest-prefix cache the child reads the six tool definitions it
+    // shares with the parent (600 + 400 + 400 + 500 + 300 + 800 = 3,000) and nothing after:
+    // its hidden tool prompt follows six tools, the parent's seven.
+    let mut spec = spec_of("teaching-subagent");
+    spec.policy = Policy::LongestPrefix;
+    let report = run_spec(&spec);
+    let first = requests_of(&report, "task 1");
+    assert_eq!(first[0].record.usage.cache_read_input_tokens, 3_000);
+    // A fork of the same parent would read all 20,997 tokens of its last request.
+    let parent = &report.records[0].record.usage;
+    assert_eq!(parent.total_input_tokens(), 20_997);
+}
+
+fn spec_error(text: &str) -> String {
+    ScenarioSpec::from_json(text).unwrap_err().to_string()
+}
+
+#[test]
+fn bad_runtime_events_name_the_field() {
+    let cases = [
+        (
+            r#"{"timeline": [{"named": {"agent": "custom"}}]}"#,
+            "timeline[0].named.definition: a custom agent needs",
+        ),
+        (
+            r#"{"timeline": [{"named": {"agent": "custom", "definition": "---\nname: x\n---\n"}}]}"#,
+            "timeline[0].named.definition: description: required",
+        ),
+        (
+            r#"{"timeline": [{"named": {"agent": "explore", "tools": ["Read"]}}]}"#,
+            "timeline[0].named.tools: only verification and custom agents",
+        ),
+        (
+            r#"{"timeline": [{"named": {"agent": "plan"}}, {"resume": {"named": 2}}]}"#,
+            "timeline[1].resume.named: expected a `named` event before this one, 1 to 1, got 2",
+        ),
+        (r#"{"timeline": [{"task": {"rounds": 0}}]}"#, "timeline[0].task.rounds: expected at least 1"),
+        (
+            r#"{"timeline": [{"named": {"agent": "plan", "prompt_tokens": 2000000}}]}"#,
+            "timeline[0].named.prompt_tokens: expected at most 1000000 tokens, got 2000000",
+        ),
+        (
+            r#"{"timeline": [{"named": {"agent": "plan", "launch": "detached"}}]}"#,
+            "timeline[0].named.launch: unknown variant `detached`",
+        ),
+    ];
+    for (text, expected) in cases {
+        let error = spec_error(text);
+        assert!(error.starts_with(expected), "{error}\nexpected: {expected}");
+    }
+}
