@@ -9,6 +9,7 @@
 mod block;
 mod custom;
 mod fork;
+mod memory;
 mod named;
 mod pool;
 mod render;
@@ -21,6 +22,7 @@ pub use fork::{
     build_forked_messages, directive_text, fork_guard, placeholder_result, tool_result_id, tool_use_id,
     worktree_note, worktree_note_at,
 };
+pub use memory::{MemoryPosition, MemoryScope, memory_block};
 pub use named::{NamedAgent, SectionKind, SidecarKind, Tool, named_system, sidecar_prompt};
 pub use pool::{ToolRules, agent_tools};
 pub use render::{Rendered, RequestRenderer};

@@ -18,10 +18,10 @@ use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnRep
 use super::report::ScenarioReport;
 use super::spec::{EventSpec, ForkSpec, ForkTools, GenerateSpec, Launch, ScenarioSpec, SidecarSpec};
 use crate::agent::{
-    AgentRequest, Block, BlockRef, CacheSafeParams, FORK_QUERY_SOURCE, Mark, Message, ReplacementPolicy,
-    ReplacementState, RequestRenderer, SectionKind, ThinkingConfig, Tool, build_forked_messages,
-    compacted_history, compaction_prompt, directive_text, fork_guard, placeholder_result, redecide_fresh,
-    sidecar_prompt, with_tokens, worktree_note,
+    AgentRequest, Block, BlockRef, CacheSafeParams, FORK_QUERY_SOURCE, Mark, MemoryScope, Message,
+    ReplacementPolicy, ReplacementState, RequestRenderer, SectionKind, ThinkingConfig, Tool,
+    build_forked_messages, compacted_history, compaction_prompt, directive_text, fork_guard,
+    placeholder_result, redecide_fresh, sidecar_prompt, with_tokens, worktree_note,
 };
 use crate::billing::PriceTable;
 use crate::clock::SimTime;
@@ -120,6 +120,8 @@ struct Engine<'s> {
     /// Background agents whose `<task-notification>` the parent has not seen yet.
     notices: Vec<delegate::Notice>,
     task_count: usize,
+    /// The newest memory snapshot per (agent name, scope); 1 until a refresh.
+    memory_snapshots: BTreeMap<(String, MemoryScope), u32>,
 }
 
 fn generate_spec(spec: &ScenarioSpec) -> GenerateSpec {
@@ -176,6 +178,7 @@ impl<'s> Engine<'s> {
             named_children: Vec::new(),
             notices: Vec::new(),
             task_count: 0,
+            memory_snapshots: BTreeMap::new(),
         };
         engine.snapshot = engine.params_now(Arc::clone(&engine.pending), None);
         Ok(engine)
@@ -202,6 +205,10 @@ impl<'s> Engine<'s> {
             EventSpec::Named(named) => self.named(index, named),
             EventSpec::Resume(resume) => self.resume(resume),
             EventSpec::Task(task) => self.task(task),
+            EventSpec::MemoryRefresh(refresh) => {
+                *self.memory_snapshots.entry((refresh.agent.clone(), refresh.scope)).or_insert(1) += 1;
+                Ok(())
+            }
             EventSpec::Sidecar(sidecar) => self.sidecar(sidecar),
             EventSpec::Compact(_) => self.compact_parent(),
         }

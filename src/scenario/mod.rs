@@ -20,8 +20,8 @@ pub use record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport
 pub use report::{ScenarioReport, ScenarioTotals};
 pub use spec::{
     AgentSpec, CompactSpec, ContentMode, EventSpec, FlagFlipSpec, ForkSpec, ForkTools, GenerateSpec,
-    HistorySpec, IdleSpec, Knobs, Launch, NamedLaunch, NamedSpec, Range, ResumeSpec, ScenarioSpec,
-    SectionSpec, SidecarSpec, Sizes, TaskSpec, ToolSpec, TurnSpec,
+    HistorySpec, IdleSpec, Knobs, Launch, MemoryRefreshSpec, MemorySpec, NamedLaunch, NamedSpec, Range,
+    ResumeSpec, ScenarioSpec, SectionSpec, SidecarSpec, Sizes, TaskSpec, ToolSpec, TurnSpec,
 };
 pub use suite::{
     FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, suite_table,
@@ -211,7 +211,8 @@ fn validate_named(index: usize, named: &NamedSpec) -> Result<(), ScenarioError> 
     }
     check_block_tokens(at("prompt_tokens"), named.prompt_tokens)?;
     check_block_tokens(at("result_tokens"), Some(named.result_tokens))?;
-    check_block_tokens(at("notification_tokens"), named.notification_tokens)
+    check_block_tokens(at("notification_tokens"), named.notification_tokens)?;
+    check_block_tokens(at("memory.tokens"), named.memory.as_ref().and_then(|m| m.tokens))
 }
 
 fn validate_resume(index: usize, resume: &ResumeSpec, named_so_far: usize) -> Result<(), ScenarioError> {

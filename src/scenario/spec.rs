@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::{ForkVariant, NamedAgent, SectionKind, SidecarKind};
+use crate::agent::{ForkVariant, MemoryPosition, MemoryScope, NamedAgent, SectionKind, SidecarKind};
 use crate::billing::BillingProfile;
 use crate::cache::Policy;
 use crate::clock::Visibility;
@@ -284,6 +284,8 @@ pub enum EventSpec {
     Resume(ResumeSpec),
     /// The teaching sub-agent (seed 003, s06): the parent calls its `task` tool.
     Task(TaskSpec),
+    /// A newer snapshot of an agent's memory.
+    MemoryRefresh(MemoryRefreshSpec),
     /// A side request from the last main-loop turn's snapshot.
     Sidecar(SidecarSpec),
     /// Compaction now, whatever the threshold.
@@ -458,6 +460,48 @@ pub struct NamedSpec {
     /// Declared size of that notification. Default: counted from its text.
     #[serde(default)]
     pub notification_tokens: Option<u64>,
+    /// Its persistent memory, loaded into its prompt. Default none.
+    #[serde(default)]
+    pub memory: Option<MemorySpec>,
+}
+
+/// An agent's memory (seed 002).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySpec {
+    /// Which scope. Default `project`.
+    #[serde(default = "project_scope")]
+    pub scope: MemoryScope,
+    /// Where it sits in the prompt. Default `system-end`.
+    #[serde(default)]
+    pub position: MemoryPosition,
+    /// Declared size of the loaded memory. Default: counted from the text.
+    #[serde(default)]
+    pub tokens: Option<u64>,
+    /// The block's text (`{scope}`, `{path}`, `{snapshot}` filled in). The seeds give no
+    /// template: replace it with the real text.
+    #[serde(default = "memory_template")]
+    pub template: String,
+}
+
+fn project_scope() -> MemoryScope {
+    MemoryScope::Project
+}
+
+fn memory_template() -> String {
+    "# Agent memory ({scope})\nContents of {path}MEMORY.md, snapshot {snapshot}:\n[the agent's notes from earlier runs]".into()
+}
+
+/// `memory_refresh`: a newer snapshot of an agent's memory appears (`checkAgentMemorySnapshot`
+/// pulls it before the agent's next start).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryRefreshSpec {
+    /// The agent's name (its type's, or a custom agent's `name`).
+    pub agent: String,
+    /// Which scope. Default `project`.
+    #[serde(default = "project_scope")]
+    pub scope: MemoryScope,
 }
 
 impl Default for NamedSpec {
@@ -476,6 +520,7 @@ impl Default for NamedSpec {
             tool_ms: None,
             notification: notification_template(),
             notification_tokens: None,
+            memory: None,
         }
     }
 }

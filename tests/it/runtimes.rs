@@ -279,6 +279,10 @@ fn bad_runtime_events_name_the_field() {
             "timeline[0].named.prompt_tokens: expected at most 1000000 tokens, got 2000000",
         ),
         (
+            r#"{"timeline": [{"named": {"agent": "plan", "memory": {"tokens": 5000000}}}]}"#,
+            "timeline[0].named.memory.tokens: expected at most 1000000 tokens",
+        ),
+        (
             r#"{"timeline": [{"named": {"agent": "plan", "launch": "detached"}}]}"#,
             "timeline[0].named.launch: unknown variant `detached`",
         ),
@@ -287,4 +291,32 @@ fn bad_runtime_events_name_the_field() {
         let error = spec_error(text);
         assert!(error.starts_with(expected), "{error}\nexpected: {expected}");
     }
+}
+
+#[test]
+fn a_memory_refresh_costs_least_after_the_agents_system_marker() {
+    // The agent: tools 997, instructions 1,500, memory 2,000, task 1,000 = 5,497 tokens; its
+    // system marker sits on system[0]. The second run follows a memory refresh.
+    let second_run = |position: &str| {
+        let report = run_fixture(&format!("agent-memory-{position}"));
+        let first = requests_of(&report, "general-purpose 1")[0];
+        assert_eq!(usage(first), (0, 5_497, 0), "{position}");
+        usage(requests_of(&report, "general-purpose 2")[0])
+    };
+    // Memory first: the marker is on the memory block itself, so nothing is left to read.
+    assert_eq!(second_run("system-start"), (0, 5_497, 0));
+    // Memory after the instructions (last system block or first message): tools 997 +
+    // instructions 1,500 = 2,497 read; memory 2,000 + task 1,000 written.
+    assert_eq!(second_run("system-end"), (2_497, 3_000, 0));
+    assert_eq!(second_run("first-message"), (2_497, 3_000, 0));
+    // Without the refresh the second run reads all 5,497: the refresh's price is the memory
+    // and what follows it, written instead of read.
+    let mut unrefreshed = spec_of("agent-memory-system-start");
+    unrefreshed.timeline.remove(1);
+    let report = run_spec(&unrefreshed);
+    assert_eq!(usage(requests_of(&report, "general-purpose 2")[0]), (5_497, 0, 0));
+    let report = run_fixture("agent-memory-system-end");
+    let memory =
+        body(requests_of(&report, "general-purpose 2")[0])["system"][1]["text"].as_str().unwrap().to_string();
+    assert!(memory.contains(".claude/agent-memory/general-purpose/MEMORY.md, snapshot 2"), "{memory}");
 }

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::{Engine, Sent, extended};
 use crate::agent::{
-    AgentDefinition, AgentRequest, Block, BlockRef, Mark, Message, NamedAgent, SectionKind, ToolRules,
-    agent_tools, named_system, with_tokens, worktree_note_at,
+    AgentDefinition, AgentRequest, Block, BlockRef, Mark, MemoryPosition, Message, NamedAgent, SectionKind,
+    ToolRules, agent_tools, memory_block, named_system, with_tokens, worktree_note_at,
 };
 use crate::clock::SimTime;
 use crate::scenario::ScenarioError;
@@ -142,11 +142,21 @@ impl Engine<'_> {
         if spec.worktree {
             prompt.push(worktree_note_at(&format!("agent-{number}")));
         }
+        let mut system = named_system(agent, instructions, &sections, own_tokens);
+        if let Some(memory) = &spec.memory {
+            let snapshot = self.memory_snapshots.get(&(name.to_string(), memory.scope)).copied().unwrap_or(1);
+            let block = memory_block(&memory.template, memory.scope, name, snapshot, memory.tokens);
+            match memory.position {
+                MemoryPosition::SystemStart => system.insert(0, block),
+                MemoryPosition::SystemEnd => system.push(block),
+                MemoryPosition::FirstMessage => prompt.insert(0, block),
+            }
+        }
         let mut next = AgentRequest {
             model: self.named_model(spec, definition),
             max_tokens: self.spec.agent.max_tokens,
             thinking: None,
-            system: Arc::new(named_system(agent, instructions, &sections, own_tokens)),
+            system: Arc::new(system),
             tools: Arc::new(agent_tools(agent, configured, &rules, &self.tools)),
             head: Arc::new(vec![Message::user(prompt)]),
             tail: Vec::new(),
