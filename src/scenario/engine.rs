@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 mod delegate;
+mod team;
 
 pub use delegate::TASK_MAX_ROUNDS;
 
@@ -205,6 +206,7 @@ impl<'s> Engine<'s> {
             EventSpec::Named(named) => self.named(index, named),
             EventSpec::Resume(resume) => self.resume(resume),
             EventSpec::Task(task) => self.task(task),
+            EventSpec::Team(team) => self.team(team),
             EventSpec::MemoryRefresh(refresh) => {
                 *self.memory_snapshots.entry((refresh.agent.clone(), refresh.scope)).or_insert(1) += 1;
                 Ok(())

@@ -21,7 +21,7 @@ pub use report::{ScenarioReport, ScenarioTotals};
 pub use spec::{
     AgentSpec, CompactSpec, ContentMode, EventSpec, FlagFlipSpec, ForkSpec, ForkTools, GenerateSpec,
     HistorySpec, IdleSpec, Knobs, Launch, MemoryRefreshSpec, MemorySpec, NamedLaunch, NamedSpec, Range,
-    ResumeSpec, ScenarioSpec, SectionSpec, SidecarSpec, Sizes, TaskSpec, ToolSpec, TurnSpec,
+    ResumeSpec, ScenarioSpec, SectionSpec, SidecarSpec, Sizes, TaskSpec, TeamSpec, ToolSpec, TurnSpec,
 };
 pub use suite::{
     FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, suite_table,
@@ -91,6 +91,7 @@ impl ScenarioSpec {
                 }
                 EventSpec::Resume(resume) => validate_resume(index, resume, named_so_far)?,
                 EventSpec::Task(task) => validate_task(index, task)?,
+                EventSpec::Team(team) => validate_team(index, team)?,
                 _ => {}
             }
         }
@@ -238,4 +239,40 @@ fn validate_task(index: usize, task: &TaskSpec) -> Result<(), ScenarioError> {
     check_block_tokens(at("description_tokens"), task.description_tokens)?;
     check_block_tokens(at("system_tokens"), task.system_tokens)?;
     check_block_tokens(at("result_tokens"), Some(task.result_tokens))
+}
+
+/// The most teammates in one team.
+pub const MAX_TEAMMATES: u32 = 64;
+/// The most mailbox messages per teammate.
+pub const MAX_TEAM_MESSAGES: u32 = 1_000;
+
+fn validate_team(index: usize, team: &TeamSpec) -> Result<(), ScenarioError> {
+    let at = |field: &str| format!("timeline[{index}].team.{field}");
+    if team.size == 0 || team.size > MAX_TEAMMATES {
+        return Err(ScenarioError::spec(
+            at("size"),
+            format!("expected 1 to {MAX_TEAMMATES}, got {}", team.size),
+        ));
+    }
+    if team.messages > MAX_TEAM_MESSAGES {
+        return Err(ScenarioError::spec(
+            at("messages"),
+            format!("expected at most {MAX_TEAM_MESSAGES}, got {}", team.messages),
+        ));
+    }
+    if team.poll_ms == 0 {
+        return Err(ScenarioError::spec(at("poll_ms"), "expected at least 1"));
+    }
+    for (field, tokens) in [
+        ("prompt_tokens", team.prompt_tokens),
+        ("addendum_tokens", team.addendum_tokens),
+        ("message_tokens", team.message_tokens),
+        ("notification_tokens", team.notification_tokens),
+        ("permission_tokens", team.permission_tokens),
+        ("leader_reply_tokens", Some(team.leader_reply_tokens)),
+        ("summary_tokens", Some(team.summary_tokens)),
+    ] {
+        check_block_tokens(at(field), tokens)?;
+    }
+    Ok(())
 }

@@ -46,6 +46,8 @@ pub enum RequestRole {
     Named,
     /// The teaching sub-agent (seed 003, s06).
     Task,
+    /// A teammate of a team the parent leads.
+    Teammate,
     /// A post-turn side request.
     Sidecar,
     /// A compaction summary.
@@ -60,6 +62,7 @@ impl RequestRole {
             RequestRole::Fork => "fork",
             RequestRole::Named => "named",
             RequestRole::Task => "task",
+            RequestRole::Teammate => "teammate",
             RequestRole::Sidecar => "sidecar",
             RequestRole::Compaction => "compaction",
         }

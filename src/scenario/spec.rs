@@ -286,6 +286,8 @@ pub enum EventSpec {
     Task(TaskSpec),
     /// A newer snapshot of an agent's memory.
     MemoryRefresh(MemoryRefreshSpec),
+    /// The parent leads a team of teammates until every one is done.
+    Team(TeamSpec),
     /// A side request from the last main-loop turn's snapshot.
     Sidecar(SidecarSpec),
     /// Compaction now, whatever the threshold.
@@ -684,4 +686,98 @@ pub struct Knobs {
     pub breakpoint_on_varying_block: bool,
     /// No extra marker when a turn appends more blocks than a breakpoint looks back over.
     pub no_lookback_guard: bool,
+}
+
+/// `team` (seed 002): the parent is the leader; each teammate has its own name, prompt and
+/// conversation (the parent's system prompt and tools, then a teammate addendum). Messages go
+/// through a file mailbox and appear in the recipient's conversation as a new user turn when it
+/// next wakes. A teammate's first wake asks the leader's permission for a tool (the leader polls
+/// every 500 ms, answers in a turn, and the answer returns as the tool's result); on Stop a
+/// teammate goes idle and notifies the leader, who sends its next message after `idle_gap_ms`.
+/// The last notifications reach the leader on its next turn after the team.
+///
+/// The seeds give no byte templates for these messages: each is a field here (`{name}`, `{id}`,
+/// `{team}`, `{lead}` filled in) for the real text to replace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TeamSpec {
+    /// The team's name (agent ids are `name@team`). Default `team`.
+    pub name: String,
+    /// Teammates. Default 2.
+    pub size: u32,
+    /// Mailbox messages from the leader to each teammate after its first task. Default 1.
+    pub messages: u32,
+    /// From a teammate's idle notification to its next wake, in milliseconds. Default 60,000.
+    pub idle_gap_ms: u64,
+    /// The backend's start overhead (in-process 0, tmux about 200 for the shell's start, iTerm2
+    /// a process fork). Default 0.
+    pub start_overhead_ms: u64,
+    /// Each teammate asks the leader's permission on its first wake. Default true.
+    pub permission_request: bool,
+    /// How often the leader reads its mailbox, in milliseconds. Default 500.
+    pub poll_ms: u64,
+    /// Declared size of each teammate's first task.
+    pub prompt_tokens: Option<u64>,
+    /// Declared size of the teammate addendum to the system prompt.
+    pub addendum_tokens: Option<u64>,
+    /// Declared size of each mailbox message.
+    pub message_tokens: Option<u64>,
+    /// Declared size of each idle notification.
+    pub notification_tokens: Option<u64>,
+    /// Declared size of each permission request.
+    pub permission_tokens: Option<u64>,
+    /// Size of the leader's reply to what it read. Default 100.
+    pub leader_reply_tokens: u64,
+    /// Size of a teammate's closing summary. Default 300.
+    pub summary_tokens: u64,
+    /// The teammate's system-prompt addendum.
+    pub addendum: String,
+    /// A teammate's first task.
+    pub prompt: String,
+    /// A mailbox message from the leader.
+    pub message: String,
+    /// A teammate's permission request, as the leader reads it.
+    pub permission: String,
+    /// The leader's answer, as the teammate's tool result.
+    pub permission_answer: String,
+    /// A teammate's idle notification, with its last peer-DM summary.
+    pub notification: String,
+}
+
+impl Default for TeamSpec {
+    fn default() -> Self {
+        TeamSpec {
+            name: "team".into(),
+            size: 2,
+            messages: 1,
+            idle_gap_ms: 60_000,
+            start_overhead_ms: 0,
+            permission_request: true,
+            poll_ms: 500,
+            prompt_tokens: None,
+            addendum_tokens: None,
+            message_tokens: None,
+            notification_tokens: None,
+            permission_tokens: None,
+            leader_reply_tokens: 100,
+            summary_tokens: 300,
+            addendum: "# Agent teams\nYou are {name} ({id}), a teammate in team \"{team}\"; the team lead is {lead}. Messages from the lead and your teammates arrive as <teammate-message> turns; when you finish, stop and you will be woken for the next one.".into(),
+            prompt: "You are {name}. Take the part of the plan the lead assigned to {name} and carry it out.".into(),
+            message: "<teammate-message teammate_id=\"{lead}\">\n[the lead's next request for {name}]\n</teammate-message>".into(),
+            permission: "<permission-request teammate_id=\"{id}\">\n{name} asks to run a tool that needs approval.\n</permission-request>".into(),
+            permission_answer: "Permission granted by {lead}.".into(),
+            notification: "<idle-notification teammate_id=\"{id}\">\n{name} is idle. Last peer DM summary: [what {name} told its teammates]\n</idle-notification>".into(),
+        }
+    }
+}
+
+impl TeamSpec {
+    /// A template with a teammate's names filled in.
+    pub fn fill(&self, template: &str, name: &str) -> String {
+        template
+            .replace("{name}", name)
+            .replace("{id}", &format!("{name}@{}", self.name))
+            .replace("{team}", &self.name)
+            .replace("{lead}", &format!("team-lead@{}", self.name))
+    }
 }

@@ -48,6 +48,8 @@ fixtures![
     "agent-memory-system-start",
     "agent-memory-system-end",
     "agent-memory-first-message",
+    "team",
+    "team-idle-past-ttl",
     "mistake-rerender-system-in-forks",
     "mistake-fork-tools-filtered",
     "mistake-fork-tools-reordered",

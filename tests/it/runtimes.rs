@@ -1,6 +1,6 @@
-//! The seeds' runtimes beyond forks (issue 13): every agent type with its tool pool and max
-//! turns, custom agents, the Agent tool's launch modes (sync, background, remote, resume,
-//! worktree) and seed 003's teaching sub-agent. Expected numbers are hand arithmetic on the
+//! The seeds' runtimes beyond forks: every agent type with its tool pool and max turns, custom
+//! agents, the Agent tool's launch modes (sync, background, remote, resume, worktree), seed 003's
+//! teaching sub-agent, agent memory and teams. Expected numbers are hand arithmetic on the
 //! fixtures' declared sizes, written out beside each assertion.
 //!
 //! Common sizes (`launch-*` fixtures, Sonnet 4.6: hidden tool prompt 497 tokens, minimum 1,024):
@@ -274,6 +274,11 @@ fn bad_runtime_events_name_the_field() {
             "timeline[1].resume.named: expected a `named` event before this one, 1 to 1, got 2",
         ),
         (r#"{"timeline": [{"task": {"rounds": 0}}]}"#, "timeline[0].task.rounds: expected at least 1"),
+        (r#"{"timeline": [{"team": {"size": 65}}]}"#, "timeline[0].team.size: expected 1 to 64, got 65"),
+        (
+            r#"{"timeline": [{"team": {"message_tokens": 2000000}}]}"#,
+            "timeline[0].team.message_tokens: expected at most 1000000 tokens",
+        ),
         (
             r#"{"timeline": [{"named": {"agent": "plan", "prompt_tokens": 2000000}}]}"#,
             "timeline[0].named.prompt_tokens: expected at most 1000000 tokens, got 2000000",
@@ -319,4 +324,61 @@ fn a_memory_refresh_costs_least_after_the_agents_system_marker() {
     let memory =
         body(requests_of(&report, "general-purpose 2")[0])["system"][1]["text"].as_str().unwrap().to_string();
     assert!(memory.contains(".claude/agent-memory/general-purpose/MEMORY.md, snapshot 2"), "{memory}");
+}
+
+/// Team fixtures: tools 2,000 + system 3,000 + history 15,000 for the leader; a teammate adds
+/// its addendum (500) and task (1,000) to the leader's system prompt and tools: 6,500.
+/// Permission requests 100, notifications 200, messages 300, the leader's replies 100, a
+/// teammate's summary 300, its permission-asking reply 300 (text 200 + tool_use 100).
+#[test]
+fn a_team_shares_the_leaders_system_prefix_and_grows_the_leaders_context() {
+    let report = run_fixture("team");
+    let rows: Vec<_> =
+        report.records.iter().map(|r| (r.record.at.ms(), r.agent.as_str(), usage(r))).collect();
+    // Latency: ttft = 400 ms + 20 µs per uncached token, rounded up; no output is billed.
+    assert_eq!(
+        rows,
+        [
+            // The leader creates the team: 20,000 written; done at 400 + 400 = 800 ms.
+            (0, "parent 1 (calls TeamCreate)", (0, 20_000, 0)),
+            // tmux's 200 ms start: both teammates at 1,000 ms, each reading the leader's system
+            // prefix (5,000) and writing its addendum and task (1,500).
+            (1_000, "teammate-1@parser turn 1", (5_000, 1_500, 0)),
+            (1_000, "teammate-2@parser turn 1", (5_000, 1_500, 0)),
+            // Their permission requests arrive at 1,000 + 430 = 1,430; the leader polls at 1,500
+            // and reads both (200) after the TeamCreate call and result (66, counted).
+            (1_500, "parent 2 (lead reads mail)", (20_000, 266, 0)),
+            // The answer (done at 1,906) runs the tool (1 s): 6,500 read, the call and its result
+            // (300 + 36) written.
+            (2_906, "teammate-1@parser turn 2", (6_500, 336, 0)),
+            (2_906, "teammate-2@parser turn 2", (6_500, 336, 0)),
+            // Both go idle at 3,313; the leader reads at 3,500: its reply (100) and two
+            // notifications (200 each) written.
+            (3_500, "parent 3 (lead reads mail)", (20_266, 500, 0)),
+            // The next message 10 s after the leader's answer (3,910): inside the TTL, the
+            // summary (300) and the message (300) are all that is written.
+            (13_910, "teammate-1@parser turn 3", (6_836, 600, 0)),
+            (13_910, "teammate-2@parser turn 3", (6_836, 600, 0)),
+            // The last notifications reach the leader on its next turn: reply 100 + 2 × 200.
+            (14_322, "parent 4", (20_766, 500, 0)),
+        ]
+    );
+    let teammate = body(&report.records[7]);
+    let system = teammate["system"].as_array().unwrap();
+    assert!(system[2]["text"].as_str().unwrap().contains("teammate-1@parser"));
+    let messages = teammate["messages"].as_array().unwrap();
+    let mail = messages.last().unwrap()["content"][0]["text"].as_str().unwrap();
+    assert!(mail.starts_with("<teammate-message teammate_id=\"team-lead@parser\">"), "{mail}");
+}
+
+#[test]
+fn a_teammate_woken_after_its_ttl_pays_its_whole_context_again() {
+    let report = run_fixture("team-idle-past-ttl");
+    // Woken 6 minutes after the leader's answer: 6,836 + 300 + 300 = 7,436 written.
+    for index in [7, 8] {
+        assert_eq!(usage(&report.records[index]), (0, 7_436, 0));
+        assert_eq!(report.records[index].record.miss.as_ref().unwrap().cause, MissCause::Expired);
+    }
+    // The leader waited as long: 20,766 + 500 written.
+    assert_eq!(usage(&report.records[9]), (0, 21_266, 0));
 }

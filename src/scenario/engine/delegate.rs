@@ -68,7 +68,7 @@ impl Engine<'_> {
 
     /// The parent's request whose reply is one call of `tool`; the snapshot is saved as for any
     /// main-loop turn.
-    fn parent_calls(
+    pub(super) fn parent_calls(
         &mut self,
         id: &str,
         tool: &str,
@@ -87,7 +87,7 @@ impl Engine<'_> {
 
     /// The call and its result join the parent's conversation; the parent goes on at `at`.
     /// A result of 0 tokens is counted from its text.
-    fn parent_gets(&mut self, call: Message, id: &str, content: String, tokens: u64, at: SimTime) {
+    pub(super) fn parent_gets(&mut self, call: Message, id: &str, content: String, tokens: u64, at: SimTime) {
         let declared = (tokens > 0).then_some(tokens);
         let result = Block::from_value(&with_tokens(
             json!({"type": "tool_result", "tool_use_id": id, "content": content}),
