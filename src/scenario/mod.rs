@@ -6,6 +6,7 @@
 //! [`ScenarioReport`]. A sweep builds specs programmatically (every field has a default) and
 //! calls it per grid point.
 
+mod delegation;
 mod engine;
 mod generate;
 mod record;
@@ -13,6 +14,7 @@ mod report;
 mod spec;
 mod suite;
 
+pub use delegation::{REPORT_TOKENS, TASK_TOKENS, WAYS, Way, baseline_spec, delegation_spec};
 pub use engine::TASK_MAX_ROUNDS;
 pub use engine::run;
 pub use generate::{Generator, stream, tool_mix};

@@ -121,6 +121,15 @@ impl ScenarioReport {
         }
     }
 
+    /// Totals of the requests `keep` picks.
+    pub fn totals_of(&self, keep: impl Fn(&ScenarioRecord) -> bool) -> ScenarioTotals {
+        let mut totals = ScenarioTotals::default();
+        for record in self.records.iter().filter(|record| keep(record)) {
+            totals.add(record);
+        }
+        totals
+    }
+
     /// Totals of one role (empty when it sent nothing).
     pub fn role(&self, role: RequestRole) -> ScenarioTotals {
         self.by_role.get(&role).cloned().unwrap_or_default()

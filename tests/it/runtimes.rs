@@ -382,3 +382,36 @@ fn a_teammate_woken_after_its_ttl_pays_its_whole_context_again() {
     // The leader waited as long: 20,766 + 500 written.
     assert_eq!(usage(&report.records[9]), (0, 21_266, 0));
 }
+
+#[test]
+fn five_ways_to_delegate_one_unit_of_work() {
+    use forkcache::scenario::{WAYS, Way, baseline_spec, delegation_spec};
+    // The default agent: tools 12,000 + hidden 497, system 8,000; a 10,000-token history.
+    let delegate = |way| {
+        let report = run_spec(&delegation_spec(way, 10_000, 0));
+        let rows: Vec<_> =
+            report.records.iter().filter(|r| r.role != RequestRole::Parent).map(usage).collect();
+        (rows, report.totals_of(|r| r.role != RequestRole::Parent).token_equivalents.0)
+    };
+    // The named agent: tools without Agent (9,000 + 497), its instructions (1,500), the
+    // conventions and git status it keeps (2,000 + 1,000), the task (1,000) = 14,997; each later
+    // request adds 1,300.
+    let (named, cost) = delegate(Way::Named);
+    assert_eq!(named, [(0, 14_997, 0), (14_997, 1_300, 0), (16_297, 1_300, 0)]);
+    // 14,997 × 1.25 + 14,997 × 0.1 + 1,300 × 1.25 + 16,297 × 0.1 + 1,300 × 1.25
+    // = 18,746.25 + 1,499.7 + 1,625 + 1,629.7 + 1,625 = 25,125.65 token-equivalents.
+    assert_eq!(cost, 25_125_650);
+    // The background agent sends the same bytes.
+    assert_eq!(delegate(Way::Background).0, named);
+    // The fork reads everything the parent sent (30,497 + the turn's 1,300) on its first request.
+    assert_eq!(delegate(Way::Fork).0[0].0, 31_797);
+    // The teammate reads the parent's tools and system (12,497 + 8,000 = 20,497).
+    assert_eq!(delegate(Way::Teammate).0[0].0, 20_497);
+    // The s06 sub-agent marks nothing: every token of its three requests is uncached.
+    assert!(delegate(Way::Subagent).0.iter().all(|&(read, written, _)| read == 0 && written == 0));
+    // Every way adds to the baseline session (which leaves the delegation out).
+    let baseline = run_spec(&baseline_spec(10_000, 0)).totals.token_equivalents.0;
+    for way in WAYS {
+        assert!(run_spec(&delegation_spec(way, 10_000, 0)).totals.token_equivalents.0 > baseline, "{way:?}");
+    }
+}
