@@ -1,6 +1,7 @@
 //! "One unit of delegated work, five ways" (`delegation.csv`, `delegation_vs_history.*`,
 //! `delegation_vs_idle.*`): the scenarios of [`crate::scenario::delegation_spec`] across history
-//! sizes (no idle gap) and idle gaps (at the focus history), run one after another. What
+//! sizes (1 s between the delegate's requests) and across that gap (at the focus history), run
+//! one after another. What
 //! delegating costs is the session's cost less the same session without the delegation
 //! ([`crate::scenario::baseline_spec`]): the parent's call and its longer context count, as do
 //! the delegate's own requests.
@@ -15,8 +16,8 @@ use crate::scenario::{
 
 /// History sizes of the first chart.
 pub(crate) const HISTORY_TOKENS: [u64; 5] = [10_000, 30_000, 60_000, 100_000, 150_000];
-/// Idle gaps (before the delegation) of the second chart, at [`FOCUS_HISTORY_TOKENS`].
-pub(crate) const IDLE_MS: [u64; 5] = [0, 60_000, 180_000, 290_000, 360_000];
+/// Gaps between the delegate's requests, the second chart's axis (the first holds the first).
+pub(crate) const IDLE_MS: [u64; 5] = [1_000, 60_000, 150_000, 240_000, 360_000];
 /// The history the idle chart holds fixed.
 pub(crate) const FOCUS_HISTORY_TOKENS: u64 = 100_000;
 
@@ -49,16 +50,15 @@ fn run_spec(
     run(spec, &config, prices)
 }
 
-/// Every row: each way across the history sizes, then across the idle gaps (the focus history
-/// at no idle gap appears once).
+/// Every row: each way across the history sizes, then across the gaps (the focus history at the
+/// first gap appears once).
 pub(crate) fn rows(prices: &PriceTable) -> Result<Vec<Row>, ScenarioError> {
-    let mut points: Vec<(u64, u64)> = HISTORY_TOKENS.iter().map(|&h| (h, 0)).collect();
-    points.extend(IDLE_MS.iter().filter(|&&idle| idle > 0).map(|&idle| (FOCUS_HISTORY_TOKENS, idle)));
+    let mut points: Vec<(u64, u64)> = HISTORY_TOKENS.iter().map(|&h| (h, IDLE_MS[0])).collect();
+    points.extend(IDLE_MS[1..].iter().map(|&idle| (FOCUS_HISTORY_TOKENS, idle)));
+    // The baseline sends no delegate, so the gap does not change it.
     let baselines = points
         .iter()
-        .map(|&(history_tokens, idle_ms)| {
-            Ok(run_spec(&baseline_spec(history_tokens, idle_ms), prices)?.totals)
-        })
+        .map(|&(history_tokens, _)| Ok(run_spec(&baseline_spec(history_tokens), prices)?.totals))
         .collect::<Result<Vec<_>, ScenarioError>>()?;
     let mut rows = Vec::new();
     for way in WAYS {
@@ -149,7 +149,7 @@ pub(crate) fn vs_history(rows: &[Row], prices: &PriceTable) -> Result<Rendered, 
         legend: Corner::UpperLeft,
         layered: true,
         series,
-        caption: caption("no idle gap", prices),
+        caption: caption("1 s between the delegate's requests", prices),
     })
 }
 
@@ -162,8 +162,10 @@ pub(crate) fn vs_idle(rows: &[Row], prices: &PriceTable) -> Result<Rendered, Cha
         })
         .collect();
     line_chart(&LineChart {
-        title: "One unit of delegated work, five ways: cost by idle gap".into(),
-        x_label: "idle gap between the parent's turn and the delegation (minutes)".into(),
+        title: "One unit of delegated work, five ways: cost by the gap between the delegate's requests"
+            .into(),
+        x_label: "the delegate's gap between requests: its tools' time, or a teammate's wait (minutes)"
+            .into(),
         y_label: "what delegating added to the session (token-equivalents)".into(),
         y_format: ValueFormat::Count,
         x_format: ValueFormat::Count,

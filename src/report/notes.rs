@@ -54,11 +54,11 @@ const CHARTS: &[(&str, &str, &str)] = &[
     (
         "delegation_vs_history",
         "one unit of delegated work, five ways (fork, named agent, teammate, background agent, s06 sub-agent): what delegating added to the session's cost, by history size",
-        "delegation.csv: `added_token_equivalents`, `idle_ms` 0",
+        "delegation.csv: `added_token_equivalents`, `idle_ms` 1000",
     ),
     (
         "delegation_vs_idle",
-        "the same five ways by the idle gap before the delegation, at a 100,000-token history",
+        "the same five ways by the idle gap between the delegate's requests, at a 100,000-token history",
         "delegation.csv: `added_token_equivalents`, `history_tokens` 100000",
     ),
 ];
@@ -184,7 +184,9 @@ pub(crate) fn describe(file: &str, column: &str) -> &'static str {
         ("cost_curves.csv", "savings_pct") => "the forks' cost saved against no sharing (%)",
         ("sweep.csv", "savings_pct") => "the whole session's cost saved against no sharing (%)",
         ("seed_example.csv", "requests") => "requests replayed, the parent's included",
-        ("delegation.csv", "idle_ms") => "idle time between the parent's first turn and the delegation (ms)",
+        ("delegation.csv", "idle_ms") => {
+            "the gap between the delegate's requests (ms): its tools' time, or a teammate's wait for the leader's next message"
+        }
         ("delegation.csv", "token_equivalents") => "the whole session's cost in token-equivalents",
         (_, "write_tokens") => "tokens written to the cache",
         _ => describe_shared(column),

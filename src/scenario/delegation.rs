@@ -1,7 +1,8 @@
 //! One unit of delegated work, five ways: the same parent history, the same task, three requests
 //! of work and a 500-token report, handed to a fork, a named agent (sync), a teammate, a
 //! background agent and seed 003's teaching sub-agent. [`delegation_spec`] builds each as a
-//! scenario; the report runs them across history sizes and idle gaps.
+//! scenario; the report runs them across history sizes and across the idle gap between the
+//! delegate's requests (its tools' time; a teammate's wait for the leader's next message).
 
 use serde::Serialize;
 use serde_json::json;
@@ -48,8 +49,8 @@ impl Way {
         }
     }
 
-    /// The event that delegates the work.
-    fn event(self) -> EventSpec {
+    /// The event that delegates the work, `gap_ms` between the delegate's requests.
+    fn event(self, gap_ms: u64) -> EventSpec {
         let task = "Trace the failing test's call chain and report the cause.";
         let named = |launch| NamedSpec {
             agent: NamedAgent::GeneralPurpose,
@@ -58,6 +59,7 @@ impl Way {
             turns: 3,
             result_tokens: REPORT_TOKENS,
             launch,
+            tool_ms: Some(gap_ms),
             ..NamedSpec::default()
         };
         match self {
@@ -65,14 +67,17 @@ impl Way {
                 directives: vec![task.into()],
                 directive_tokens: Some(TASK_TOKENS),
                 child_turns: 3,
+                tool_ms: Some(gap_ms),
                 ..ForkSpec::default()
             }),
             Way::Named => EventSpec::Named(named(NamedLaunch::Sync)),
             Way::Background => EventSpec::Named(named(NamedLaunch::Background)),
+            // Three wakes, each a finished piece of work, the leader's next message between them.
             Way::Teammate => EventSpec::Team(TeamSpec {
                 size: 1,
-                messages: 1,
-                idle_gap_ms: 1_000,
+                messages: 2,
+                permission_request: false,
+                idle_gap_ms: gap_ms,
                 prompt_tokens: Some(TASK_TOKENS),
                 summary_tokens: REPORT_TOKENS,
                 ..TeamSpec::default()
@@ -81,6 +86,7 @@ impl Way {
                 description: task.into(),
                 description_tokens: Some(TASK_TOKENS),
                 result_tokens: REPORT_TOKENS,
+                tool_ms: Some(gap_ms),
                 ..TaskSpec::default()
             }),
         }
@@ -88,19 +94,19 @@ impl Way {
 }
 
 /// The scenario: a history of `history_tokens` (one declared user message), the default agent's
-/// system prompt and tools, a main-loop turn, `idle_ms` of nothing, the delegation, then two
-/// more turns 30 s apart (so a background agent's notification lands).
-pub fn delegation_spec(way: Way, history_tokens: u64, idle_ms: u64) -> ScenarioSpec {
-    session(way.name(), Some(way.event()), history_tokens, idle_ms)
+/// system prompt and tools, a main-loop turn, the delegation (`gap_ms` between the delegate's
+/// requests), then two more turns 30 s apart (so a background agent's notification lands).
+pub fn delegation_spec(way: Way, history_tokens: u64, gap_ms: u64) -> ScenarioSpec {
+    session(way.name(), Some(way.event(gap_ms)), history_tokens)
 }
 
 /// The same session without the delegation: what the parent's own turns cost, so the
 /// difference is what delegating cost.
-pub fn baseline_spec(history_tokens: u64, idle_ms: u64) -> ScenarioSpec {
-    session("none", None, history_tokens, idle_ms)
+pub fn baseline_spec(history_tokens: u64) -> ScenarioSpec {
+    session("none", None, history_tokens)
 }
 
-fn session(name: &str, delegation: Option<EventSpec>, history_tokens: u64, idle_ms: u64) -> ScenarioSpec {
+fn session(name: &str, delegation: Option<EventSpec>, history_tokens: u64) -> ScenarioSpec {
     let mut spec = ScenarioSpec {
         name: format!("delegation-{name}"),
         description: "one unit of delegated work".into(),
@@ -119,9 +125,6 @@ fn session(name: &str, delegation: Option<EventSpec>, history_tokens: u64, idle_
         ..GenerateSpec::default()
     });
     let mut timeline = vec![EventSpec::Turn(TurnSpec::default())];
-    if idle_ms > 0 {
-        timeline.push(EventSpec::Idle(IdleSpec { ms: idle_ms }));
-    }
     timeline.extend(delegation);
     timeline.extend([
         EventSpec::Turn(TurnSpec::default()),

@@ -627,7 +627,7 @@ impl<'s> Engine<'s> {
                 compacts_first: spec.child_compacts_first,
                 report_tokens: 0,
                 finished_at: None,
-                tool_ms: self.spec.agent.tool_ms,
+                tool_ms: spec.tool_ms.unwrap_or(self.spec.agent.tool_ms),
                 marks_last: true,
                 remote: false,
                 max_turns: spec.child_turns,

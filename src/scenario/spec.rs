@@ -393,6 +393,8 @@ pub struct ForkSpec {
     pub child_tries_to_fork: bool,
     /// …after its history was compacted (so only `query_source` still tells it is a fork).
     pub child_compacts_first: bool,
+    /// Milliseconds each child's tools take between its requests. Default `agent.tool_ms`.
+    pub tool_ms: Option<u64>,
 }
 
 impl Default for ForkSpec {
@@ -413,6 +415,7 @@ impl Default for ForkSpec {
             preamble_tokens: None,
             child_tries_to_fork: false,
             child_compacts_first: false,
+            tool_ms: None,
         }
     }
 }
@@ -602,6 +605,8 @@ pub struct TaskSpec {
     /// Mark the system prompt and the last block as named agents do (the seed does not).
     /// Default false.
     pub cache_markers: bool,
+    /// Milliseconds its tools take between its rounds. Default `agent.tool_ms`.
+    pub tool_ms: Option<u64>,
 }
 
 impl Default for TaskSpec {
@@ -614,6 +619,7 @@ impl Default for TaskSpec {
             rounds: 3,
             result_tokens: 300,
             cache_markers: false,
+            tool_ms: None,
         }
     }
 }

@@ -388,7 +388,7 @@ fn five_ways_to_delegate_one_unit_of_work() {
     use forkcache::scenario::{WAYS, Way, baseline_spec, delegation_spec};
     // The default agent: tools 12,000 + hidden 497, system 8,000; a 10,000-token history.
     let delegate = |way| {
-        let report = run_spec(&delegation_spec(way, 10_000, 0));
+        let report = run_spec(&delegation_spec(way, 10_000, 1_000));
         let rows: Vec<_> =
             report.records.iter().filter(|r| r.role != RequestRole::Parent).map(usage).collect();
         (rows, report.totals_of(|r| r.role != RequestRole::Parent).token_equivalents.0)
@@ -410,8 +410,124 @@ fn five_ways_to_delegate_one_unit_of_work() {
     // The s06 sub-agent marks nothing: every token of its three requests is uncached.
     assert!(delegate(Way::Subagent).0.iter().all(|&(read, written, _)| read == 0 && written == 0));
     // Every way adds to the baseline session (which leaves the delegation out).
-    let baseline = run_spec(&baseline_spec(10_000, 0)).totals.token_equivalents.0;
+    let baseline = run_spec(&baseline_spec(10_000)).totals.token_equivalents.0;
     for way in WAYS {
-        assert!(run_spec(&delegation_spec(way, 10_000, 0)).totals.token_equivalents.0 > baseline, "{way:?}");
+        assert!(
+            run_spec(&delegation_spec(way, 10_000, 1_000)).totals.token_equivalents.0 > baseline,
+            "{way:?}"
+        );
+    }
+}
+
+mod properties {
+    //! The scenario invariants for the runtimes' events, over generated timelines with filler
+    //! text (so bytes stand for tokens): a run repeats byte for byte, and its requests priced
+    //! from their full bodies give exactly the records of the shared-block path.
+    //! `FORKCACHE_SLOW=1` runs many more cases.
+
+    use super::*;
+    use forkcache::agent::{MemoryPosition, MemoryScope, NamedAgent};
+    use forkcache::endpoint::{Call, MockEndpoint};
+    use forkcache::scenario::{
+        ContentMode, EventSpec, GenerateSpec, IdleSpec, MemoryRefreshSpec, MemorySpec, NamedLaunch,
+        NamedSpec, ResumeSpec, TaskSpec, TeamSpec, TurnSpec,
+    };
+    use forkcache::wire::Reply;
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        let slow = std::env::var_os("FORKCACHE_SLOW").is_some();
+        ProptestConfig { cases: if slow { 256 } else { 12 }, ..ProptestConfig::default() }
+    }
+
+    fn named(agent: NamedAgent, launch: NamedLaunch, memory: Option<MemorySpec>) -> EventSpec {
+        EventSpec::Named(NamedSpec {
+            agent,
+            prompt: "Look into it.".into(),
+            turns: 2,
+            launch,
+            memory,
+            ..NamedSpec::default()
+        })
+    }
+
+    fn event(kind: u8, gap_ms: u64, named_so_far: &mut usize) -> EventSpec {
+        let memory = MemorySpec {
+            scope: MemoryScope::Project,
+            position: MemoryPosition::SystemEnd,
+            tokens: None,
+            template: "{path} #{snapshot}".into(),
+        };
+        let (event, is_named) = match kind {
+            0 => (named(NamedAgent::GeneralPurpose, NamedLaunch::Sync, Some(memory)), true),
+            1 => (named(NamedAgent::Explore, NamedLaunch::Background, None), true),
+            2 => (named(NamedAgent::Plan, NamedLaunch::Remote, None), true),
+            3 if *named_so_far > 0 => (
+                EventSpec::Resume(ResumeSpec {
+                    named: 1,
+                    prompt: "Go on.".into(),
+                    prompt_tokens: None,
+                    turns: 1,
+                    result_tokens: 100,
+                }),
+                false,
+            ),
+            4 => (EventSpec::Task(TaskSpec { rounds: 2, ..TaskSpec::default() }), false),
+            5 => (EventSpec::Team(TeamSpec { idle_gap_ms: gap_ms, ..TeamSpec::default() }), false),
+            6 => (
+                EventSpec::MemoryRefresh(MemoryRefreshSpec {
+                    agent: "general-purpose".into(),
+                    scope: MemoryScope::Project,
+                }),
+                false,
+            ),
+            7 => (EventSpec::Idle(IdleSpec { ms: gap_ms }), false),
+            _ => (EventSpec::Turn(TurnSpec::default()), false),
+        };
+        *named_so_far += usize::from(is_named);
+        event
+    }
+
+    fn spec(seed: u64, kinds: &[u8], gap_ms: u64) -> ScenarioSpec {
+        let mut spec = ScenarioSpec { name: "runtimes-property".into(), seed, ..Default::default() };
+        spec.history.generate =
+            Some(GenerateSpec { turns: 3, content: ContentMode::Filler, ..Default::default() });
+        let mut named_so_far = 0;
+        spec.timeline = std::iter::once(EventSpec::Turn(TurnSpec::default()))
+            .chain(kinds.iter().map(|&kind| event(kind, gap_ms, &mut named_so_far)))
+            .chain(std::iter::once(EventSpec::Turn(TurnSpec::default())))
+            .collect();
+        spec
+    }
+
+    fn bodies(report: &ScenarioReport) -> Vec<String> {
+        report.records.iter().map(|r| r.body.clone().unwrap()).collect()
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn runtime_events_repeat_and_price_like_their_bytes(
+            seed in any::<u64>(),
+            kinds in proptest::collection::vec(0u8..9, 1..6),
+            gap_ms in 0u64..400_000,
+        ) {
+            let spec = spec(seed, &kinds, gap_ms);
+            let json = serde_json::to_string(&spec).unwrap();
+            let (a, b) = (run_spec(&spec), run_spec(&spec));
+            prop_assert_eq!(a.to_json(), b.to_json(), "{}", json);
+            prop_assert_eq!(bodies(&a), bodies(&b), "{}", json);
+            let config = RunConfig::for_spec(&spec);
+            let mut endpoint = MockEndpoint::new(config.endpoint, PriceTable::builtin()).unwrap();
+            for record in &a.records {
+                let reply = Reply { output_tokens: Some(record.record.usage.output_tokens), ..Reply::input_only() };
+                let api_key = Some(record.record.workspace.as_str()).filter(|w| *w != "default");
+                let body = record.body.as_ref().unwrap();
+                let call = Call { body: body.as_bytes(), api_key, at: record.record.at, first_byte: None, reply };
+                let wire = endpoint.handle(call).unwrap().record;
+                prop_assert_eq!(&wire, &record.record, "request {} ({}) of {}", record.index, record.agent, json);
+            }
+        }
     }
 }

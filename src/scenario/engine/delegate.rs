@@ -249,7 +249,9 @@ impl Engine<'_> {
         let rounds = spec.rounds.min(TASK_MAX_ROUNDS);
         let child =
             self.push_child(RequestRole::Task, format!("task {number}"), next, rounds, spec.result_tokens);
-        self.children[child].marks_last = spec.cache_markers;
+        let c = &mut self.children[child];
+        c.marks_last = spec.cache_markers;
+        c.tool_ms = spec.tool_ms.unwrap_or(c.tool_ms);
         let done = self.run_to_end(child, sent.completes_at)?;
         self.parent_gets(call, &id, "[the sub-agent's final text]".into(), spec.result_tokens, done);
         Ok(())
