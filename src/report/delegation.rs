@@ -126,17 +126,28 @@ fn series(rows: &[Row], way: Way, keep: impl Fn(&Row) -> bool, x: impl Fn(&Row) 
     Series { name: way.name().into(), points }
 }
 
+/// One line per way over the history sizes, at the first gap.
+fn history_series(rows: &[Row]) -> Vec<Series> {
+    WAYS.iter()
+        .map(|&way| series(rows, way, |r| r.idle_ms == IDLE_MS[0], |r| r.history_tokens as f64))
+        .collect()
+}
+
+/// One line per way over the gaps, at the focus history.
+fn gap_series(rows: &[Row]) -> Vec<Series> {
+    let at_focus = |r: &Row| r.history_tokens == FOCUS_HISTORY_TOKENS;
+    WAYS.iter().map(|&way| series(rows, way, at_focus, |r| r.idle_ms as f64 / 60_000.0)).collect()
+}
+
 fn caption(fixed: &str, prices: &PriceTable) -> String {
     format!(
-        "{fixed} · the default agent (tools 12k, system 8k), Sonnet 4.6, anthropic policy and billing, 5-minute TTL; three requests of work, a 1k task, a 500-token report; input only · prices of {}",
+        "{fixed} · tools 12k, system 8k, Sonnet 4.6, anthropic, 5m TTL; 3 requests, a 1k task, a 500-token report · prices of {}",
         prices.date
     )
 }
 
 /// The whole session's cost by history size, one line per way.
 pub(crate) fn vs_history(rows: &[Row], prices: &PriceTable) -> Result<Rendered, ChartError> {
-    let series =
-        WAYS.iter().map(|&way| series(rows, way, |r| r.idle_ms == 0, |r| r.history_tokens as f64)).collect();
     line_chart(&LineChart {
         title: "One unit of delegated work, five ways: cost by history size".into(),
         x_label: "the parent's history (tokens)".into(),
@@ -144,23 +155,17 @@ pub(crate) fn vs_history(rows: &[Row], prices: &PriceTable) -> Result<Rendered, 
         y_format: ValueFormat::Count,
         x_format: ValueFormat::Count,
         log_x: true,
-        log_y: true,
-        y_from_zero: false,
+        log_y: false,
+        y_from_zero: true,
         legend: Corner::UpperLeft,
         layered: true,
-        series,
+        series: history_series(rows),
         caption: caption("1 s between the delegate's requests", prices),
     })
 }
 
 /// The whole session's cost by the idle gap before the delegation, one line per way.
 pub(crate) fn vs_idle(rows: &[Row], prices: &PriceTable) -> Result<Rendered, ChartError> {
-    let series = WAYS
-        .iter()
-        .map(|&way| {
-            series(rows, way, |r| r.history_tokens == FOCUS_HISTORY_TOKENS, |r| r.idle_ms as f64 / 60_000.0)
-        })
-        .collect();
     line_chart(&LineChart {
         title: "One unit of delegated work, five ways: cost by the gap between the delegate's requests"
             .into(),
@@ -172,9 +177,27 @@ pub(crate) fn vs_idle(rows: &[Row], prices: &PriceTable) -> Result<Rendered, Cha
         log_x: false,
         log_y: false,
         y_from_zero: true,
-        legend: Corner::LowerRight,
+        legend: Corner::UpperLeft,
         layered: true,
-        series,
+        series: gap_series(rows),
         caption: caption("100k history", prices),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_way_has_a_point_at_every_history_size_and_gap() {
+        let rows = rows(&PriceTable::builtin()).unwrap();
+        for series in history_series(&rows) {
+            let xs: Vec<f64> = series.points.iter().map(|p| p.0).collect();
+            assert_eq!(xs, HISTORY_TOKENS.map(|h| h as f64), "{}", series.name);
+        }
+        for series in gap_series(&rows) {
+            let xs: Vec<f64> = series.points.iter().map(|p| p.0).collect();
+            assert_eq!(xs, IDLE_MS.map(|ms| ms as f64 / 60_000.0), "{}", series.name);
+        }
+    }
 }
