@@ -8,7 +8,7 @@ use forkcache::billing::{BillingProfile, PriceTable};
 use forkcache::cache::Policy;
 use forkcache::clock::Visibility;
 use forkcache::endpoint::EndpointConfig;
-use forkcache::prompt::IdentityMode;
+use forkcache::prompt::{DeferredTools, IdentityMode};
 use forkcache::tokenize::TokenizerKind;
 
 /// Simulate, measure and price prompt-cache sharing in LLM agent systems.
@@ -37,6 +37,30 @@ pub enum Command {
     Report(ReportArgs),
     /// Serve the mock Messages API over HTTP, for real clients (the SDKs, Claude Code).
     Serve(ServeArgs),
+    /// Print the price table: every model's prices, modifiers, constants, source and date.
+    Prices(PricesArgs),
+}
+
+/// `prices`.
+#[derive(Args, Debug)]
+pub struct PricesArgs {
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+}
+
+impl PricesArgs {
+    /// The price table named by `--prices`.
+    pub fn prices(&self) -> anyhow::Result<PriceTable> {
+        load_prices(self.prices.as_deref())
+    }
+}
+
+fn parse_date(text: &str) -> Result<forkcache::billing::PriceDate, String> {
+    forkcache::billing::PriceDate::parse(text).map_err(|err| err.to_string())
 }
 
 /// `sweep`.
@@ -104,16 +128,27 @@ pub struct RunArgs {
     pub bodies: Option<PathBuf>,
 }
 
-/// `explain`.
+/// `explain`: `explain A B`, or `explain TRACE --request N`.
 #[derive(Args, Debug)]
 pub struct ExplainArgs {
-    /// The earlier request: a body, or an envelope with a `body` member.
+    /// The earlier request (a body, or an envelope with a `body` member); with `--request`, the
+    /// trace.
     pub a: PathBuf,
     /// The later request.
-    pub b: PathBuf,
+    #[arg(required_unless_present = "request", conflicts_with = "request")]
+    pub b: Option<PathBuf>,
+    /// Explain request N (0-based) of the trace A: its miss, the bytes around the divergence
+    /// from the closest earlier request, and the fix with its saving.
+    #[arg(long)]
+    pub request: Option<usize>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Milliseconds between trace lines that carry no `at_ms` (with `--request`).
+    #[arg(long, default_value_t = 30_000)]
+    pub gap_ms: u64,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 /// `demo`.
@@ -198,9 +233,14 @@ pub struct EngineArgs {
     /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
     #[arg(long)]
     pub prices: Option<PathBuf>,
-    /// Model id that prices unknown models.
-    #[arg(long)]
-    pub default_model: Option<String>,
+    /// Price models the table does not list as this model (by default their cost is unknown:
+    /// tokens are counted, cost is null, and they are listed as unpriced).
+    #[arg(long, visible_alias = "default-model", value_name = "MODEL")]
+    pub price_unknown_as: Option<String>,
+    /// Price requests with the prices in force on this date (YYYY-MM-DD); default: the price
+    /// table's newest date.
+    #[arg(long, value_name = "YYYY-MM-DD", value_parser = parse_date)]
+    pub date: Option<forkcache::billing::PriceDate>,
     /// Positions each breakpoint looks back over, itself included.
     #[arg(long, default_value_t = 20)]
     pub lookback: u32,
@@ -213,6 +253,10 @@ pub struct EngineArgs {
     /// Cache capacity in entries.
     #[arg(long, default_value_t = 1 << 20)]
     pub capacity: usize,
+    /// Loading a deferred tool (a `tool_reference`) renders it among the tools, breaking the
+    /// prefix, as real transcripts show; by default the documented rule (no change).
+    #[arg(long)]
+    pub deferred_tools_observed: bool,
 }
 
 /// `--policy`.
@@ -373,6 +417,9 @@ impl EngineArgs {
         };
         config.prompt.collapse_tool_runs = !self.no_collapse_runs;
         config.prompt.render_config_ahead = self.render_config_ahead;
+        if self.deferred_tools_observed {
+            config.prompt.deferred_tools = DeferredTools::Observed;
+        }
         config.cache.policy = match self.policy {
             PolicyArg::Anthropic => Policy::Anthropic,
             PolicyArg::LongestPrefix => Policy::LongestPrefix,
@@ -384,22 +431,15 @@ impl EngineArgs {
         };
         config.cache.lookback_positions = self.lookback;
         config.cache.capacity_entries = self.capacity;
+        config.price_date = self.date;
         config
     }
 
     /// The price table these flags name.
     pub fn prices(&self) -> anyhow::Result<PriceTable> {
-        use anyhow::Context;
-        let mut table = match &self.prices {
-            None => PriceTable::builtin(),
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading price table {}", path.display()))?;
-                PriceTable::from_json(&text).with_context(|| format!("in {}", path.display()))?
-            }
-        };
-        if let Some(model) = &self.default_model {
-            table.set_default_model(model)?;
+        let mut table = load_prices(self.prices.as_deref())?;
+        if let Some(model) = &self.price_unknown_as {
+            table.set_price_unknown_as(model)?;
         }
         Ok(table)
     }

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
 use super::spec::{Launch, ScenarioSpec};
 use crate::billing::{PriceTable, TokenEquivalents, Usage};
-use crate::cache::MissCause;
+use crate::cache::{MissCause, layout_notes};
 use crate::replay::describe_miss;
 
 /// Sums over a set of requests.
@@ -187,6 +187,9 @@ impl ScenarioReport {
                 describe_miss(r.record.miss.as_ref())
             );
         }
+        out.push_str(&layout_notes(
+            self.records.iter().filter_map(|r| r.record.miss.as_ref().map(|m| m.cause)),
+        ));
         self.spawn_lines(&mut out);
         self.guard_lines(&mut out);
         self.totals_lines(&mut out);

@@ -2,12 +2,16 @@
 
 mod accounting;
 mod automatic;
+mod claude_code_shapes;
+mod diagnostics;
+mod explain_request;
 mod identity;
 mod longest_prefix;
 mod lookback;
 mod minimum;
 mod misses;
 mod positions;
+mod prices;
 mod properties;
 mod reference;
 mod rendered;
