@@ -74,6 +74,22 @@ impl ScenarioSpec {
         Ok(spec)
     }
 
+    /// Reads every `named.definition_file` (a path relative to `base`, the scenario file's
+    /// directory) into `definition`; errors name the event and the file.
+    pub fn load_agent_files(&mut self, base: &std::path::Path) -> Result<(), ScenarioError> {
+        for (index, event) in self.timeline.iter_mut().enumerate() {
+            let EventSpec::Named(named) = event else { continue };
+            let Some(file) = named.definition_file.take() else { continue };
+            let at = format!("timeline[{index}].named.definition_file");
+            let text = std::fs::read_to_string(base.join(&file))
+                .map_err(|e| ScenarioError::spec(&at, format!("cannot read {file}: {e}")))?;
+            AgentDefinition::from_markdown(&text)
+                .map_err(|e| ScenarioError::spec(&at, format!("{file}: {e}")))?;
+            named.definition = Some(text);
+        }
+        Ok(())
+    }
+
     /// Checks what serde cannot: ranges, the history's shape, knobs that need a setting.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         validate_history(&self.history)?;
@@ -190,11 +206,22 @@ fn check_block_tokens(path: String, tokens: Option<u64>) -> Result<(), ScenarioE
 
 fn validate_named(index: usize, named: &NamedSpec) -> Result<(), ScenarioError> {
     let at = |field: &str| format!("timeline[{index}].named.{field}");
+    if named.definition.is_some() && named.definition_file.is_some() {
+        return Err(ScenarioError::spec(
+            at("definition_file"),
+            "give `definition` or `definition_file`, not both",
+        ));
+    }
+    if named.definition_file.is_some() && named.agent != NamedAgent::Custom {
+        return Err(ScenarioError::spec(at("definition_file"), "only a `custom` agent takes a definition"));
+    }
     match (&named.definition, named.agent) {
+        // Read later, relative to the scenario file (`load_agent_files`).
+        (None, NamedAgent::Custom) if named.definition_file.is_some() => {}
         (None, NamedAgent::Custom) => {
             return Err(ScenarioError::spec(
                 at("definition"),
-                "a custom agent needs its `.claude/agents/*.md` text",
+                "a custom agent needs its `.claude/agents/*.md` text (or `definition_file`)",
             ));
         }
         (Some(_), agent) if agent != NamedAgent::Custom => {

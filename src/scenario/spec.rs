@@ -441,6 +441,10 @@ pub struct NamedSpec {
     /// A custom agent's `.claude/agents/NAME.md`, the file's whole text.
     #[serde(default)]
     pub definition: Option<String>,
+    /// Or that file's path, relative to the scenario file: `forkcache run` reads it
+    /// ([`ScenarioSpec::load_agent_files`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_file: Option<String>,
     /// Its model, overriding the type's (Explore: `agent.explore_model`; others inherit).
     #[serde(default)]
     pub model: Option<String>,
@@ -518,6 +522,7 @@ impl Default for NamedSpec {
             turns: three(),
             result_tokens: five_hundred(),
             definition: None,
+            definition_file: None,
             model: None,
             tools: None,
             launch: NamedLaunch::Sync,

@@ -531,3 +531,48 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn run_reads_a_custom_agents_file_next_to_the_scenario() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("custom-agent-file");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(".claude/agents")).unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/agents/code-reviewer.md"),
+        dir.join(".claude/agents/code-reviewer.md"),
+    )
+    .unwrap();
+    let scenario = |file: &str| {
+        format!(
+            r#"{{"timeline": [{{"named": {{"agent": "custom", "definition_file": "{file}", "prompt": "Review the diff.", "turns": 1}}}}]}}"#
+        )
+    };
+    let run_cli = |name: &str, file: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, scenario(file)).unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+            .args(["run", path.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap()
+    };
+    let out = run_cli("ok.json", ".claude/agents/code-reviewer.md");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let agent = &json["requests"][1];
+    assert_eq!(
+        (agent["agent"].as_str(), agent["model"].as_str()),
+        (Some("code-reviewer 1 turn 1"), Some("claude-haiku-4-5"))
+    );
+    // A missing file is an error naming the event's field and the file.
+    let out = run_cli("missing.json", ".claude/agents/nobody.md");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("timeline[0].named.definition_file: cannot read .claude/agents/nobody.md"),
+        "{stderr}"
+    );
+    // Read through the library without loading the file first: an error, not a stand-in agent.
+    let mut spec = ScenarioSpec::from_json(&scenario("x.md")).unwrap();
+    assert!(run(&spec, &RunConfig::for_spec(&spec), &PriceTable::builtin()).is_err());
+    spec.load_agent_files(&dir.join(".claude/agents")).unwrap_err();
+}

@@ -274,6 +274,12 @@ impl Engine<'_> {
 
 /// A custom agent's parsed definition (validation has checked it parses).
 fn custom_definition(index: usize, spec: &NamedSpec) -> Result<Option<AgentDefinition>, ScenarioError> {
+    if spec.definition.is_none() && spec.definition_file.is_some() {
+        return Err(ScenarioError::spec(
+            format!("timeline[{index}].named.definition_file"),
+            "not read yet: load it with ScenarioSpec::load_agent_files (`forkcache run` does)",
+        ));
+    }
     spec.definition
         .as_deref()
         .map(|text| {
