@@ -4,7 +4,7 @@
 //! so no sum over a run can pass 2^64.
 
 use super::ScenarioError;
-use super::spec::{EventSpec, GenerateSpec, ScenarioSpec, Sizes};
+use super::spec::{EventSpec, GenerateSpec, ScenarioSpec, Sizes, TeamSpec};
 use crate::prompt::MAX_DECLARED_TOKENS;
 
 /// Any one token size (a section, a tool, a generated block, `max_tokens`, a budget).
@@ -19,6 +19,8 @@ pub const MAX_EVENT_REQUESTS: u32 = 100_000;
 pub const MAX_PLANNED_REQUESTS: u64 = 1_000_000;
 /// Any one duration, in milliseconds (about 31 years).
 pub const MAX_MS: u64 = 1_000_000_000_000;
+/// Teammates in one team.
+pub const MAX_TEAM_SIZE: u32 = 1_000;
 
 /// Checks every size of `spec` against the caps; the error names the first field past one.
 pub fn check(spec: &ScenarioSpec) -> Result<(), ScenarioError> {
@@ -126,8 +128,25 @@ fn check_event(index: usize, event: &EventSpec) -> Result<u64, ScenarioError> {
             requests("named.turns", named.turns)?;
             tokens(|| path("named.prompt_tokens"), named.prompt_tokens)?;
             tokens(|| path("named.result_tokens"), Some(named.result_tokens))?;
+            at_most(|| path("named.tool_ms"), named.tool_ms.unwrap_or(0), MAX_MS)?;
             Ok(u64::from(named.turns) + 1)
         }
+        EventSpec::Resume(resume) => {
+            requests("resume.turns", resume.turns)?;
+            tokens(|| path("resume.prompt_tokens"), resume.prompt_tokens)?;
+            tokens(|| path("resume.result_tokens"), Some(resume.result_tokens))?;
+            Ok(u64::from(resume.turns) + 1)
+        }
+        EventSpec::Task(task) => {
+            requests("task.rounds", task.rounds)?;
+            tokens(|| path("task.description_tokens"), task.description_tokens)?;
+            tokens(|| path("task.system_tokens"), task.system_tokens)?;
+            tokens(|| path("task.result_tokens"), Some(task.result_tokens))?;
+            at_most(|| path("task.tool_ms"), task.tool_ms.unwrap_or(0), MAX_MS)?;
+            Ok(u64::from(task.rounds) + 1)
+        }
+        EventSpec::MemoryRefresh(_) => Ok(0),
+        EventSpec::Team(team) => check_team(index, team),
         EventSpec::Sidecar(sidecar) => {
             tokens(|| path("sidecar.prompt_tokens"), sidecar.prompt_tokens)?;
             at_most(|| path("sidecar.delay_ms"), sidecar.delay_ms, MAX_MS).map(|()| 1)
@@ -135,6 +154,33 @@ fn check_event(index: usize, event: &EventSpec) -> Result<u64, ScenarioError> {
         EventSpec::FlagFlip(_) => Ok(0),
         EventSpec::Compact(_) => Ok(1),
     }
+}
+
+/// A team: its size, its messages per teammate, its times and token sizes. Plans at least one
+/// request per teammate message and one leader read of each.
+fn check_team(index: usize, team: &TeamSpec) -> Result<u64, ScenarioError> {
+    let path = |field: &str| format!("timeline[{index}].team.{field}");
+    at_most(|| path("size"), team.size.into(), MAX_TEAM_SIZE.into())?;
+    at_most(|| path("messages"), team.messages.into(), MAX_EVENT_REQUESTS.into())?;
+    for (field, ms) in [
+        ("idle_gap_ms", team.idle_gap_ms),
+        ("start_overhead_ms", team.start_overhead_ms),
+        ("poll_ms", team.poll_ms),
+    ] {
+        at_most(|| path(field), ms, MAX_MS)?;
+    }
+    for (field, size) in [
+        ("prompt_tokens", team.prompt_tokens),
+        ("addendum_tokens", team.addendum_tokens),
+        ("message_tokens", team.message_tokens),
+        ("notification_tokens", team.notification_tokens),
+        ("permission_tokens", team.permission_tokens),
+        ("leader_reply_tokens", Some(team.leader_reply_tokens)),
+        ("summary_tokens", Some(team.summary_tokens)),
+    ] {
+        tokens(|| path(field), size)?;
+    }
+    Ok(u64::from(team.size) * (u64::from(team.messages) + 1) * 2)
 }
 
 fn check_sizes(path: impl Fn() -> String, sizes: Option<&Sizes>) -> Result<(), ScenarioError> {

@@ -32,10 +32,12 @@ fn views_over_shared_blocks_price_exactly_like_the_wire_bytes() {
             let body = record.body.as_ref().unwrap();
             let reply =
                 Reply { output_tokens: Some(record.record.usage.output_tokens), ..Reply::input_only() };
+            // A remote agent's requests came from another workspace: send them in it.
+            let workspace = Some(record.record.workspace.as_str()).filter(|w| *w != "default");
             let call = Call {
                 body: body.as_bytes(),
                 api_key: None,
-                workspace: None,
+                workspace,
                 at: record.record.at,
                 first_byte: None,
                 reply,
