@@ -236,6 +236,15 @@ fn item2_scenario_and_sweep_sizes_past_their_caps_are_refused_naming_the_field()
             r#"{"name":"x","timeline":[{"idle":{"ms":18446744073709551615}}]}"#,
             "timeline[0].idle.ms: expected at most",
         ),
+        // The runtime events too.
+        (
+            r#"{"name":"x","timeline":[{"task":{"rounds":4000000000}}]}"#,
+            "timeline[0].task.rounds: expected at most 100000",
+        ),
+        (
+            r#"{"name":"x","timeline":[{"team":{"size":2,"messages":4000000000}}]}"#,
+            "timeline[0].team.messages: expected at most 1000,",
+        ),
     ];
     for (scenario, expected) in cases {
         let started = std::time::Instant::now();
