@@ -109,6 +109,8 @@ pub struct Predicted {
     pub miss: Option<Miss>,
     /// The request time the simulation used (ms since the session's first request).
     pub at_ms: u64,
+    /// The model simulated (the recorded one, unless a what-if kept an earlier one).
+    pub model: String,
 }
 
 /// Facts about the whole import the prediction of one request may use: only what started
@@ -310,7 +312,12 @@ pub fn predict_session(
         let record =
             endpoint.handle(Call { body: &body, ..call }).expect("simulated bodies are valid").record;
         emit(trace.as_deref_mut(), &workspace, at_ms, &body);
-        predictions.push(Predicted { usage: record.usage, miss: record.miss, at_ms });
+        predictions.push(Predicted {
+            usage: record.usage,
+            miss: record.miss,
+            at_ms,
+            model: state.model.clone(),
+        });
         if session.spawning_requests.contains(request.request.request_id.as_str()) {
             spawn_points.insert(request.request.request_id.as_str(), state.clone());
         }

@@ -342,7 +342,7 @@ fn rows_of(session: &ImportedSession, predictions: Vec<Predicted>, prices: &Pric
 fn predicted_cost(session: &ImportedSession, predictions: &[Predicted], prices: &PriceTable) -> Cost {
     let mut total = Cost::default();
     for (request, predicted) in session.requests.iter().zip(predictions) {
-        if let Some(rates) = rates_at(prices, &request.request.model, day_of(&request.request.at)) {
+        if let Some(rates) = rates_at(prices, &predicted.model, day_of(&request.request.at)) {
             total.add(&Cost::of(&predicted.usage, &rates));
         }
     }

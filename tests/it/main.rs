@@ -3,6 +3,7 @@
 mod accounting;
 mod automatic;
 mod identity;
+mod import_claude_code;
 mod longest_prefix;
 mod lookback;
 mod minimum;
