@@ -194,6 +194,10 @@ struct ChainState {
     stable_text: String,
     stable_tokens: u64,
     history: Vec<Block>,
+    /// The history block the request's last breakpoint is on.
+    marker_at: usize,
+    /// Uncached tokens of the chain's previous request (what it sent after its breakpoint).
+    last_tail: u64,
     model: String,
     ttl: Ttl,
     turns: u64,
@@ -204,9 +208,10 @@ impl ChainState {
         self.stable_tokens + self.history.iter().map(|b| b.tokens).sum::<u64>()
     }
 
-    /// Brings the history to `total` tokens: the growth as one new block, or, when the prompt
-    /// shrank, the longest prefix that fits and the rest as one block.
-    fn grow_to(&mut self, total: u64, label: &str) {
+    /// Brings the history to `total` tokens: the growth as a new marked block followed by its
+    /// unmarked `tail` (Claude Code can send content after its last breakpoint), or, when the
+    /// prompt shrank, the longest prefix that fits and the rest as new blocks.
+    fn grow_to(&mut self, total: u64, tail: u64, label: &str) {
         let mut held = self.held_tokens();
         if total < held {
             while held > total && !self.history.is_empty() {
@@ -217,22 +222,30 @@ impl ChainState {
                 held = total;
             }
         }
-        if total > held || self.history.is_empty() {
-            self.turns += 1;
-            self.history.push(Block { text: format!("{label} turn {}", self.turns), tokens: total - held });
+        if total == held && !self.history.is_empty() {
+            self.marker_at = self.history.len() - 1;
+            return;
+        }
+        let growth = total - held;
+        let tail = tail.min(growth);
+        self.turns += 1;
+        self.marker_at = self.history.len();
+        self.history.push(Block { text: format!("{label} turn {}", self.turns), tokens: growth - tail });
+        if tail > 0 {
+            self.history
+                .push(Block { text: format!("{label} turn {} after the marker", self.turns), tokens: tail });
         }
     }
 
     fn body(&self) -> Vec<u8> {
         let marker = cache_control(self.ttl);
-        let last = self.history.len() - 1;
         let content: Vec<Value> = self
             .history
             .iter()
             .enumerate()
             .map(|(i, block)| {
                 let mut value = json!({"type": "text", "text": block.text, "forkcache_tokens": block.tokens});
-                if i == last {
+                if i == self.marker_at {
                     value["cache_control"] = marker.clone();
                 }
                 value
@@ -312,8 +325,10 @@ pub fn predict_session(
         let record =
             endpoint.handle(Call { body: &body, ..call }).expect("simulated bodies are valid").record;
         emit(trace.as_deref_mut(), &workspace, at_ms, &body);
+        let guessed_tail = state.last_tail;
+        state.last_tail = request.request.recorded.usage.input_tokens;
         predictions.push(Predicted {
-            usage: record.usage,
+            usage: with_guessed_tail(record.usage, guessed_tail, state.ttl),
             miss: record.miss,
             at_ms,
             model: state.model.clone(),
@@ -358,6 +373,8 @@ fn start_chain(
         stable_text: if agent { "stable prefix: sub-agent" } else { "stable prefix: main" }.to_string(),
         stable_tokens,
         history: Vec::new(),
+        marker_at: 0,
+        last_tail: 0,
         model: request.request.model.clone(),
         ttl,
         turns: 0,
@@ -367,12 +384,10 @@ fn start_chain(
 /// Applies what the transcript says happened before this request: a compaction, a model
 /// switch, the chain's current TTL, then the growth to this request's total input.
 fn advance(state: &mut ChainState, request: &SessionRequest, what_if: Option<&WhatIf>) {
-    let total = request.request.recorded.usage.total_input_tokens();
-    let label = request.request.chain.name();
+    let usage = &request.request.recorded.usage;
     if request.request.events.iter().any(|e| matches!(e, Event::Compacted { .. })) {
-        state.turns += 1;
-        let summary = total.saturating_sub(state.stable_tokens);
-        state.history = vec![Block { text: format!("{label} summary {}", state.turns), tokens: summary }];
+        // The summary replaces the history: the growth below is the summary.
+        state.history.clear();
     }
     if what_if != Some(&WhatIf::NoModelSwitch) {
         state.model = request.request.model.clone();
@@ -380,7 +395,24 @@ fn advance(state: &mut ChainState, request: &SessionRequest, what_if: Option<&Wh
     if let Some(ttl) = request.ttl_before {
         state.ttl = chain_ttl(state.agent, ttl, what_if);
     }
-    state.grow_to(total, &label);
+    state.grow_to(usage.total_input_tokens(), usage.input_tokens, &request.request.chain.name());
+}
+
+/// The predicted usage as reported: the endpoint's read, and the rest split into uncached and
+/// written as the chain's previous request split it (`guessed_tail` uncached). The request's own
+/// uncached count only places its cache entry for later requests; it moves neither its
+/// predicted read (entries lie before its new blocks, whatever their split) nor this split.
+fn with_guessed_tail(usage: Usage, guessed_tail: u64, ttl: Ttl) -> Usage {
+    let read = usage.cache_read_input_tokens;
+    let rest = usage.total_input_tokens() - read;
+    let uncached = guessed_tail.min(rest);
+    let written = rest - uncached;
+    let one_hour = match written_ttl(&usage) {
+        Some(written_with) => written_with == Ttl::OneHour,
+        None => ttl == Ttl::OneHour,
+    };
+    let (write_5m, write_1h) = if one_hour { (0, written) } else { (written, 0) };
+    Usage::new(uncached, read, write_5m, write_1h, usage.output_tokens)
 }
 
 fn chain_ttl(agent: bool, observed: Ttl, what_if: Option<&WhatIf>) -> Ttl {

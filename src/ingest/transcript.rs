@@ -113,7 +113,8 @@ pub struct ReadStats {
     pub unknown_usage_fields: BTreeMap<String, u64>,
     /// `<synthetic>` assistant lines dropped.
     pub synthetic_lines: u64,
-    /// Assistant lines that repeated a request already seen (streamed blocks, echoes).
+    /// Assistant lines that repeated a request already seen (streamed blocks, echoes, a fork
+    /// child's inherited copies of its parent's lines).
     pub duplicate_lines: u64,
 }
 
@@ -152,6 +153,7 @@ const BOOKKEEPING_KINDS: &[&str] = &[
     "tag",
     "mode",
     "worktree-state",
+    "fork-context-ref",
 ];
 
 /// Usage fields the reader knows.
@@ -451,14 +453,25 @@ impl TranscriptReader {
         if let Some(content) = message.content {
             self.note_spawning_calls(content.get(), &session, id);
         }
-        if let Some(&index) = self.by_id.get(id) {
-            // A later line of the same request: its usage is the final one.
-            self.stats.duplicate_lines += 1;
-            self.requests[index].recorded = recorded;
-            return Ok(());
-        }
         let start_ms =
             line.parent_uuid.and_then(|uuid| self.user_times.get(uuid).copied()).unwrap_or(first_line_ms);
+        if let Some(&index) = self.by_id.get(id) {
+            self.stats.duplicate_lines += 1;
+            if self.requests[index].chain == chain {
+                // A later line of the same request: its usage is the final one.
+                self.requests[index].recorded = recorded;
+            } else if chain == Chain::Main {
+                // A fork child's file copies the parent's lines it inherits; the main chain's
+                // own line says where the request belongs and what it used.
+                let events = self.pending_events.remove(&(session, Chain::Main)).unwrap_or_default();
+                let existing = &mut self.requests[index];
+                existing.chain = Chain::Main;
+                existing.recorded = recorded;
+                existing.start_ms = start_ms.min(first_line_ms);
+                existing.events = events;
+            }
+            return Ok(());
+        }
         let events = self.pending_events.remove(&(session.clone(), chain.clone())).unwrap_or_default();
         self.by_id.insert(id.to_string(), self.requests.len());
         self.requests.push(TranscriptRequest {
