@@ -294,3 +294,24 @@ fn a_bad_what_if_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("ttl=2h"));
 }
+
+#[test]
+fn a_fork_child_s_inherited_copy_of_its_parent_stays_in_the_parent_s_chain() {
+    // `fork_inherits/`: the child's file (read first: it sorts before the session file) opens
+    // with Claude Code 2.1's fork-context-ref and a copy of the parent's req_p1 carrying the
+    // message_start snapshot (output 1). req_p1 belongs to main with its own line's output 78.
+    let (code, document) = import("fork_inherits", &[]);
+    assert_eq!(code, 0);
+    let chains = &document["sessions"][0]["chains"];
+    assert_eq!(chains[0]["chain"], "main");
+    assert_eq!(chains[0]["requests"][0]["request_id"], "req_p1");
+    assert_eq!(chains[0]["requests"][0]["recorded"]["usage"]["output_tokens"], 78);
+    assert_eq!(chains[1]["chain"], "agent:f1");
+    assert_eq!(chains[1]["parent"], serde_json::json!({"chain": "main", "request_id": "req_p1"}));
+    // The child extends the parent's prompt at the spawn: it reads what req_p1 cached (17,700;
+    // the parent's 1,500 tokens after its breakpoint were not cached), as recorded.
+    let child = &chains[1]["requests"][0];
+    assert_eq!(child["predicted"]["usage"]["cache_read_input_tokens"], 17_700);
+    assert_eq!(child["agreement"], true);
+    assert_eq!(document["totals"]["unknown_line_kinds"], serde_json::json!({}));
+}
