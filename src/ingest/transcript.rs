@@ -531,11 +531,16 @@ impl TranscriptReader {
     }
 }
 
+/// The agent id of sidechain lines that name no agent (Claude Code 2.0 wrote some into the
+/// session file): one chain of their own, never the main chain.
+pub const UNNAMED_SIDECHAIN: &str = "sidechain";
+
 /// The chain a line belongs to: its `agentId` (or its file's) when it is a sidechain.
 fn chain_of(line: &Line, context: &FileContext) -> Chain {
     let agent = line.agent_id.map(str::to_string).or_else(|| context.agent_id.clone());
     match (line.is_sidechain, agent) {
         (Some(true), Some(id)) => Chain::Agent(id),
+        (Some(true), None) => Chain::Agent(UNNAMED_SIDECHAIN.to_string()),
         (None, Some(id)) if context.agent_id.is_some() => Chain::Agent(id),
         _ => Chain::Main,
     }

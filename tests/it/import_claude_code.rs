@@ -315,3 +315,35 @@ fn a_fork_child_s_inherited_copy_of_its_parent_stays_in_the_parent_s_chain() {
     assert_eq!(child["agreement"], true);
     assert_eq!(document["totals"]["unknown_line_kinds"], serde_json::json!({}));
 }
+
+#[test]
+fn a_real_published_session_is_billed_line_by_line() {
+    // fixtures/transcripts/claude-code-log-sidechain-integrated.jsonl (see its README): Sonnet
+    // 4.5 ($3 / $3.75 5m / $0.30 / $15 per MTok), no 5m/1h split (priced as 5m):
+    //   req_011CVJ517i: 3 × 3,000 + 141,272 × 3,750 + 365 × 15,000 = 535,254,000
+    //   req_011CVJ51yt (two lines, one request): 3 × 3,000 + 19,830 × 3,750 + 183 × 15,000 = 77,116,500
+    //   req_011CVJ5Au8: 3 × 3,000 + 2,952 × 3,750 + 141,272 × 300 + 190 × 15,000 = 56,310,600
+    // Total 668,681,100 nano-dollars.
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", "--json"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/transcripts/claude-code-log-sidechain-integrated.jsonl"
+        ))
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success());
+    let document: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let totals = &document["totals"];
+    assert_eq!(totals["requests"], 3);
+    assert_eq!(totals["recorded"]["cost_usd"], 0.6686811);
+    assert_eq!(totals["writes_priced_as_5m"], 3);
+    // The sidechain lines name no agent: their own chain, not the main one.
+    let chains: Vec<&str> = document["sessions"][0]["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["chain"].as_str().unwrap())
+        .collect();
+    assert_eq!(chains, ["main", "agent:sidechain"]);
+}
