@@ -68,6 +68,10 @@ pub struct ClaudeCodeArgs {
     /// Write requests.csv and breaks.csv (a row per request and per break) to this directory.
     #[arg(long, value_name = "DIR")]
     pub csv: Option<PathBuf>,
+    /// Write two charts per session (PNG and SVG) to this directory: real usage per request with
+    /// breaks marked, and real beside predicted read over time.
+    #[arg(long, value_name = "DIR")]
+    pub chart: Option<PathBuf>,
     /// Re-run the prediction under a changed setting: ttl=1h, ttl=5m, subagent-ttl=1h,
     /// no-model-switch, max-idle=5m (repeatable).
     #[arg(long = "what-if", value_name = "SETTING")]

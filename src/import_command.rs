@@ -54,6 +54,10 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
             std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
         }
     }
+    if let Some(dir) = &args.chart {
+        let charts = forkcache::ingest::chart::charts(&report.sessions)?;
+        forkcache::report::write(dir, &charts).with_context(|| format!("writing {}", dir.display()))?;
+    }
     if let Some(path) = &args.emit_trace {
         let mut text = report.trace.join("\n");
         text.push('\n');

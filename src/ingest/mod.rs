@@ -9,6 +9,7 @@
 //! the real bill beside the prediction ([`report`]).
 
 pub mod breaks;
+pub mod chart;
 pub mod files;
 pub mod predict;
 pub mod report;

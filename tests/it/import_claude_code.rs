@@ -266,11 +266,18 @@ fn import_twice_gives_identical_bytes_and_a_replayable_trace() {
             .arg(&trace)
             .arg("--csv")
             .arg(&dir)
+            .arg("--chart")
+            .arg(&dir)
             .output()
             .expect("the binary runs")
             .stdout
     };
-    assert_eq!(run(), run());
+    let chart = dir.join("s1-usage.png");
+    let first = run();
+    let first_chart = std::fs::read(&chart).expect("the usage chart is written");
+    assert_eq!(first, run());
+    assert_eq!(first_chart, std::fs::read(&chart).unwrap());
+    assert!(std::fs::read_to_string(dir.join("s1-read.svg")).unwrap().contains("predicted read (main)"));
     let replayed = Command::new(env!("CARGO_BIN_EXE_forkcache"))
         .args(["replay", "--json"])
         .arg(&trace)
