@@ -76,6 +76,10 @@ pub struct ClaudeCodeArgs {
     /// no-model-switch, max-idle=5m (repeatable).
     #[arg(long = "what-if", value_name = "SETTING")]
     pub what_if: Vec<String>,
+    /// A proxy's trace (envelopes with `request_id` and `body`): joined by request id, each break
+    /// gets the first byte where its prompt left its chain's previous request.
+    #[arg(long, value_name = "PROXY.jsonl")]
+    pub trace: Option<PathBuf>,
     /// Write the simulated requests as a trace `replay` and `sweep` can read.
     #[arg(long, value_name = "FILE")]
     pub emit_trace: Option<PathBuf>,

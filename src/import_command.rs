@@ -40,7 +40,13 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
     let mut transcripts = reader.finish();
     transcripts.retain_days(args.since.as_deref(), args.until.as_deref());
     let options = ImportOptions { what_ifs, emit_trace: args.emit_trace.is_some() };
-    let report = import(transcripts, &options, &args.prices()?)?;
+    let mut report = import(transcripts, &options, &args.prices()?)?;
+    if let Some(path) = &args.trace {
+        let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let join = forkcache::ingest::proxy::join(&report, std::io::BufReader::new(file))
+            .with_context(|| format!("reading {}", path.display()))?;
+        report.join = Some(join);
+    }
     if args.json {
         println!("{}", report.to_json());
     } else {

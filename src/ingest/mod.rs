@@ -12,6 +12,7 @@ pub mod breaks;
 pub mod chart;
 pub mod files;
 pub mod predict;
+pub mod proxy;
 pub mod report;
 pub mod transcript;
 

@@ -15,6 +15,7 @@ use crate::billing::{Cost, PriceTable, Rates, Usage};
 use crate::cache::Miss;
 use crate::prompt::Ttl;
 use crate::tokenize::TokenizerUnavailable;
+use crate::verify::Divergence;
 
 use super::breaks::{self, BreakCause, Turn};
 use super::predict::{self, AccountView, Predicted, WhatIf};
@@ -240,6 +241,8 @@ pub struct ImportReport {
     pub read: ReadStats,
     /// The simulated requests as trace lines, when asked for.
     pub trace: Vec<String>,
+    /// Breaks located in a proxy's bytes (`--trace`), when given.
+    pub join: Option<super::proxy::Join>,
 }
 
 /// Prices, predicts and totals imported sessions.
@@ -259,6 +262,7 @@ pub fn analyse(
         what_ifs: Vec::new(),
         read,
         trace: Vec::new(),
+        join: None,
     };
     let mut what_if_costs = vec![(Cost::default(), 0u64, 0u64); options.what_ifs.len()];
     let mut baseline_cost = Cost::default();
@@ -409,12 +413,17 @@ fn miss_json(miss: &Option<Miss>) -> Value {
 impl ImportReport {
     /// The `--json` document.
     pub fn to_json(&self) -> String {
-        let sessions: Vec<Value> = self.sessions.iter().map(session_json).collect();
+        let divergences = self.join.as_ref().map(|j| &j.divergences);
+        let sessions: Vec<Value> = self.sessions.iter().map(|s| session_json(s, divergences)).collect();
         let mut totals = self.totals.json();
         totals["skipped_lines"] = json!(self.read.skipped_lines);
         totals["unknown_line_kinds"] = json!(self.read.unknown_line_kinds);
         totals["unknown_usage_fields"] = json!(self.read.unknown_usage_fields);
         totals["notes"] = json!(self.read.notes);
+        if let Some(join) = &self.join {
+            totals["trace_join"] = json!({"breaks_located": join.divergences.len(),
+                "breaks_unmatched": join.unmatched_breaks, "skipped_lines": join.skipped_lines});
+        }
         let by = |map: &BTreeMap<String, Totals>| -> Value {
             map.iter()
                 .map(|(key, t)| {
@@ -588,7 +597,7 @@ impl ImportReport {
     }
 }
 
-fn session_json(report: &SessionReport) -> Value {
+fn session_json(report: &SessionReport, divergences: Option<&BTreeMap<String, Divergence>>) -> Value {
     let session = &report.session;
     let first = session.requests.first().map_or(0, |r| r.start_ms);
     let mut chains: Vec<(Value, Vec<Value>)> = session
@@ -608,8 +617,12 @@ fn session_json(report: &SessionReport) -> Value {
         let r = &request.request;
         let raw: Value = serde_json::from_str(r.recorded.raw.get()).unwrap_or(Value::Null);
         let break_ = request.break_.map_or(Value::Null, |b| {
-            json!({"cause": b.cause.name(), "gap_ms": b.gap_ms, "tokens_lost": b.tokens_lost,
-                   "extra_cost_usd": cost_json(&row.break_extra)})
+            let mut value = json!({"cause": b.cause.name(), "gap_ms": b.gap_ms, "tokens_lost": b.tokens_lost,
+                   "extra_cost_usd": cost_json(&row.break_extra)});
+            if let Some(divergence) = divergences.and_then(|d| d.get(&r.request_id)) {
+                value["divergence"] = serde_json::to_value(divergence).expect("a divergence serializes");
+            }
+            value
         });
         let mut recorded = json!({"usage": raw, "cost_usd": cost_json(&row.recorded_cost)});
         if !r.recorded.split_known && r.recorded.usage.cache_creation_input_tokens > 0 {

@@ -354,3 +354,23 @@ fn a_real_published_session_is_billed_line_by_line() {
         .collect();
     assert_eq!(chains, ["main", "agent:sidechain"]);
 }
+
+#[test]
+fn a_proxy_trace_locates_each_break_in_the_bytes() {
+    // tests/data/proxy_every_rule.jsonl holds bodies for req_2, req_3, req_5 and req_6 (and one
+    // unreadable line). req_3 switched model: its prompt leaves req_2's at `model`, 8 bytes in
+    // (`"claude-`). req_6 loaded WebFetch: its tools gain a second tool where req_5's go on to
+    // the system prompt. req_4, req_5 and req_a3 lack a body on one side: unmatched.
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/proxy_every_rule.jsonl");
+    let (_, document) = import("every_rule", &["--trace", trace]);
+    let join = &document["totals"]["trace_join"];
+    assert_eq!(join, &serde_json::json!({"breaks_located": 2, "breaks_unmatched": 3, "skipped_lines": 1}));
+    let all = requests(&document);
+    let model = &request(&all, "req_3")["break"]["divergence"];
+    assert_eq!((model["path"].as_str(), model["byte_offset"].as_u64()), (Some("model"), Some(8)));
+    let tools = &request(&all, "req_6")["break"]["divergence"];
+    assert_eq!(tools["dimension"], "tools");
+    assert_eq!(tools["cause"], "tool_definition");
+    assert!(tools["b"].as_str().unwrap().contains("WebFetch"));
+    assert_eq!(request(&all, "req_4")["break"].get("divergence"), None);
+}
