@@ -22,6 +22,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep(args) => run_sweep(&args),
         Command::Report(args) => run_report(&args),
         Command::Serve(args) => crate::serve_command::run_serve(&args),
+        Command::Prices(args) => run_prices(&args),
         Command::Import(ImportSource::ClaudeCode(args)) => crate::import_command::run_claude_code(&args),
     }
 }
@@ -166,4 +167,14 @@ fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
         return Ok(text);
     }
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn run_prices(args: &crate::cli::PricesArgs) -> anyhow::Result<ExitCode> {
+    let table = args.prices()?;
+    if args.json {
+        println!("{}", table.to_json());
+    } else {
+        print!("{}", table.to_table());
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,7 @@
 //! `replay`: prices a recorded request stream through the endpoint, request by request, and
 //! renders the result as JSON or a table.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -63,6 +63,9 @@ pub struct Totals {
     pub misses: BTreeMap<MissCause, u64>,
     /// Tokens missed, summed.
     pub tokens_missed: u64,
+    /// Models the price table does not list, requested without `--price-unknown-as`: their
+    /// requests count in tokens, not in cost.
+    pub unpriced_models: BTreeSet<String>,
 }
 
 impl Totals {
@@ -72,6 +75,9 @@ impl Totals {
         self.usage.add(&record.usage);
         self.cost.add(&record.cost);
         self.token_equivalents.0 += record.token_equivalents.0;
+        if !record.priced {
+            self.unpriced_models.insert(record.model.clone());
+        }
         if let Some(miss) = &record.miss {
             *self.misses.entry(miss.cause).or_insert(0) += 1;
             self.tokens_missed += miss.tokens_missed;
@@ -186,10 +192,11 @@ struct RequestJson<'r> {
     unknown_model: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<&'r Usage>,
+    /// Absent for a rejected request; null for a model without a price.
     #[serde(skip_serializing_if = "Option::is_none")]
-    cost_usd: Option<f64>,
+    cost_usd: Option<Option<f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    cost_nanousd: Option<u64>,
+    cost_nanousd: Option<Option<u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     token_equivalents: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -220,6 +227,7 @@ pub struct TotalsJson {
     hit_rate: f64,
     tokens_missed: u64,
     misses: BTreeMap<&'static str, u64>,
+    unpriced_models: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -248,6 +256,7 @@ impl From<&Totals> for TotalsJson {
             hit_rate: round6(totals.hit_rate()),
             tokens_missed: totals.tokens_missed,
             misses: totals.misses.iter().map(|(cause, n)| (cause.name(), *n)).collect(),
+            unpriced_models: totals.unpriced_models.iter().cloned().collect(),
         }
     }
 }
@@ -269,11 +278,11 @@ fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
     };
     match &record.result {
         Ok(priced) => RequestJson {
-            priced_as: Some(&priced.priced_as),
+            priced_as: priced.priced.then_some(priced.priced_as.as_str()),
             unknown_model: (!priced.model_known).then_some(true),
             usage: Some(&priced.usage),
-            cost_usd: Some(priced.cost.usd()),
-            cost_nanousd: Some(priced.cost.total_nanousd()),
+            cost_usd: Some(priced.priced.then(|| priced.cost.usd())),
+            cost_nanousd: Some(priced.priced.then(|| priced.cost.total_nanousd())),
             token_equivalents: Some(priced.token_equivalents.value()),
             ttft_ms: Some(priced.ttft_ms),
             miss: Some(priced.miss.as_ref()),
@@ -347,10 +356,22 @@ impl ReplayReport {
             t.token_equivalents.value(),
             t.hit_rate() * 100.0
         );
-        let unknown = self.records.iter().filter_map(|r| r.result.as_ref().ok()).find(|r| !r.model_known);
+        if !t.unpriced_models.is_empty() {
+            let models: Vec<&str> = t.unpriced_models.iter().map(String::as_str).collect();
+            let _ = writeln!(
+                out,
+                "* not in the price table, so not in the cost: {} (--price-unknown-as MODEL prices them as MODEL)",
+                models.join(", ")
+            );
+        }
+        let unknown =
+            self.records.iter().filter_map(|r| r.result.as_ref().ok()).find(|r| !r.model_known && r.priced);
         if let Some(record) = unknown {
-            let _ =
-                writeln!(out, "* not in the price table: priced as {} (--default-model)", record.priced_as);
+            let _ = writeln!(
+                out,
+                "* not in the price table: priced as {} (--price-unknown-as)",
+                record.priced_as
+            );
         }
         let endpoint = &self.config.endpoint;
         let _ = writeln!(
@@ -382,8 +403,9 @@ fn table_row(record: &ReplayRecord) -> String {
     };
     let model = if r.model_known { model.to_string() } else { format!("{model}*") };
     let u = &r.usage;
+    let cost = if r.priced { format!("{:.6}", r.cost.usd()) } else { "unpriced".to_string() };
     format!(
-        "{:>5} {:>9} {:<24} {:>9} {:>9} {:>9} {:>9} {:>7} {:>12.6} {:>11.1}  {}\n",
+        "{:>5} {:>9} {:<24} {:>9} {:>9} {:>9} {:>9} {:>7} {:>12} {:>11.1}  {}\n",
         record.index,
         record.at.ms(),
         truncate(&model, 24),
@@ -392,7 +414,7 @@ fn table_row(record: &ReplayRecord) -> String {
         u.cache_creation.ephemeral_1h_input_tokens,
         u.input_tokens,
         u.output_tokens,
-        r.cost.usd(),
+        cost,
         r.token_equivalents.value(),
         describe_miss(r.miss.as_ref())
     )

@@ -9,6 +9,7 @@ mod lookback;
 mod minimum;
 mod misses;
 mod positions;
+mod prices;
 mod properties;
 mod reference;
 mod rendered;
