@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use crate::billing::{Cost, PriceTable, Rates, Usage};
+use crate::billing::{BillingProfile, Cost, PriceDate, PriceTable, Usage};
 use crate::cache::Miss;
 use crate::prompt::Ttl;
 use crate::tokenize::TokenizerUnavailable;
@@ -19,7 +19,7 @@ use crate::verify::Divergence;
 
 use super::breaks::{self, BreakCause, Turn};
 use super::predict::{self, AccountView, Predicted, WhatIf};
-use super::transcript::{Chain, Event, ReadStats, day_of};
+use super::transcript::{Chain, Event, ReadStats, TranscriptRequest, day_of};
 use super::{ImportedSession, SessionRequest};
 
 /// Import settings.
@@ -31,10 +31,27 @@ pub struct ImportOptions {
     pub emit_trace: bool,
 }
 
-/// The rates a model is billed at on a date, or `None` when the table has no row for it.
-pub fn rates_at(prices: &PriceTable, model: &str, _day: &str) -> Option<Rates> {
+/// What `usage` costs on `model` at `request`'s date with its recorded modifiers (fast mode,
+/// `inference_geo`, batch); `None` when the table has no price for it. An unknown model is
+/// never priced as another.
+pub fn cost_of(prices: &PriceTable, request: &TranscriptRequest, model: &str, usage: &Usage) -> Option<Cost> {
     let resolved = prices.resolve(model);
-    resolved.known.then_some(resolved.price.rates)
+    if !resolved.priced {
+        return None;
+    }
+    let date = PriceDate::parse(&request.at).ok();
+    resolved.price.cost(BillingProfile::Anthropic, date, usage, request.recorded.modifiers)
+}
+
+/// Rewriting `tokens` (at the TTL the request wrote with) minus reading them.
+fn rewrite_minus_read(prices: &PriceTable, request: &TranscriptRequest, tokens: u64) -> Option<Cost> {
+    let rewrite = match predict::written_ttl(&request.recorded.usage) {
+        Some(Ttl::OneHour) => Usage::new(0, 0, 0, tokens, 0),
+        _ => Usage::new(0, 0, tokens, 0, 0),
+    };
+    let write = cost_of(prices, request, &request.model, &rewrite)?.total_nanousd();
+    let read = cost_of(prices, request, &request.model, &Usage::new(0, tokens, 0, 0, 0))?.total_nanousd();
+    Some(Cost { write_5m_nanousd: write.saturating_sub(read), ..Cost::default() })
 }
 
 /// A predicted read agrees with the real one within max(1,000 tokens, 2% of the real read).
@@ -312,7 +329,6 @@ fn rows_of(session: &ImportedSession, predictions: Vec<Predicted>, prices: &Pric
         .zip(predictions)
         .map(|(request, predicted)| {
             let usage = &request.request.recorded.usage;
-            let rates = rates_at(prices, &request.request.model, day_of(&request.request.at));
             let baseline_read = cached_before
                 .get(&request.request.chain)
                 .copied()
@@ -322,18 +338,12 @@ fn rows_of(session: &ImportedSession, predictions: Vec<Predicted>, prices: &Pric
                 &request.request.chain,
                 usage.cache_read_input_tokens + usage.cache_creation_input_tokens,
             );
-            let break_extra = request.break_.and_then(|observed| {
-                let rates = rates?;
-                let write = match predict::written_ttl(usage) {
-                    Some(Ttl::OneHour) => rates.write_1h,
-                    _ => rates.write_5m,
-                };
-                let per_token = write.saturating_sub(rates.read);
-                Some(Cost { write_5m_nanousd: observed.tokens_lost * per_token, ..Cost::default() })
-            });
+            let break_extra = request
+                .break_
+                .and_then(|observed| rewrite_minus_read(prices, &request.request, observed.tokens_lost));
             RequestRow {
-                recorded_cost: rates.map(|r| Cost::of(usage, &r)),
-                predicted_cost: rates.map(|r| Cost::of(&predicted.usage, &r)),
+                recorded_cost: cost_of(prices, &request.request, &request.request.model, usage),
+                predicted_cost: cost_of(prices, &request.request, &predicted.model, &predicted.usage),
                 agreement: agrees(predicted.usage.cache_read_input_tokens, usage.cache_read_input_tokens),
                 baseline_agreement: agrees(baseline_read, usage.cache_read_input_tokens),
                 predicted,
@@ -346,8 +356,8 @@ fn rows_of(session: &ImportedSession, predictions: Vec<Predicted>, prices: &Pric
 fn predicted_cost(session: &ImportedSession, predictions: &[Predicted], prices: &PriceTable) -> Cost {
     let mut total = Cost::default();
     for (request, predicted) in session.requests.iter().zip(predictions) {
-        if let Some(rates) = rates_at(prices, &predicted.model, day_of(&request.request.at)) {
-            total.add(&Cost::of(&predicted.usage, &rates));
+        if let Some(cost) = cost_of(prices, &request.request, &predicted.model, &predicted.usage) {
+            total.add(&cost);
         }
     }
     total
@@ -380,13 +390,13 @@ fn compactions_of(session: &ImportedSession, prices: &PriceTable) -> Vec<Compact
     for request in &session.requests {
         for event in &request.request.events {
             if let Event::Compacted { pre_tokens } = event {
-                let rates = rates_at(prices, &request.request.model, day_of(&request.request.at));
+                let read_all = Usage::new(0, *pre_tokens, 0, 0, 0);
                 found.push(CompactionEstimate {
                     session_id: session.session_id.clone(),
                     chain: request.request.chain.clone(),
                     next_request_id: request.request.request_id.clone(),
                     pre_tokens: *pre_tokens,
-                    cost: rates.map(|r| Cost { read_nanousd: pre_tokens * r.read, ..Cost::default() }),
+                    cost: cost_of(prices, &request.request, &request.request.model, &read_all),
                 });
             }
         }

@@ -15,7 +15,7 @@ use std::io::BufRead;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::billing::Usage;
+use crate::billing::{self, Modifiers, Usage};
 
 /// Milliseconds since 1970-01-01T00:00:00Z.
 pub type EpochMs = i64;
@@ -71,6 +71,8 @@ pub struct RecordedUsage {
     /// Its token counts. Without a `cache_creation` split (Claude Code 1.0.x) every write is
     /// counted as a 5-minute write.
     pub usage: Usage,
+    /// The settings that change its price (`speed`, `inference_geo`, a batch tier).
+    pub modifiers: Modifiers,
     /// False when the object had no `cache_creation` split.
     pub split_known: bool,
 }
@@ -257,27 +259,6 @@ struct ContentBlock<'a> {
 struct ToolUseResult<'a> {
     #[serde(rename = "agentId", borrow)]
     agent_id: Option<&'a str>,
-}
-
-#[derive(Deserialize)]
-struct UsageFields {
-    #[serde(default)]
-    input_tokens: u64,
-    #[serde(default)]
-    output_tokens: u64,
-    #[serde(default)]
-    cache_read_input_tokens: u64,
-    #[serde(default)]
-    cache_creation_input_tokens: u64,
-    cache_creation: Option<CreationSplit>,
-}
-
-#[derive(Deserialize)]
-struct CreationSplit {
-    #[serde(default)]
-    ephemeral_5m_input_tokens: u64,
-    #[serde(default)]
-    ephemeral_1h_input_tokens: u64,
 }
 
 /// Where a file's lines belong when they do not say.
@@ -501,36 +482,25 @@ impl TranscriptReader {
         }
     }
 
+    /// The usage object as recorded, read by the price table's own reader.
     fn recorded_usage(&mut self, raw: &RawValue) -> Result<RecordedUsage, &'static str> {
-        let fields: UsageFields =
-            serde_json::from_str(raw.get()).map_err(|_| "message.usage is not a usage object")?;
-        self.count_unknown_usage_fields(raw);
-        let (write_5m, write_1h, split_known) = match fields.cache_creation {
-            Some(split) => (split.ephemeral_5m_input_tokens, split.ephemeral_1h_input_tokens, true),
-            None => (fields.cache_creation_input_tokens, 0, false),
-        };
-        let mut usage = Usage::new(
-            fields.input_tokens,
-            fields.cache_read_input_tokens,
-            write_5m,
-            write_1h,
-            fields.output_tokens,
-        );
-        // The total is what was billed, even where a split does not add up to it.
-        usage.cache_creation_input_tokens = fields.cache_creation_input_tokens.max(write_5m + write_1h);
-        Ok(RecordedUsage { raw: raw.to_owned(), usage, split_known })
-    }
-
-    fn count_unknown_usage_fields(&mut self, raw: &RawValue) {
-        let Ok(object) = serde_json::from_str::<BTreeMap<&str, serde::de::IgnoredAny>>(raw.get()) else {
-            return;
-        };
-        for name in object.keys().filter(|name| !KNOWN_USAGE_FIELDS.contains(name)) {
-            *self.stats.unknown_usage_fields.entry((*name).to_string()).or_insert(0) += 1;
+        let value: serde_json::Value =
+            serde_json::from_str(raw.get()).map_err(|_| "message.usage is not JSON")?;
+        if let Some(object) = value.as_object() {
+            for name in object.keys().filter(|name| !KNOWN_USAGE_FIELDS.contains(&name.as_str())) {
+                *self.stats.unknown_usage_fields.entry(name.clone()).or_insert(0) += 1;
+            }
         }
+        let read =
+            billing::RecordedUsage::from_value(value).map_err(|_| "message.usage is not a usage object")?;
+        Ok(RecordedUsage {
+            raw: raw.to_owned(),
+            usage: read.usage,
+            modifiers: read.modifiers,
+            split_known: read.ttl_split_known,
+        })
     }
 }
-
 /// The agent id of sidechain lines that name no agent (Claude Code 2.0 wrote some into the
 /// session file): one chain of their own, never the main chain.
 pub const UNNAMED_SIDECHAIN: &str = "sidechain";

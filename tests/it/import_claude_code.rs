@@ -374,3 +374,21 @@ fn a_proxy_trace_locates_each_break_in_the_bytes() {
     assert!(tools["b"].as_str().unwrap().contains("WebFetch"));
     assert_eq!(request(&all, "req_4")["break"].get("divergence"), None);
 }
+
+#[test]
+fn each_request_is_priced_on_its_date_with_its_modifiers() {
+    // `priced_at_its_date.jsonl`: Sonnet 5.5 reads were cut from $0.20 to $0.10 per MTok on
+    // 2026-10-07: 10,000 read the second before cost 2,000,000 nano-dollars, the second after
+    // 1,000,000. Opus 5.5 in fast mode (input $8, 5m write $10, output $40): 10 × 8,000 +
+    // 1,000 × 10,000 + 100 × 40,000 = 14,080,000. With `inference_geo: "us"` (×1.1 on input $4,
+    // 5m write $5, output $20): (40,000 + 5,000,000 + 2,000,000) × 1.1 = 7,744,000.
+    let (_, document) = import("priced_at_its_date.jsonl", &[]);
+    let all = requests(&document);
+    let cost = |id: &str| request(&all, id)["recorded"]["cost_usd"].as_f64().unwrap();
+    assert_eq!(cost("req_before_cut"), 0.002);
+    assert_eq!(cost("req_after_cut"), 0.001);
+    assert_eq!(cost("req_fast"), 0.01408);
+    assert_eq!(cost("req_us"), 0.007744);
+    assert_eq!(document["by_day"]["2026-10-06"]["cost_usd"], 0.002);
+    assert_eq!(document["by_day"]["2026-11-01"]["cost_usd"], 0.021824);
+}
