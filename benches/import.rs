@@ -22,7 +22,8 @@ const REQUESTS_PER_SESSION: usize = 200;
 
 /// One session's lines, appended to `out`.
 fn session(out: &mut String, session: usize) {
-    let tool_output = "fn main() { println!(\"hello, \\\"world\\\"\"); }\\n".repeat(64);
+    // JSON-escaped source text: quotes, escaped quotes and newlines, as tool results hold.
+    let tool_output = r#"fn main() { println!(\"hello, \\\"world\\\"\"); }\n"#.repeat(64);
     let mut context = 14_000u64;
     for turn in 0..REQUESTS_PER_SESSION {
         let minute = turn / 4;

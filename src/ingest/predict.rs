@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde_json::{Value, json};
+use std::fmt::Write as _;
 
 use crate::billing::{PriceTable, Usage};
 use crate::cache::Miss;
@@ -183,8 +183,22 @@ pub fn written_ttl(usage: &Usage) -> Option<Ttl> {
 /// One declared-size block of a simulated conversation.
 #[derive(Clone, Debug)]
 struct Block {
-    text: String,
+    /// The block's JSON up to (not including) its closing brace, serialized once: a request
+    /// repeats every earlier block, so its body is these fragments joined.
+    json: String,
     tokens: u64,
+}
+
+impl Block {
+    fn new(text: &str, tokens: u64) -> Block {
+        Block { json: text_block_json(text, tokens), tokens }
+    }
+}
+
+/// `{"type":"text","text":…,"forkcache_tokens":N` (open: a marker may follow).
+fn text_block_json(text: &str, tokens: u64) -> String {
+    let text = serde_json::to_string(text).expect("a string serializes");
+    format!(r#"{{"type":"text","text":{text},"forkcache_tokens":{tokens}"#)
 }
 
 /// A chain as the simulation holds it.
@@ -230,53 +244,57 @@ impl ChainState {
         let tail = tail.min(growth);
         self.turns += 1;
         self.marker_at = self.history.len();
-        self.history.push(Block { text: format!("{label} turn {}", self.turns), tokens: growth - tail });
+        self.history.push(Block::new(&format!("{label} turn {}", self.turns), growth - tail));
         if tail > 0 {
-            self.history
-                .push(Block { text: format!("{label} turn {} after the marker", self.turns), tokens: tail });
+            self.history.push(Block::new(&format!("{label} turn {} after the marker", self.turns), tail));
         }
     }
 
     fn body(&self) -> Vec<u8> {
         let marker = cache_control(self.ttl);
-        let content: Vec<Value> = self
-            .history
-            .iter()
-            .enumerate()
-            .map(|(i, block)| {
-                let mut value = json!({"type": "text", "text": block.text, "forkcache_tokens": block.tokens});
-                if i == self.marker_at {
-                    value["cache_control"] = marker.clone();
-                }
-                value
-            })
-            .collect();
-        let body = json!({
-            "model": self.model,
-            "max_tokens": 1,
-            "system": [{"type": "text", "text": self.stable_text, "forkcache_tokens": self.stable_tokens,
-                        "cache_control": marker}],
-            "messages": [{"role": "user", "content": content}],
-        });
-        serde_json::to_vec(&body).expect("a JSON value serializes")
+        let size = self.history.iter().map(|b| b.json.len() + 1).sum::<usize>() + 256;
+        let mut body = String::with_capacity(size);
+        self.open_body(&mut body, 1);
+        for (index, block) in self.history.iter().enumerate() {
+            if index > 0 {
+                body.push(',');
+            }
+            body.push_str(&block.json);
+            if index == self.marker_at {
+                body.push_str(marker);
+            }
+            body.push('}');
+        }
+        body.push_str("]}]}");
+        body.into_bytes()
     }
 
     fn prewarm_body(&self) -> Vec<u8> {
-        let body = json!({
-            "model": self.model,
-            "max_tokens": 0,
-            "system": [{"type": "text", "text": self.stable_text, "forkcache_tokens": self.stable_tokens,
-                        "cache_control": cache_control(self.ttl)}],
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "prewarm", "forkcache_tokens": 1}]}],
-        });
-        serde_json::to_vec(&body).expect("a JSON value serializes")
+        let mut body = String::new();
+        self.open_body(&mut body, 0);
+        body.push_str(&text_block_json("prewarm", 1));
+        body.push_str("}]}]}");
+        body.into_bytes()
+    }
+
+    /// Everything before the first message block: model, `max_tokens`, the marked stable
+    /// prefix, and the opening of the one user message.
+    fn open_body(&self, body: &mut String, max_tokens: u64) {
+        let model = serde_json::to_string(&self.model).expect("a string serializes");
+        let stable = text_block_json(&self.stable_text, self.stable_tokens);
+        let marker = cache_control(self.ttl);
+        let _ = write!(
+            body,
+            r#"{{"model":{model},"max_tokens":{max_tokens},"system":[{stable}{marker}}}],"messages":[{{"role":"user","content":["#
+        );
     }
 }
 
-fn cache_control(ttl: Ttl) -> Value {
+/// A breakpoint's `cache_control` member, with its leading comma.
+fn cache_control(ttl: Ttl) -> &'static str {
     match ttl {
-        Ttl::OneHour => json!({"type": "ephemeral", "ttl": "1h"}),
-        Ttl::FiveMinutes => json!({"type": "ephemeral", "ttl": "5m"}),
+        Ttl::OneHour => r#","cache_control":{"type":"ephemeral","ttl":"1h"}"#,
+        Ttl::FiveMinutes => r#","cache_control":{"type":"ephemeral","ttl":"5m"}"#,
     }
 }
 
