@@ -1,6 +1,7 @@
 //! `forkcache import claude-code`: reads transcripts (a progress bar over files), prints the
 //! report, writes the CSVs and the emitted trace.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -28,7 +29,7 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
     }
     let paths = files::transcript_files(&args.paths).context("finding transcript files")?;
     let bar = progress::bar(paths.len() as u64, "files");
-    let mut reader = TranscriptReader::new();
+    let mut reader = TranscriptReader::new().keep_raw_usage(args.json);
     for path in &paths {
         let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
         reader
@@ -48,7 +49,9 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         report.join = Some(join);
     }
     if args.json {
-        println!("{}", report.to_json());
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        report.write_json(&mut out).context("writing the report")?;
+        writeln!(out).context("writing the report")?;
     } else {
         print!("{}", report.to_table());
     }

@@ -423,8 +423,23 @@ fn miss_json(miss: &Option<Miss>) -> Value {
 impl ImportReport {
     /// The `--json` document.
     pub fn to_json(&self) -> String {
+        let mut out = Vec::new();
+        self.write_json(&mut out).expect("writing to memory cannot fail");
+        String::from_utf8(out).expect("JSON is UTF-8")
+    }
+
+    /// Writes the `--json` document one session at a time, so memory holds one session's JSON,
+    /// not the whole document.
+    pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         let divergences = self.join.as_ref().map(|j| &j.divergences);
-        let sessions: Vec<Value> = self.sessions.iter().map(|s| session_json(s, divergences)).collect();
+        out.write_all(b"{\"sessions\":[")?;
+        for (index, session) in self.sessions.iter().enumerate() {
+            if index > 0 {
+                out.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut *out, &session_json(session, divergences))?;
+        }
+        out.write_all(b"],")?;
         let mut totals = self.totals.json();
         totals["skipped_lines"] = json!(self.read.skipped_lines);
         totals["unknown_line_kinds"] = json!(self.read.unknown_line_kinds);
@@ -451,15 +466,16 @@ impl ImportReport {
                        "pre_tokens": c.pre_tokens, "estimated_cost_usd": cost_json(&c.cost), "estimate": true})
             })
             .collect();
-        let document = json!({
-            "sessions": sessions,
+        let rest = json!({
             "totals": totals,
             "by_model": by(&self.by_model),
             "by_day": by(&self.by_day),
             "compactions": compactions,
             "what_if": self.what_ifs.iter().map(WhatIfResult::json).collect::<Vec<_>>(),
         });
-        serde_json::to_string(&document).expect("the report serializes")
+        // The members after `sessions`, without the object's own opening brace.
+        let rest = serde_json::to_string(&rest).expect("the totals serialize");
+        out.write_all(&rest.as_bytes()[1..])
     }
 
     /// The table: per session its totals, then every break.
@@ -625,7 +641,10 @@ fn session_json(report: &SessionReport, divergences: Option<&BTreeMap<String, Di
         session.chains.iter().enumerate().map(|(i, c)| (&c.chain, i)).collect();
     for (index, (request, row)) in session.requests.iter().zip(&report.rows).enumerate() {
         let r = &request.request;
-        let raw: Value = serde_json::from_str(r.recorded.raw.get()).unwrap_or(Value::Null);
+        let raw: Value = match &r.recorded.raw {
+            Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            None => usage_json(&r.recorded.usage),
+        };
         let break_ = request.break_.map_or(Value::Null, |b| {
             let mut value = json!({"cause": b.cause.name(), "gap_ms": b.gap_ms, "tokens_lost": b.tokens_lost,
                    "extra_cost_usd": cost_json(&row.break_extra)});

@@ -66,8 +66,8 @@ pub struct Spawn {
 #[derive(Clone, Debug)]
 pub struct RecordedUsage {
     /// The object exactly as the transcript holds it (extra fields such as `speed`,
-    /// `inference_geo` or `iterations` included).
-    pub raw: Box<RawValue>,
+    /// `inference_geo` or `iterations` included); `None` when the reader was told not to keep it.
+    pub raw: Option<Box<RawValue>>,
     /// Its token counts. Without a `cache_creation` split (Claude Code 1.0.x) every write is
     /// counted as a 5-minute write.
     pub usage: Usage,
@@ -271,7 +271,6 @@ struct FileContext {
 }
 
 /// Reads transcript files one at a time and gathers their requests.
-#[derive(Default)]
 pub struct TranscriptReader {
     requests: Vec<TranscriptRequest>,
     by_id: HashMap<String, usize>,
@@ -283,12 +282,35 @@ pub struct TranscriptReader {
     spawning_calls: HashMap<String, (String, String)>,
     spawns: BTreeMap<(String, String), Spawn>,
     stats: ReadStats,
+    keep_raw_usage: bool,
+}
+
+impl Default for TranscriptReader {
+    fn default() -> Self {
+        TranscriptReader::new()
+    }
 }
 
 impl TranscriptReader {
-    /// A reader with nothing read.
+    /// A reader with nothing read, keeping each request's usage object as recorded.
     pub fn new() -> TranscriptReader {
-        TranscriptReader::default()
+        TranscriptReader {
+            requests: Vec::new(),
+            by_id: HashMap::new(),
+            pending_events: HashMap::new(),
+            user_times: HashMap::new(),
+            spawning_calls: HashMap::new(),
+            spawns: BTreeMap::new(),
+            stats: ReadStats::default(),
+            keep_raw_usage: true,
+        }
+    }
+
+    /// Whether to keep each usage object as recorded (for `--json`); without it a request costs
+    /// a few hundred bytes less.
+    pub fn keep_raw_usage(mut self, keep: bool) -> TranscriptReader {
+        self.keep_raw_usage = keep;
+        self
     }
 
     /// Reads one file's lines. `name` is used in notes only; a name `agent-<id>.jsonl` makes the
@@ -434,8 +456,9 @@ impl TranscriptReader {
         if let Some(content) = message.content {
             self.note_spawning_calls(content.get(), &session, id);
         }
+        // A user line is answered once: its time leaves the map, so the map stays small.
         let start_ms =
-            line.parent_uuid.and_then(|uuid| self.user_times.get(uuid).copied()).unwrap_or(first_line_ms);
+            line.parent_uuid.and_then(|uuid| self.user_times.remove(uuid)).unwrap_or(first_line_ms);
         if let Some(&index) = self.by_id.get(id) {
             self.stats.duplicate_lines += 1;
             if self.requests[index].chain == chain {
@@ -494,7 +517,7 @@ impl TranscriptReader {
         let read =
             billing::RecordedUsage::from_value(value).map_err(|_| "message.usage is not a usage object")?;
         Ok(RecordedUsage {
-            raw: raw.to_owned(),
+            raw: self.keep_raw_usage.then(|| raw.to_owned()),
             usage: read.usage,
             modifiers: read.modifiers,
             split_known: read.ttl_split_known,
