@@ -2,6 +2,9 @@
 
 mod accounting;
 mod automatic;
+mod claude_code_shapes;
+mod diagnostics;
+mod explain_request;
 mod identity;
 mod import_claude_code;
 mod longest_prefix;
@@ -15,6 +18,7 @@ mod reference;
 mod rendered;
 mod replay_cli;
 mod reports;
+mod runtimes;
 mod salts;
 mod scenario_engine;
 mod scenario_mistakes;

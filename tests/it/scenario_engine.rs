@@ -32,8 +32,9 @@ fn views_over_shared_blocks_price_exactly_like_the_wire_bytes() {
             let body = record.body.as_ref().unwrap();
             let reply =
                 Reply { output_tokens: Some(record.record.usage.output_tokens), ..Reply::input_only() };
-            let call =
-                Call { body: body.as_bytes(), api_key: None, at: record.record.at, first_byte: None, reply };
+            // A remote agent's requests came from another workspace: send them with its key.
+            let api_key = Some(record.record.workspace.as_str()).filter(|w| *w != "default");
+            let call = Call { body: body.as_bytes(), api_key, at: record.record.at, first_byte: None, reply };
             let wire = endpoint.handle(call).unwrap().record;
             assert_eq!(wire, record.record, "{} request {} ({})", fixture.name, record.index, record.agent);
         }
@@ -129,10 +130,15 @@ fn own_tool_use_siblings_diverge_at_the_assistant_message() {
     // messages[3] is the spawning assistant message: each fork keeps its own tool_use, whose
     // ids differ first.
     assert_eq!((d.path.as_str(), d.cause), ("messages[3].content[0].id", DivergenceCause::ToolUse));
-    // Fork 2 reads only the history: 20,000 of its 20,250 tokens.
+    // Fork 2 reads only the history: 20,000 of its 20,250 tokens. That is the layout, not an
+    // edit: the miss says so, at fork 2's own tool_use.
     let fork2 = &report.records[2].record;
     assert_eq!(fork2.usage.cache_read_input_tokens, 20_000);
-    assert_eq!(fork2.miss.as_ref().unwrap().cause, MissCause::PrefixChanged);
+    let miss = fork2.miss.as_ref().unwrap();
+    assert_eq!(
+        (miss.cause, miss.dimension, miss.path.as_str()),
+        (MissCause::OwnToolUse, None, "messages[3].content[0]")
+    );
 }
 
 #[test]
