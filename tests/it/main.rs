@@ -6,6 +6,7 @@ mod claude_code_shapes;
 mod diagnostics;
 mod explain_request;
 mod identity;
+mod import_claude_code;
 mod longest_prefix;
 mod lookback;
 mod minimum;
