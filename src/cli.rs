@@ -39,6 +39,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Print the price table: every model's prices, modifiers, constants, source and date.
     Prices(PricesArgs),
+    /// Price real sessions: their recorded bill, every cache break, the prediction beside it.
+    #[command(subcommand)]
+    Import(ImportSource),
 }
 
 /// `prices`.
@@ -52,7 +55,60 @@ pub struct PricesArgs {
     pub prices: Option<PathBuf>,
 }
 
+/// `import`'s sources.
+#[derive(Subcommand, Debug)]
+pub enum ImportSource {
+    /// Claude Code transcripts (~/.claude/projects/…): session files, sub-agent files, session or
+    /// project directories.
+    ClaudeCode(ClaudeCodeArgs),
+}
+
+/// `import claude-code`.
+#[derive(Args, Debug)]
+pub struct ClaudeCodeArgs {
+    /// Session files, sub-agent files, session directories or project directories.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Only requests on or after this day (UTC, YYYY-MM-DD).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only requests on or before this day (UTC, YYYY-MM-DD).
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Write requests.csv and breaks.csv (a row per request and per break) to this directory.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<PathBuf>,
+    /// Write two charts per session (PNG and SVG) to this directory: real usage per request with
+    /// breaks marked, and real beside predicted read over time.
+    #[arg(long, value_name = "DIR")]
+    pub chart: Option<PathBuf>,
+    /// Re-run the prediction under a changed setting: ttl=1h, ttl=5m, subagent-ttl=1h,
+    /// no-model-switch, max-idle=5m (repeatable).
+    #[arg(long = "what-if", value_name = "SETTING")]
+    pub what_if: Vec<String>,
+    /// A proxy's trace (envelopes with `request_id` and `body`): joined by request id, each break
+    /// gets the first byte where its prompt left its chain's previous request.
+    #[arg(long, value_name = "PROXY.jsonl")]
+    pub trace: Option<PathBuf>,
+    /// Write the simulated requests as a trace `replay` and `sweep` can read.
+    #[arg(long, value_name = "FILE")]
+    pub emit_trace: Option<PathBuf>,
+    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+}
+
 impl PricesArgs {
+    /// The price table named by `--prices`.
+    pub fn prices(&self) -> anyhow::Result<PriceTable> {
+        load_prices(self.prices.as_deref())
+    }
+}
+
+impl ClaudeCodeArgs {
     /// The price table named by `--prices`.
     pub fn prices(&self) -> anyhow::Result<PriceTable> {
         load_prices(self.prices.as_deref())

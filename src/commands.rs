@@ -7,7 +7,9 @@ use anyhow::Context;
 use forkcache::demo;
 use forkcache::replay::{ReplayConfig, replay};
 
-use crate::cli::{Cli, Command, DemoArgs, ExplainArgs, ReplayArgs, ReportArgs, RunArgs, SweepArgs};
+use crate::cli::{
+    Cli, Command, DemoArgs, ExplainArgs, ImportSource, ReplayArgs, ReportArgs, RunArgs, SweepArgs,
+};
 use crate::progress;
 
 /// Runs one command; the exit code says whether it succeeded.
@@ -21,6 +23,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => run_report(&args),
         Command::Serve(args) => crate::serve_command::run_serve(&args),
         Command::Prices(args) => run_prices(&args),
+        Command::Import(ImportSource::ClaudeCode(args)) => crate::import_command::run_claude_code(&args),
     }
 }
 

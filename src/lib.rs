@@ -18,6 +18,7 @@ pub mod clock;
 pub mod demo;
 pub mod endpoint;
 pub mod explain;
+pub mod ingest;
 mod json;
 pub mod prompt;
 pub mod replay;

@@ -8,6 +8,7 @@ mod explain_request;
 mod fuzz;
 mod hardening;
 mod identity;
+mod import_claude_code;
 mod longest_prefix;
 mod lookback;
 mod minimum;
