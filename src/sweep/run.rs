@@ -147,10 +147,10 @@ pub fn run(
 /// Runs the cells of `options.shard` in parallel and hands each row to `on_row` as soon as
 /// every cell before it has been handed over: in grid order, whatever the thread count, so a
 /// writer behind `on_row` keeps every row it got if the sweep is cut short. Workers take cells
-/// in grid order, so the rows waiting for a slower cell are few (about one per worker while
-/// that cell runs). The worker that finishes the next cell in order calls `on_row`, under a
-/// lock; an error from it stops the sweep. Like [`run`], a failure reports the first failing
-/// cell in grid order.
+/// in grid order, so the rows held back are only those the other workers finish while the
+/// oldest unfinished cell runs, never a share of the grid. The worker that finishes the next
+/// cell in order calls `on_row`, under a lock; an error from it stops the sweep. Like [`run`],
+/// a failure reports the first failing cell in grid order.
 pub fn stream(
     spec: &SweepSpec,
     options: &SweepOptions,
