@@ -45,32 +45,38 @@ fn rows_reach_the_sink_in_grid_order_on_any_thread_count() {
     }
 }
 
-#[test]
-fn a_failing_sink_stops_the_sweep_after_the_rows_it_took() {
+/// Streams the small grid into a sink that refuses the 11th row; returns the error, the rows
+/// taken and how many cells ran.
+fn refuse_eleventh_row(threads: usize) -> (String, Vec<usize>, usize) {
     let done = AtomicUsize::new(0);
     let mut seen = Vec::new();
-    let options = SweepOptions { threads: Some(2), shard: Shard::WHOLE };
-    let outcome = stream(
-        &small(),
-        &options,
-        &PriceTable::builtin(),
-        || {
-            done.fetch_add(1, Ordering::Relaxed);
-        },
-        |row| {
-            if seen.len() == 10 {
-                let source = std::io::Error::other("disk full");
-                return Err(SweepError::Output { path: "sweep.csv".into(), source });
-            }
-            seen.push(row.cell.index);
-            Ok(())
-        },
-    );
-    assert_eq!(outcome.unwrap_err().to_string(), "sweep.csv: disk full");
+    let options = SweepOptions { threads: Some(threads), shard: Shard::WHOLE };
+    let on_cell_done = || {
+        done.fetch_add(1, Ordering::Relaxed);
+    };
+    let outcome = stream(&small(), &options, &PriceTable::builtin(), on_cell_done, |row| {
+        if seen.len() == 10 {
+            let source = std::io::Error::other("disk full");
+            return Err(SweepError::Output { path: "sweep.csv".into(), source });
+        }
+        seen.push(row.cell.index);
+        Ok(())
+    });
+    (outcome.unwrap_err().to_string(), seen, done.load(Ordering::Relaxed))
+}
+
+#[test]
+fn a_failing_sink_stops_the_sweep_after_the_rows_it_took() {
+    // One worker takes cells strictly in order: the 11th cell ran, its row was refused, and no
+    // cell was taken after it.
+    let (error, seen, done) = refuse_eleventh_row(1);
+    assert_eq!(error, "sweep.csv: disk full");
     assert_eq!(seen, (0..10).collect::<Vec<_>>());
-    // Cells are taken in order and nobody takes one after the failure: at most the cells in
-    // flight or waiting for the 11th when it failed ran beyond it, far from all 72.
-    assert!(done.load(Ordering::Relaxed) < 30, "{} cells ran", done.load(Ordering::Relaxed));
+    assert_eq!(done, 11);
+    // With two, the other worker may have finished cells past it, but the sink saw the same.
+    let (error, seen, _) = refuse_eleventh_row(2);
+    assert_eq!(error, "sweep.csv: disk full");
+    assert_eq!(seen, (0..10).collect::<Vec<_>>());
 }
 
 #[test]
