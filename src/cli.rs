@@ -42,6 +42,20 @@ pub enum Command {
     /// Price real sessions: their recorded bill, every cache break, the prediction beside it.
     #[command(subcommand)]
     Import(ImportSource),
+    /// Check a sweep's shards (from `sweep --shard i/n`, at any depth under DIR: every shard
+    /// once, one sweep, one version, every row) and join them into sweep.csv and sweep.meta.json.
+    MergeShards(MergeShardsArgs),
+}
+
+/// `merge-shards`.
+#[derive(Args, Debug)]
+pub struct MergeShardsArgs {
+    /// Directory holding the shards' files (sweep-I-of-N.csv and .meta.json), in any
+    /// subdirectories.
+    pub dir: PathBuf,
+    /// Directory sweep.csv and sweep.meta.json are written to. Default: DIR.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// `prices`.

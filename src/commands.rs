@@ -24,6 +24,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => crate::serve_command::run_serve(&args),
         Command::Prices(args) => run_prices(&args),
         Command::Import(ImportSource::ClaudeCode(args)) => crate::import_command::run_claude_code(&args),
+        Command::MergeShards(args) => run_merge_shards(&args),
     }
 }
 
@@ -74,14 +75,35 @@ fn run_sweep(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let options = SweepOptions { threads: args.threads, shard };
     let cells = shard.range(spec.cells().len()).len();
     let bar = progress::bar(cells as u64, "cells");
-    let result = sweep::run(&spec, &options, &args.prices()?, || bar.inc(1))
+    let written = sweep::write(&args.out, &spec, &options, &args.prices()?, || bar.inc(1))
         .with_context(|| format!("sweeping {}", args.sweep.display()))?;
     bar.finish_and_clear();
-    let written = forkcache::report::write_sweep(&args.out, &spec, &result)?;
-    for path in written {
+    println!("wrote {}", written.csv.display());
+    println!("wrote {}", written.meta.display());
+    println!("{} of {} cells (shard {}/{})", written.rows, written.cells_total, shard.index, shard.count);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_merge_shards(args: &crate::cli::MergeShardsArgs) -> anyhow::Result<ExitCode> {
+    // The shards are the user's input: a missing, duplicated or foreign one is exit 1.
+    let merged = match forkcache::sweep::merge_shards(&args.dir) {
+        Ok(merged) => merged,
+        Err(err) => {
+            eprintln!("forkcache: merge-shards: {err}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let out = args.out.as_deref().unwrap_or(&args.dir);
+    let artifacts = [
+        forkcache::report::Artifact { name: "sweep.csv".into(), bytes: merged.csv },
+        forkcache::report::Artifact { name: "sweep.meta.json".into(), bytes: merged.meta.into_bytes() },
+    ];
+    for path in
+        forkcache::report::write(out, &artifacts).with_context(|| format!("writing {}", out.display()))?
+    {
         println!("wrote {}", path.display());
     }
-    println!("{} of {} cells (shard {}/{})", result.rows.len(), result.cells_total, shard.index, shard.count);
+    println!("{} shards, {} cells", merged.shards, merged.rows);
     Ok(ExitCode::SUCCESS)
 }
 

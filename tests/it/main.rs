@@ -36,6 +36,7 @@ mod serve_load;
 mod serve_soak;
 mod support;
 mod sweep_grid;
+mod sweep_shards;
 mod ttl;
 mod validation;
 mod visibility;
