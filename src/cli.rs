@@ -240,6 +240,9 @@ pub struct ReplayArgs {
     /// Milliseconds between lines that carry no `at_ms`.
     #[arg(long, default_value_t = 30_000)]
     pub gap_ms: u64,
+    /// Stop at the first unreadable line (exit 1) instead of reporting it and going on (exit 3).
+    #[arg(long)]
+    pub strict: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -269,6 +272,23 @@ pub struct ServeArgs {
     /// Print no line per request (the summary is still printed at shutdown).
     #[arg(long)]
     pub quiet: bool,
+    /// Time a client has to send a request's headers (also the longest wait for the next request
+    /// on a kept-alive connection), e.g. `30s`, `500ms`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+    pub header_timeout: std::time::Duration,
+    /// Time a client has to send a request's body once its headers arrived (408 after).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    pub body_timeout: std::time::Duration,
+    /// Close a connection when no bytes moved either way for this long.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "120s")]
+    pub idle_timeout: std::time::Duration,
+    /// Refuse top-level request fields the API does not document (400), instead of counting
+    /// them in the stats.
+    #[arg(long)]
+    pub strict: bool,
+    /// Connections served at once; more wait to be accepted.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -320,7 +340,7 @@ pub struct EngineArgs {
     /// Render thinking/effort ahead of the tools (the "model-specific" rows of the docs).
     #[arg(long)]
     pub render_config_ahead: bool,
-    /// Cache capacity in entries.
+    /// Cache capacity in entries, per workspace (one workspace never evicts another's entries).
     #[arg(long, default_value_t = 1 << 20)]
     pub capacity: usize,
     /// Loading a deferred tool (a `tool_reference`) renders it among the tools, breaking the

@@ -107,17 +107,38 @@ fn run_merge_shards(args: &crate::cli::MergeShardsArgs) -> anyhow::Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
+/// Exit code of a command that finished but skipped unreadable input lines.
+const EXIT_SOME_LINES_UNREADABLE: u8 = 3;
+/// Exit code of invalid input.
+const EXIT_INVALID_INPUT: u8 = 1;
+
+/// Exit 0 when every line was read (requests the API would reject are results); 3 when some
+/// lines were unreadable (each named on stderr); 1 when `--strict` stopped at one.
 fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
-    let trace = read_input(&args.trace)?;
-    let config = ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms };
-    let report = replay(&config, args.engine.prices()?, &trace)
-        .with_context(|| format!("replaying {}", args.trace.display()))?;
+    let trace = read_input_bytes(&args.trace)?;
+    let config =
+        ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms, strict: args.strict };
+    let report = match replay(&config, args.engine.prices()?, &trace) {
+        Ok(report) => report,
+        Err(forkcache::replay::ReplayError::Unreadable(line)) => {
+            eprintln!("forkcache: {}: {line}", args.trace.display());
+            return Ok(ExitCode::from(EXIT_INVALID_INPUT));
+        }
+        Err(err) => return Err(err).with_context(|| format!("replaying {}", args.trace.display())),
+    };
     if args.json {
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_table());
     }
-    Ok(ExitCode::SUCCESS)
+    for line in &report.unreadable {
+        eprintln!("forkcache: {}: skipped unreadable {line}", args.trace.display());
+    }
+    if report.unreadable.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(EXIT_SOME_LINES_UNREADABLE))
+    }
 }
 
 fn run_scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -173,7 +194,7 @@ fn run_explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
 fn run_explain_request(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let index = args.request.context("--request is required with a single file")?;
     let trace = read_input(&args.a)?;
-    let config = ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms };
+    let config = ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms, strict: false };
     let explanation = forkcache::explain::explain_request(&config, args.engine.prices()?, &trace, index)
         .with_context(|| format!("explaining {}", args.a.display()))?;
     if args.json {
@@ -200,6 +221,16 @@ fn request_body(text: &str) -> anyhow::Result<String> {
             Err(_) => Ok(body.get().to_string()),
         },
     }
+}
+
+/// A file (or `-`, standard input) as bytes: a trace may hold lines that are not UTF-8.
+fn read_input_bytes(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).context("reading standard input")?;
+        return Ok(bytes);
+    }
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
 }
 
 fn read_input(path: &std::path::Path) -> anyhow::Result<String> {

@@ -196,6 +196,7 @@ impl Block {
 }
 
 /// `{"type":"text","text":…,"forkcache_tokens":N` (open: a marker may follow).
+#[allow(clippy::expect_used)] // serializing a string cannot fail
 fn text_block_json(text: &str, tokens: u64) -> String {
     let text = serde_json::to_string(text).expect("a string serializes");
     format!(r#"{{"type":"text","text":{text},"forkcache_tokens":{tokens}"#)
@@ -279,6 +280,7 @@ impl ChainState {
 
     /// Everything before the first message block: model, `max_tokens`, the marked stable
     /// prefix, and the opening of the one user message.
+    #[allow(clippy::expect_used)] // serializing a string cannot fail
     fn open_body(&self, body: &mut String, max_tokens: u64) {
         let model = serde_json::to_string(&self.model).expect("a string serializes");
         let stable = text_block_json(&self.stable_text, self.stable_tokens);
@@ -308,6 +310,7 @@ pub fn endpoint_config() -> EndpointConfig {
 }
 
 /// Predicts every request of one session, in the session's order.
+#[allow(clippy::expect_used)] // bodies built from transcript usage stay within the token caps and context windows; a transcript with absurd counts would fail here (to become an error: follow-up)
 pub fn predict_session(
     session: &ImportedSession,
     account: &AccountView,
@@ -338,7 +341,8 @@ pub fn predict_session(
         }
         let output = request.request.recorded.usage.output_tokens;
         let reply = Reply { output_tokens: Some(output), ..Reply::input_only() };
-        let call = Call { body: &[], api_key: None, at: SimTime(at_ms), first_byte: None, reply };
+        let call =
+            Call { body: &[], api_key: None, workspace: None, at: SimTime(at_ms), first_byte: None, reply };
         let body = state.body();
         let record =
             endpoint.handle(Call { body: &body, ..call }).expect("simulated bodies are valid").record;
@@ -444,8 +448,9 @@ fn chain_ttl(agent: bool, observed: Ttl, what_if: Option<&WhatIf>) -> Ttl {
 /// Appends a simulated request to the trace `--emit-trace` writes.
 fn emit(trace: Option<&mut Vec<String>>, workspace: &str, at_ms: u64, body: &[u8]) {
     if let Some(trace) = trace {
+        // The workspace by name: a trace never carries a key, and replay prices it in that workspace.
         let envelope =
-            Envelope { at_ms: Some(at_ms), api_key: Some(workspace.to_string()), ..Envelope::default() };
+            Envelope { at_ms: Some(at_ms), workspace: Some(workspace.to_string()), ..Envelope::default() };
         trace.push(envelope_line(&envelope, body));
     }
 }

@@ -408,6 +408,7 @@ fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 { 0.0 } else { (part as f64 / whole as f64 * 1e6).round() / 1e6 }
 }
 
+#[allow(clippy::expect_used)] // a usage object is integers and strings: serializing it cannot fail
 fn usage_json(usage: &Usage) -> Value {
     serde_json::to_value(usage).expect("usage serializes")
 }

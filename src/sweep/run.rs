@@ -151,6 +151,7 @@ pub fn run(
 /// oldest unfinished cell runs, never a share of the grid. The worker that finishes the next
 /// cell in order calls `on_row`, under a lock; an error from it stops the sweep. Like [`run`],
 /// a failure reports the first failing cell in grid order.
+#[allow(clippy::expect_used)] // the lock is poisoned only if a worker panicked, which is a bug to surface
 pub fn stream(
     spec: &SweepSpec,
     options: &SweepOptions,

@@ -114,6 +114,7 @@ pub(crate) const SHARD_KEYS: [&str; 3] = ["shard", "forkcache_version", "sweep_x
 
 /// The sweep as parsed, hashed: xxh3-128 of its canonical JSON, so two files that differ only
 /// in layout or in spelling out a default hash the same.
+#[allow(clippy::expect_used)] // a parsed sweep is plain data: serializing it cannot fail
 pub fn spec_hash(spec: &SweepSpec) -> String {
     let canonical = serde_json::to_vec(spec).expect("a sweep serializes");
     format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&canonical))
@@ -122,6 +123,7 @@ pub fn spec_hash(spec: &SweepSpec) -> String {
 impl SweepResult {
     /// The rows as CSV; the header only in the first shard, so shards concatenate in order to
     /// the whole grid's file.
+    #[allow(clippy::expect_used)] // writing CSV to memory cannot fail
     pub fn to_csv(&self) -> String {
         let mut table = CsvRows::new(Vec::new(), self.shard).expect("writing to memory");
         for row in &self.rows {
@@ -134,6 +136,7 @@ impl SweepResult {
     /// What the CSV cannot say: the sweep, the price table's date, the seed, the grid's size and
     /// the columns. A shard's adds which shard it is, the version of forkcache that ran it and
     /// the sweep's hash ([`spec_hash`]), so shards can be checked before they are joined.
+    #[allow(clippy::expect_used)] // the metadata is plain data: serializing it cannot fail
     pub fn meta_json(&self, spec: &SweepSpec) -> String {
         let mut meta = serde_json::json!({
             "sweep": self.name,

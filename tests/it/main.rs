@@ -5,6 +5,8 @@ mod automatic;
 mod claude_code_shapes;
 mod diagnostics;
 mod explain_request;
+mod fuzz;
+mod hardening;
 mod identity;
 mod import_claude_code;
 mod longest_prefix;
