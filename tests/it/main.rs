@@ -2,11 +2,13 @@
 
 mod accounting;
 mod automatic;
+mod cli_docs;
 mod identity;
 mod longest_prefix;
 mod lookback;
 mod minimum;
 mod misses;
+mod plain_errors;
 mod positions;
 mod prices;
 mod properties;
