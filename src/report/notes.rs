@@ -220,7 +220,7 @@ fn describe_shared(column: &str) -> &'static str {
         "tokens_missed" => "tokens that could have been read and were not",
         "misses" => "requests per miss cause, `cause=count` separated by `;`",
         "forks_identical_pct" => {
-            "per spawn (`;`-separated): the forks' common prefix ÷ the longest fork, in bytes (%)"
+            "per spawn (`;`-separated): the forks' common prefix ÷ the longest fork, in bytes (%); where block sizes are declared (most fixtures), those bytes are stand-in text, not the tokens priced"
         }
         "index" => "the request's place in start order, from 0",
         "role" => "who sent it: `parent`, `fork`, `named`, `sidecar` or `compaction`",
