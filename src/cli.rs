@@ -85,8 +85,9 @@ pub fn man_page() -> std::io::Result<Vec<u8>> {
     clap_mangen::Man::new(command.clone()).render(&mut out)?;
     for sub in command.get_subcommands() {
         let title = format!("forkcache-{}", sub.get_name());
+        let sub = sub.clone().bin_name(format!("forkcache {}", sub.get_name()));
         out.extend_from_slice(b".bp\n");
-        clap_mangen::Man::new(sub.clone()).title(title).render(&mut out)?;
+        clap_mangen::Man::new(sub).title(title).render(&mut out)?;
     }
     Ok(out)
 }
