@@ -14,6 +14,7 @@ pub mod cache;
 pub mod clock;
 pub mod demo;
 pub mod endpoint;
+pub mod explain;
 mod json;
 pub mod prompt;
 pub mod replay;

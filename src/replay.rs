@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::billing::{Cost, PriceTable, TokenEquivalents, Usage};
-use crate::cache::{Miss, MissCause, StoreStats};
+use crate::cache::{Miss, MissCause, StoreStats, layout_notes};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
 use crate::tokenize::TokenizerUnavailable;
@@ -373,6 +373,9 @@ impl ReplayReport {
                 record.priced_as
             );
         }
+        let causes =
+            self.records.iter().filter_map(|r| r.result.as_ref().ok()?.miss.as_ref().map(|miss| miss.cause));
+        out.push_str(&layout_notes(causes));
         let endpoint = &self.config.endpoint;
         let _ = writeln!(
             out,

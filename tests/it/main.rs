@@ -2,7 +2,10 @@
 
 mod accounting;
 mod automatic;
+mod claude_code_shapes;
 mod cli_docs;
+mod diagnostics;
+mod explain_request;
 mod identity;
 mod longest_prefix;
 mod lookback;
