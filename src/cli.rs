@@ -45,6 +45,10 @@ pub enum Command {
     /// Check a sweep's shards (from `sweep --shard i/n`, at any depth under DIR: every shard
     /// once, one sweep, one version, every row) and join them into sweep.csv and sweep.meta.json.
     MergeShards(MergeShardsArgs),
+    /// Print a shell completion script (bash, zsh or fish) for forkcache.
+    Completions(CompletionsArgs),
+    /// Print forkcache's man page (roff), e.g. `forkcache man > forkcache.1`.
+    Man,
 }
 
 /// `merge-shards`.
@@ -56,6 +60,53 @@ pub struct MergeShardsArgs {
     /// Directory sweep.csv and sweep.meta.json are written to. Default: DIR.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+/// `completions`.
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh or fish.
+    pub shell: CompletionShell,
+}
+
+/// A shell `completions` writes for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    /// Bash: `source <(forkcache completions bash)`.
+    Bash,
+    /// Zsh: save as `_forkcache` in a directory on `$fpath`.
+    Zsh,
+    /// Fish: save as `~/.config/fish/completions/forkcache.fish`.
+    Fish,
+}
+
+/// The completion script for `shell`, generated from the same definition that parses the flags.
+pub fn completions(shell: CompletionShell) -> Vec<u8> {
+    use clap::CommandFactory as _;
+    let shell = match shell {
+        CompletionShell::Bash => clap_complete::Shell::Bash,
+        CompletionShell::Zsh => clap_complete::Shell::Zsh,
+        CompletionShell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "forkcache", &mut out);
+    out
+}
+
+/// The man page (roff), generated from the same definition that parses the flags: the command,
+/// then one section per subcommand.
+pub fn man_page() -> std::io::Result<Vec<u8>> {
+    use clap::CommandFactory as _;
+    let command = Cli::command();
+    let mut out = Vec::new();
+    clap_mangen::Man::new(command.clone()).render(&mut out)?;
+    for sub in command.get_subcommands() {
+        let title = format!("forkcache-{}", sub.get_name());
+        let sub = sub.clone().bin_name(format!("forkcache {}", sub.get_name()));
+        out.extend_from_slice(b".bp\n");
+        clap_mangen::Man::new(sub).title(title).render(&mut out)?;
+    }
+    Ok(out)
 }
 
 /// `prices`.
@@ -162,6 +213,10 @@ pub struct ReportArgs {
     /// Worker threads for the sweeps (default: one per core). The output does not depend on it.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Also write index.html: every chart inline and the small tables, sortable, in one
+    /// self-contained page (nothing fetched when it opens).
+    #[arg(long)]
+    pub html: bool,
 }
 
 /// `run`.

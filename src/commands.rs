@@ -25,6 +25,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Prices(args) => run_prices(&args),
         Command::Import(ImportSource::ClaudeCode(args)) => crate::import_command::run_claude_code(&args),
         Command::MergeShards(args) => run_merge_shards(&args),
+        Command::Completions(args) => print_bytes(&crate::cli::completions(args.shell)),
+        Command::Man => print_bytes(&crate::cli::man_page()?),
     }
 }
 
@@ -42,7 +44,13 @@ fn run_demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 
 fn run_report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let options = forkcache::report::ReportOptions { threads: args.threads, ..Default::default() };
-    write_report(&args.out, &options, &forkcache::PriceTable::builtin())?;
+    let artifacts = write_report(&args.out, &options, &forkcache::PriceTable::builtin())?;
+    if args.html {
+        let page = forkcache::report::html_page(&artifacts).context("building index.html")?;
+        let paths = forkcache::report::write(&args.out, std::slice::from_ref(&page))
+            .with_context(|| format!("writing {}", args.out.display()))?;
+        println!("wrote {}", paths[0].display());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -51,7 +59,7 @@ fn write_report(
     out: &std::path::Path,
     options: &forkcache::report::ReportOptions,
     prices: &forkcache::PriceTable,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<forkcache::report::Artifact>> {
     let bar = progress::bar(options.cells() as u64, "sweep cells");
     let artifacts =
         forkcache::report::build(options, prices, || bar.inc(1)).context("building the reports")?;
@@ -64,7 +72,7 @@ fn write_report(
         out.display(),
         out.join("README.md").display()
     );
-    Ok(())
+    Ok(artifacts)
 }
 
 fn run_sweep(args: &SweepArgs) -> anyhow::Result<ExitCode> {
@@ -249,5 +257,12 @@ fn run_prices(args: &crate::cli::PricesArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", table.to_table());
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes generated text (a completion script, the man page) to standard output as is.
+fn print_bytes(bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    use std::io::Write as _;
+    std::io::stdout().write_all(bytes).context("writing to standard output")?;
     Ok(ExitCode::SUCCESS)
 }

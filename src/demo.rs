@@ -1,4 +1,4 @@
-//! The seed articles' worked example (DESIGN §2.5) as request traces, replayed under both
+//! The seed articles' worked example (docs/design.md §2.5) as request traces, replayed under both
 //! policies and both billing profiles.
 //!
 //! Parent history 100,000 tokens; the parent's assistant message with 3 `tool_use` blocks = 500
@@ -170,7 +170,10 @@ fn savings_pct(run: &SeedRun, naive: Option<&SeedRun>) -> f64 {
 pub fn seed_example_table(runs: &[SeedRun], prices_date: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let _ = writeln!(out, "Seed worked example: {SEED_FORKS} forks of a 100,000-token parent (DESIGN §2.5)");
+    let _ = writeln!(
+        out,
+        "Seed worked example: {SEED_FORKS} forks of a 100,000-token parent (docs/design.md §2.5)"
+    );
     let _ = writeln!(out, "token-equivalents of the forks' requests (cost ÷ base input price)\n");
     let _ = writeln!(
         out,

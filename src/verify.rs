@@ -470,6 +470,9 @@ pub struct SiblingCheck {
     pub only_directive: bool,
     /// Every sibling is a strict extension of the parent's last request (ignoring markers).
     pub extends_parent: Option<bool>,
+    /// Some message block declares its size (`forkcache_tokens`): its bytes are stand-in text,
+    /// so the share of bytes in common says nothing about the tokens priced.
+    pub declared_sizes: bool,
 }
 
 impl SiblingCheck {
@@ -479,6 +482,19 @@ impl SiblingCheck {
             100.0
         } else {
             100.0 * self.common_prefix_bytes as f64 / self.longest_bytes as f64
+        }
+    }
+
+    /// What was compared, for people: the byte share when the bytes are the content, the byte
+    /// counts alone (no percentage) when block sizes are declared.
+    pub fn identity_summary(&self) -> String {
+        let (common, longest) = (self.common_prefix_bytes, self.longest_bytes);
+        if self.declared_sizes {
+            format!(
+                "{common} of {longest} body bytes in common (block sizes are declared, so the bytes are stand-in text: no share of what is priced)"
+            )
+        } else {
+            format!("{:.2}% byte-identical ({common} of {longest} bytes)", self.identical_pct())
         }
     }
 }
@@ -502,6 +518,12 @@ pub fn check_siblings(laid: &[Vec<Segment>], parent: Option<&[Segment]>) -> Sibl
     let only_directive =
         laid.iter().all(|s| s.len() == first.len()) && differing_blocks_after_directive(first, &differing);
     let extends_parent = parent.map(|parent| laid.iter().all(|s| strict_extension(parent, s)));
+    let declared = format!("\"{}\":", crate::prompt::DECLARED_TOKENS_KEY);
+    // Stand-in system and tools are the same for every sibling; messages are what they share.
+    let declared_sizes = laid
+        .iter()
+        .flatten()
+        .any(|segment| matches!(segment.loc, Loc::Block(..)) && segment.bytes.contains(declared.as_str()));
     SiblingCheck {
         siblings: laid.len(),
         common_prefix_bytes: common,
@@ -510,6 +532,7 @@ pub fn check_siblings(laid: &[Vec<Segment>], parent: Option<&[Segment]>) -> Sibl
         differing_blocks: differing,
         only_directive,
         extends_parent,
+        declared_sizes,
     }
 }
 
@@ -603,6 +626,24 @@ mod tests {
 
     fn body(messages: &str) -> String {
         format!(r#"{{"model":"m","max_tokens":5,"messages":{messages}}}"#)
+    }
+
+    #[test]
+    fn a_percentage_only_when_the_bytes_are_the_content() {
+        let text = |t: &str| format!(r#"[{{"role":"user","content":[{{"type":"text","text":"{t}"}}]}}]"#);
+        let declared = |t: &str| {
+            format!(
+                r#"[{{"role":"user","content":[{{"type":"text","text":"{t}","forkcache_tokens":9000}}]}}]"#
+            )
+        };
+        let check = |bodies: [String; 2]| check_sibling_bodies(&bodies, None).unwrap();
+        let plain = check([body(&text("same start, then a")), body(&text("same start, then b"))]);
+        assert!(!plain.declared_sizes);
+        assert!(plain.identity_summary().contains("% byte-identical"), "{}", plain.identity_summary());
+        let stand_in = check([body(&declared("<history a>")), body(&declared("<history b>"))]);
+        assert!(stand_in.declared_sizes);
+        let summary = stand_in.identity_summary();
+        assert!(!summary.contains('%') && summary.contains("block sizes are declared"), "{summary}");
     }
 
     #[test]

@@ -40,6 +40,13 @@ fn minutes_since_start(session: &SessionReport, index: usize) -> f64 {
     (session.session.requests[index].start_ms - first) as f64 / 60_000.0
 }
 
+/// A column a hundredth of the session's span wide (a minute for a session shorter than that):
+/// wide enough to see, narrow enough that idle gaps show.
+fn column_width(session: &SessionReport) -> f64 {
+    let last = session.session.requests.len().saturating_sub(1);
+    (minutes_since_start(session, last) / 100.0).max(1.0 / 60.0)
+}
+
 fn usage_chart(session: &SessionReport) -> Result<crate::report::chart::Rendered, ChartError> {
     let columns = session
         .session
@@ -49,7 +56,7 @@ fn usage_chart(session: &SessionReport) -> Result<crate::report::chart::Rendered
         .map(|(index, request)| {
             let usage = &request.request.recorded.usage;
             Column {
-                label: format!("{:.0}m", minutes_since_start(session, index)),
+                at: minutes_since_start(session, index),
                 values: vec![
                     usage.cache_read_input_tokens as f64,
                     usage.cache_creation_input_tokens as f64,
@@ -61,7 +68,9 @@ fn usage_chart(session: &SessionReport) -> Result<crate::report::chart::Rendered
         .collect();
     stacked_columns(&StackedColumns {
         title: format!("Session {}: real usage per request", session.session.session_id),
-        x_label: "request (minutes since the session's first)".into(),
+        x_label: "minutes since the session's first request".into(),
+        x_format: ValueFormat::Count,
+        column_width: column_width(session),
         y_label: "input tokens".into(),
         y_format: ValueFormat::Count,
         layers: vec!["read".into(), "written".into(), "uncached".into()],
@@ -88,12 +97,12 @@ fn read_chart(session: &SessionReport) -> Result<crate::report::chart::Rendered,
             .collect()
     };
     let mut series = vec![
-        Series { name: "real read (main)".into(), points: points(false, false) },
-        Series { name: "predicted read (main)".into(), points: points(false, true) },
+        Series::new("real read (main)", points(false, false)),
+        Series::new("predicted read (main)", points(false, true)),
     ];
     if session.session.requests.iter().any(|r| r.is_agent()) {
-        series.push(Series { name: "real read (sub-agents)".into(), points: points(true, false) });
-        series.push(Series { name: "predicted read (sub-agents)".into(), points: points(true, true) });
+        series.push(Series::new("real read (sub-agents)", points(true, false)));
+        series.push(Series::new("predicted read (sub-agents)", points(true, true)));
     }
     series.retain(|s| !s.points.is_empty());
     line_chart(&LineChart {
@@ -108,6 +117,7 @@ fn read_chart(session: &SessionReport) -> Result<crate::report::chart::Rendered,
         legend: Corner::UpperLeft,
         layered: true,
         series,
+        x_marks: Vec::new(),
         caption: "the prediction of each request uses only earlier requests and its total input".into(),
     })
 }

@@ -100,12 +100,46 @@ fn abbreviate(value: f64) -> String {
 }
 
 /// One line of a line chart.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Series {
     /// Legend entry.
     pub name: String,
     /// `(x, y)` points, in x order.
     pub points: Vec<(f64, f64)>,
+    /// Where the value jumps rather than slopes: between two points on either side of one of
+    /// these x values, the line holds the first value up to it, then rises or falls straight
+    /// to the second (a cost that changes at a TTL, not gradually).
+    pub steps_at: Vec<f64>,
+}
+
+impl Series {
+    /// A line through `points`, straight from one to the next.
+    pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { name: name.into(), points, steps_at: Vec::new() }
+    }
+
+    /// The path drawn: the points, with a corner pair at each step between two of them.
+    fn path(&self) -> Vec<(f64, f64)> {
+        let mut path = Vec::with_capacity(self.points.len() * 2);
+        for (index, &(x, y)) in self.points.iter().enumerate() {
+            if let Some(&(before_x, before_y)) = index.checked_sub(1).and_then(|i| self.points.get(i)) {
+                if let Some(&step) = self.steps_at.iter().find(|&&s| before_x < s && s <= x) {
+                    path.extend([(step, before_y), (step, y)]);
+                }
+            }
+            path.push((x, y));
+        }
+        path
+    }
+}
+
+/// A labelled vertical line across a line chart (a TTL, a limit).
+#[derive(Clone, Debug, PartialEq)]
+pub struct XMark {
+    /// Where, in x units.
+    pub at: f64,
+    /// Written at the top of the line.
+    pub label: String,
 }
 
 /// Lines over a numeric x axis.
@@ -133,6 +167,8 @@ pub struct LineChart {
     pub layered: bool,
     /// The lines.
     pub series: Vec<Series>,
+    /// Vertical lines marking x values that matter.
+    pub x_marks: Vec<XMark>,
     /// The small print under the chart (price-table date, seed, …).
     pub caption: String,
 }
@@ -173,6 +209,9 @@ pub struct BarChart {
     pub bars: Vec<Bar>,
     /// A vertical reference line (e.g. 1.0× for "no change").
     pub reference: Option<f64>,
+    /// A logarithmic value axis, bars growing from the reference (1 when there is none): equal
+    /// ratios get equal lengths, so 1.01× shows as small next to 2.47× but not as nothing.
+    pub log_scale: bool,
     /// The small print under the chart.
     pub caption: String,
 }
@@ -180,21 +219,26 @@ pub struct BarChart {
 /// One column of a stacked column chart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Column {
-    /// X axis label.
-    pub label: String,
+    /// Where its centre sits on the x axis (e.g. a start time).
+    pub at: f64,
     /// One value per layer, bottom to top.
     pub values: Vec<f64>,
     /// A short mark drawn above the column (e.g. `F` for a fork), if any.
     pub mark: Option<String>,
 }
 
-/// Stacked columns: one per x category, layers stacked bottom to top.
+/// Stacked columns on a numeric x axis (a time axis: gaps between columns are real gaps),
+/// layers stacked bottom to top.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StackedColumns {
     /// Title.
     pub title: String,
-    /// X axis label.
+    /// X axis label, with unit.
     pub x_label: String,
+    /// How x values are written.
+    pub x_format: ValueFormat,
+    /// Every column's width, in x units.
+    pub column_width: f64,
     /// Y axis label, with unit.
     pub y_label: String,
     /// How y values are written.
@@ -404,10 +448,11 @@ where
     X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
 {
+    x_marks(ctx, &chart.x_marks)?;
     for (index, series) in chart.series.iter().enumerate() {
         let width = if chart.layered { 9u32.saturating_sub(2 * index as u32).max(3) } else { 3 };
         let style = ShapeStyle::from(colour(index)).stroke_width(width);
-        ctx.draw_series(LineSeries::new(series.points.iter().copied(), style))
+        ctx.draw_series(LineSeries::new(series.path(), style))
             .map_err(|e| e.to_string())?
             .label(series.name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
@@ -415,6 +460,28 @@ where
             .map_err(|e| e.to_string())?;
     }
     legend(ctx, chart.legend)
+}
+
+/// Grey vertical lines, each labelled at its top.
+fn x_marks<'a, DB: DrawingBackend + 'a, X, Y>(
+    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    marks: &[XMark],
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let y = ctx.y_range();
+    let grey = RGBColor(110, 110, 110);
+    for mark in marks {
+        let line =
+            PathElement::new([(mark.at, y.start), (mark.at, y.end)], ShapeStyle::from(grey).stroke_width(2));
+        ctx.draw_series(std::iter::once(line)).map_err(|e| e.to_string())?;
+        let style = TextStyle::from((FONT, 16).into_font()).color(&grey).pos(Pos::new(HPos::Left, VPos::Top));
+        let text = Text::new(format!(" {}", mark.label), (mark.at, y.end), style);
+        ctx.draw_series(std::iter::once(text)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
@@ -458,16 +525,37 @@ impl Draw for BarChart {
 
 fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &BarChart) -> DrawResult {
     let plot = frame(root, &chart.caption)?;
-    let count = chart.bars.len() as u32;
-    let values = chart.bars.iter().map(|b| b.value).chain(chart.reference);
-    let x_range = value_range(values);
-    let mut ctx = ChartBuilder::on(&plot)
+    let rows = (0u32..(chart.bars.len() as u32).saturating_sub(1)).into_segmented();
+    let values = || chart.bars.iter().map(|b| b.value).chain(chart.reference);
+    let mut builder = ChartBuilder::on(&plot);
+    builder
         .caption(&chart.title, (FONT, 28))
         .margin(20)
         .x_label_area_size(60)
-        .y_label_area_size(label_area_px(&chart.bars))
-        .build_cartesian_2d(x_range, (0u32..count.saturating_sub(1)).into_segmented())
-        .map_err(|e| e.to_string())?;
+        .y_label_area_size(label_area_px(&chart.bars));
+    let fail = |e: plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    if chart.log_scale {
+        // Room on the right for the value written after the longest bar.
+        let (low, high) = bounds(values().filter(|v| *v > 0.0));
+        let range = (low / 1.05)..(high * 1.25);
+        plot_bars(&mut builder.build_cartesian_2d(range.log_scale(), rows).map_err(fail)?, chart)
+    } else {
+        plot_bars(&mut builder.build_cartesian_2d(value_range(values()), rows).map_err(fail)?, chart)
+    }
+}
+
+fn plot_bars<'a, DB: DrawingBackend + 'a, X>(
+    ctx: &mut ChartContext<
+        'a,
+        DB,
+        Cartesian2d<X, plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordu32>>,
+    >,
+    chart: &BarChart,
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    let count = chart.bars.len() as u32;
     // The first bar is drawn at the top.
     let row_of = |index: usize| count - 1 - index as u32;
     let label = |v: &SegmentValue<u32>| match v {
@@ -486,16 +574,17 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &BarChart
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(|e| e.to_string())?;
+    let origin = if chart.log_scale { chart.reference.unwrap_or(1.0) } else { 0.0 };
     for (index, bar) in chart.bars.iter().enumerate() {
         let row = row_of(index);
-        let corners = [(0.0, SegmentValue::Exact(row)), (bar.value, SegmentValue::Exact(row + 1))];
+        let corners = [(origin, SegmentValue::Exact(row)), (bar.value, SegmentValue::Exact(row + 1))];
         let mut rectangle = Rectangle::new(corners, colour(0).filled());
         rectangle.set_margin(6, 6, 0, 0);
         ctx.draw_series(std::iter::once(rectangle)).map_err(|e| e.to_string())?;
         let style = TextStyle::from((FONT, 16).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
         let text = Text::new(
             format!("  {}", chart.value_format.format(bar.value)),
-            (bar.value, SegmentValue::CenterOf(row)),
+            (bar.value.max(origin), SegmentValue::CenterOf(row)),
             style,
         );
         ctx.draw_series(std::iter::once(text)).map_err(|e| e.to_string())?;
@@ -529,28 +618,24 @@ fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Stacke
         format!("{} · {}", chart.mark_legend, chart.caption)
     };
     let plot = frame(root, &caption)?;
-    let count = chart.columns.len() as u32;
+    let half = chart.column_width / 2.0;
+    let (first, last) = bounds(chart.columns.iter().map(|c| c.at));
+    let x_range = (first - half)..(last + half).max(first + half + 1.0);
     let y_range = value_range(chart.columns.iter().map(|c| c.values.iter().sum::<f64>() * 1.05));
     let mut ctx = ChartBuilder::on(&plot)
         .caption(&chart.title, (FONT, 28))
         .margin(20)
         .x_label_area_size(60)
         .y_label_area_size(90)
-        .build_cartesian_2d((0u32..count.saturating_sub(1)).into_segmented(), y_range)
+        .build_cartesian_2d(x_range, y_range)
         .map_err(|e| e.to_string())?;
-    let label = |v: &SegmentValue<u32>| match v {
-        SegmentValue::CenterOf(i) => {
-            chart.columns.get(*i as usize).map_or(String::new(), |c| c.label.clone())
-        }
-        _ => String::new(),
-    };
+    let x_format = |v: &f64| chart.x_format.format(*v);
     let y_format = |v: &f64| chart.y_format.format(*v);
     ctx.configure_mesh()
         .disable_x_mesh()
         .x_desc(chart.x_label.as_str())
         .y_desc(chart.y_label.as_str())
-        .x_label_formatter(&label)
-        .x_labels(chart.columns.len().clamp(1, 24))
+        .x_label_formatter(&x_format)
         .y_label_formatter(&y_format)
         .axis_desc_style((FONT, 20))
         .label_style((FONT, 14))
@@ -558,14 +643,10 @@ fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Stacke
         .draw()
         .map_err(|e| e.to_string())?;
     for (layer, name) in chart.layers.iter().enumerate() {
-        let rectangles = chart.columns.iter().enumerate().map(|(index, column)| {
-            let base: f64 = column.values[..layer].iter().sum();
+        let rectangles = chart.columns.iter().map(|column| {
+            let base: f64 = column.values[..layer.min(column.values.len())].iter().sum();
             let top = base + column.values.get(layer).copied().unwrap_or(0.0);
-            let corners =
-                [(SegmentValue::Exact(index as u32), base), (SegmentValue::Exact(index as u32 + 1), top)];
-            let mut rectangle = Rectangle::new(corners, colour(layer).filled());
-            rectangle.set_margin(0, 0, 1, 1);
-            rectangle
+            Rectangle::new([(column.at - half, base), (column.at + half, top)], colour(layer).filled())
         });
         let fill = colour(layer).filled();
         ctx.draw_series(rectangles)
@@ -573,13 +654,10 @@ fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Stacke
             .label(name.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 18, y + 7)], fill));
     }
-    let marks = chart.columns.iter().enumerate().filter_map(|(index, column)| {
+    let marks = chart.columns.iter().filter_map(|column| {
         let total: f64 = column.values.iter().sum();
         let style = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
-        column
-            .mark
-            .as_ref()
-            .map(|mark| Text::new(mark.clone(), (SegmentValue::CenterOf(index as u32), total), style))
+        column.mark.as_ref().map(|mark| Text::new(mark.clone(), (column.at, total), style))
     });
     ctx.draw_series(marks).map_err(|e| e.to_string())?;
     legend(&mut ctx, chart.legend)
@@ -601,7 +679,8 @@ mod tests {
             y_from_zero: true,
             legend: Corner::LowerRight,
             layered: false,
-            series: vec![Series { name: "N = 3".into(), points: vec![(10_000.0, 80.0), (100_000.0, 89.7)] }],
+            series: vec![Series::new("N = 3", vec![(10_000.0, 80.0), (100_000.0, 89.7)])],
+            x_marks: vec![XMark { at: 50_000.0, label: "a mark".into() }],
             caption: "prices of 2026-08-22 · seed 7".into(),
         }
     }
@@ -630,24 +709,42 @@ mod tests {
                 Bar { label: "parallel launch".into(), value: 1.4 },
             ],
             reference: Some(1.0),
+            log_scale: false,
             caption: "c".into(),
         };
         assert!(bar_chart(&bars).unwrap().svg.contains("timestamp in system"));
+        let log_bars = BarChart { log_scale: true, ..bars };
+        assert!(bar_chart(&log_bars).unwrap().svg.contains("3.20×"));
         let stacks = StackedColumns {
             title: "Timeline".into(),
-            x_label: "request".into(),
+            x_label: "start (s)".into(),
+            x_format: ValueFormat::Count,
+            column_width: 1.0,
             y_label: "tokens".into(),
             y_format: ValueFormat::Count,
             layers: vec!["read".into(), "written".into(), "uncached".into()],
             columns: vec![
-                Column { label: "0".into(), values: vec![0.0, 5000.0, 10.0], mark: None },
-                Column { label: "1".into(), values: vec![5000.0, 800.0, 0.0], mark: Some("F".into()) },
+                Column { at: 0.0, values: vec![0.0, 5000.0, 10.0], mark: None },
+                Column { at: 30.0, values: vec![5000.0, 800.0, 0.0], mark: Some("F".into()) },
             ],
             mark_legend: "F = fork".into(),
             legend: Corner::UpperLeft,
             caption: "c".into(),
         };
         assert!(stacked_columns(&stacks).unwrap().png.len() > 1000);
+    }
+
+    #[test]
+    fn a_step_holds_the_value_up_to_its_x() {
+        let series = Series {
+            steps_at: vec![5.0, 60.0],
+            ..Series::new("5m", vec![(0.0, 1.0), (4.0, 1.0), (6.0, 2.0), (30.0, 2.0)])
+        };
+        // The jump between x = 4 and x = 6 sits at 5; no step lies between 6 and 30.
+        assert_eq!(
+            series.path(),
+            vec![(0.0, 1.0), (4.0, 1.0), (5.0, 1.0), (5.0, 2.0), (6.0, 2.0), (30.0, 2.0)]
+        );
     }
 
     #[test]

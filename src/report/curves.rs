@@ -70,7 +70,7 @@ pub(crate) fn curves_chart(result: &SweepResult) -> Result<Rendered, ChartError>
             .collect();
         let plural = if n == 1 { "fork" } else { "forks" };
         let name = if naive { format!("no sharing, {n} {plural}") } else { format!("{n} {plural} sharing") };
-        Series { name, points }
+        Series::new(name, points)
     };
     let mut series: Vec<Series> = forks.iter().map(|&n| line(n, false)).collect();
     let extremes = [forks.first(), forks.last()];
@@ -89,6 +89,7 @@ pub(crate) fn curves_chart(result: &SweepResult) -> Result<Rendered, ChartError>
         legend: Corner::UpperLeft,
         layered: false,
         series,
+        x_marks: Vec::new(),
         caption: caption(result),
     })
 }

@@ -124,7 +124,7 @@ fn series(rows: &[Row], way: Way, keep: impl Fn(&Row) -> bool, x: impl Fn(&Row) 
         .filter(|row| row.way == way && keep(row))
         .map(|row| (x(row), row.added() as f64 / 1000.0))
         .collect();
-    Series { name: way.name().into(), points }
+    Series::new(way.name(), points)
 }
 
 /// One line per way over the history sizes, at the first gap.
@@ -150,6 +150,7 @@ fn caption(fixed: &str, prices: &PriceTable) -> String {
 /// The whole session's cost by history size, one line per way.
 pub(crate) fn vs_history(rows: &[Row], prices: &PriceTable) -> Result<Rendered, ChartError> {
     line_chart(&LineChart {
+        x_marks: Vec::new(),
         title: "One unit of delegated work, five ways: cost by history size".into(),
         x_label: "the parent's history (tokens)".into(),
         y_label: "what delegating added to the session (token-equivalents)".into(),
@@ -168,6 +169,7 @@ pub(crate) fn vs_history(rows: &[Row], prices: &PriceTable) -> Result<Rendered, 
 /// The whole session's cost by the idle gap before the delegation, one line per way.
 pub(crate) fn vs_idle(rows: &[Row], prices: &PriceTable) -> Result<Rendered, ChartError> {
     line_chart(&LineChart {
+        x_marks: Vec::new(),
         title: "One unit of delegated work, five ways: cost by the gap between the delegate's requests"
             .into(),
         x_label: "the delegate's gap between requests: its tools' time, or a teammate's wait (minutes)"

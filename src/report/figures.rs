@@ -7,11 +7,12 @@
 
 use super::chart::{
     Bar, BarChart, ChartError, Column, Corner, LineChart, Rendered, Series, StackedColumns, ValueFormat,
-    bar_chart, line_chart, stacked_columns,
+    XMark, bar_chart, line_chart, stacked_columns,
 };
 use super::tables::MistakeRow;
 use crate::agent::ForkVariant;
 use crate::cache::Policy;
+use crate::prompt::Ttl;
 use crate::scenario::{RequestRole, ScenarioReport, ScenarioTotals};
 use crate::sweep::{Axes, Subagents, SweepCell, SweepResult, SweepRow};
 
@@ -52,7 +53,7 @@ impl<'a> SweepView<'a> {
     ) -> Option<Series> {
         let points: Vec<(f64, f64)> =
             xs.iter().filter_map(|&x| self.at(&point(x)).map(|row| (x_value(x), y_value(row)))).collect();
-        (!points.is_empty()).then_some(Series { name, points })
+        (!points.is_empty()).then(|| Series::new(name, points))
     }
 
     /// The small print: what is held fixed, the sweep, its seed, the price table's date.
@@ -151,6 +152,7 @@ pub(crate) fn savings_vs_history(view: &SweepView) -> Result<Rendered, ChartErro
         legend: Corner::LowerRight,
         layered: false,
         series,
+        x_marks: Vec::new(),
         caption: view.caption(&format!("{}; {}", view.settings(), fork_settings(&view.focus))),
     })
 }
@@ -204,29 +206,33 @@ pub(crate) fn cost_vs_forks(view: &SweepView) -> Result<Rendered, ChartError> {
         legend: Corner::UpperLeft,
         layered: false,
         series: series.into_iter().flatten().collect(),
+        x_marks: Vec::new(),
         caption: view.caption(&format!("{}; named: general-purpose, own prompt and tools", view.settings())),
     })
 }
 
-/// Whole-session cost by idle gap before the spawn, one line per TTL.
+/// Whole-session cost by idle gap before the spawn, one line per TTL: a step where the gap
+/// outlasts the TTL (the parent's entry expires and the spawn writes it again), flat elsewhere.
 pub(crate) fn cost_vs_idle(view: &SweepView) -> Result<Rendered, ChartError> {
+    let minutes = |ms: u64| ms as f64 / 60_000.0;
     let series = view
         .axes
         .ttl
         .iter()
         .filter_map(|&ttl| {
-            let name = match ttl {
-                crate::prompt::Ttl::FiveMinutes => "5-minute TTL (writes 1.25×)",
-                crate::prompt::Ttl::OneHour => "1-hour TTL (writes 2×)",
-            };
-            view.series(
-                name.into(),
+            let line = view.series(
+                ttl_name(ttl).into(),
                 &view.axes.idle_ms,
                 |idle_ms| SweepCell { ttl, idle_ms, ..view.focus },
-                |idle_ms| idle_ms as f64 / 60_000.0,
+                minutes,
                 |row| usd(row.totals.cost_nanousd),
-            )
+            )?;
+            Some(Series { steps_at: vec![minutes(ttl.ms())], ..line })
         })
+        .collect();
+    let x_marks = [Ttl::FiveMinutes, Ttl::OneHour]
+        .into_iter()
+        .map(|ttl| XMark { at: minutes(ttl.ms()), label: format!("{} TTL", ttl.name()) })
         .collect();
     let f = &view.focus;
     line_chart(&LineChart {
@@ -241,8 +247,9 @@ pub(crate) fn cost_vs_idle(view: &SweepView) -> Result<Rendered, ChartError> {
         legend: Corner::LowerRight,
         layered: false,
         series,
+        x_marks,
         caption: view.caption(&format!(
-            "{} history, {}; {} policy, {} billing",
+            "{} history, {}; {} policy, {} billing; dots: sweep cells",
             tokens_name(f.history_tokens),
             forks_name(f.forks),
             f.policy.name(),
@@ -251,7 +258,15 @@ pub(crate) fn cost_vs_idle(view: &SweepView) -> Result<Rendered, ChartError> {
     })
 }
 
-/// The forks' cost by N under the documented cache and the idealised one.
+fn ttl_name(ttl: Ttl) -> &'static str {
+    match ttl {
+        Ttl::FiveMinutes => "5-minute TTL (writes 1.25×)",
+        Ttl::OneHour => "1-hour TTL (writes 2×)",
+    }
+}
+
+/// What one fork costs by N under the documented cache and the idealised one: per fork, so
+/// small N is as readable as large N.
 pub(crate) fn policy_gap(view: &SweepView) -> Result<Rendered, ChartError> {
     let tokens = view.focus.history_tokens;
     // Wider lines first: the idealised cache under the marked one shows where they coincide.
@@ -275,22 +290,25 @@ pub(crate) fn policy_gap(view: &SweepView) -> Result<Rendered, ChartError> {
                 mark_placeholders: Some(marked),
                 ..view.point(tokens, n)
             };
-            view.series(name.into(), &view.axes.forks, point, log2, |r| usd(r.subagents.cost_nanousd))
+            view.series(name.into(), &view.axes.forks, point, log2, |r| {
+                usd(r.subagents.cost_nanousd) / f64::from(r.cell.forks.max(1))
+            })
         })
         .collect();
     let f = &view.focus;
     line_chart(&LineChart {
-        title: "The documented cache vs the idealised one: what N forks cost".into(),
+        title: "The documented cache vs the idealised one: what one of N forks costs".into(),
         x_label: "forks (log scale)".into(),
-        y_label: "forks' input cost (USD)".into(),
+        y_label: "input cost per fork (USD)".into(),
         y_format: ValueFormat::Usd,
         x_format: ValueFormat::PowerOfTwo,
         log_x: false,
         log_y: false,
-        y_from_zero: true,
+        y_from_zero: false,
         legend: Corner::UpperLeft,
         layered: true,
         series,
+        x_marks: Vec::new(),
         caption: view.caption(&format!(
             "{} history; {} billing, {} launch, {} TTL",
             tokens_name(tokens),
@@ -314,26 +332,35 @@ pub(crate) fn antipatterns(rows: &[MistakeRow], prices_date: &str) -> Result<Ren
     bars.sort_by_key(|bar| std::cmp::Reverse(bar.0));
     bar_chart(&BarChart {
         title: "What each mistake costs: the whole scenario vs its correct twin".into(),
-        value_label: "cost with the mistake ÷ cost without (×; 1× = no change)".into(),
+        value_label: "cost with the mistake ÷ cost without (×, log scale; 1× = no change)".into(),
         value_format: ValueFormat::Multiplier,
         bars: bars.into_iter().map(|(_, bar)| bar).collect(),
         reference: Some(1.0),
+        log_scale: true,
         caption: format!(
             "fixtures/scenarios/mistake-*.json vs their twins; anthropic policy and billing; each fixture's own seed · prices of {prices_date}"
         ),
     })
 }
 
-/// One session request by request: read, written and uncached input, roles marked.
+/// Width of a request's column on the timeline, as a share of the session's span.
+const TIMELINE_COLUMN_SHARE: f64 = 0.006;
+
+/// One session request by request on a time axis (idle gaps show as gaps): read, written and
+/// uncached input, roles marked.
 pub(crate) fn session_timeline(report: &ScenarioReport, fixture: &str) -> Result<Rendered, ChartError> {
+    let starts: Vec<f64> = report.records.iter().map(|r| r.record.at.0 as f64 / 1000.0).collect();
+    let span = starts.iter().copied().fold(0.0, f64::max) - starts.first().copied().unwrap_or(0.0);
+    let width = span.max(1.0) * TIMELINE_COLUMN_SHARE;
     let columns = report
         .records
         .iter()
-        .map(|r| {
+        .zip(side_by_side(&starts, width))
+        .map(|(r, at)| {
             let u = &r.record.usage;
             let values = [u.cache_read_input_tokens, u.cache_creation_input_tokens, u.input_tokens];
             Column {
-                label: r.index.to_string(),
+                at,
                 values: values.iter().map(|&v| v as f64).collect(),
                 mark: role_mark(r.role).map(str::to_string),
             }
@@ -341,22 +368,34 @@ pub(crate) fn session_timeline(report: &ScenarioReport, fixture: &str) -> Result
         .collect();
     let endpoint = &report.config.endpoint;
     stacked_columns(&StackedColumns {
-        title: format!("One session, request by request (scenario \"{fixture}\")"),
-        x_label: "request, in start order".into(),
+        title: format!("One session over time (scenario \"{fixture}\")"),
+        x_label: "request start (seconds into the session)".into(),
+        x_format: ValueFormat::Count,
+        column_width: width,
         y_label: "input tokens".into(),
         y_format: ValueFormat::Count,
         layers: vec!["read from the cache".into(), "written to the cache".into(), "uncached".into()],
         columns,
-        mark_legend: "F fork · N named sub-agent · S sidecar · C compaction · unmarked: main loop".into(),
+        mark_legend: "F fork · N named · S sidecar · C compaction".into(),
         legend: Corner::UpperRight,
         caption: format!(
-            "{} policy, {} billing, seed {} · prices of {}",
+            "close starts drawn side by side · {} policy, {} billing, seed {} · prices of {}",
             endpoint.cache.policy.name(),
             endpoint.billing.name(),
             report.seed,
             report.prices_date
         ),
     })
+}
+
+/// Column positions: each start time, moved right just enough not to cover the column before.
+fn side_by_side(starts: &[f64], width: f64) -> Vec<f64> {
+    let mut placed: Vec<f64> = Vec::with_capacity(starts.len());
+    for &start in starts {
+        let at = placed.last().map_or(start, |&before| start.max(before + width));
+        placed.push(at);
+    }
+    placed
 }
 
 fn role_mark(role: RequestRole) -> Option<&'static str> {
@@ -381,5 +420,12 @@ mod tests {
         assert_eq!(nearest(&[10_000, 60_000, 200_000], 100_000), 60_000);
         assert_eq!(nearest(&[1, 2, 8, 16], 4), 2);
         assert_eq!(nearest(&[7], 4), 7);
+    }
+
+    #[test]
+    fn columns_starting_together_sit_side_by_side() {
+        // 0 and 0.5 are closer than the width 2: the second moves to 2, the third (at 3) to 4;
+        // 10 is clear of 4 + 2 and stays.
+        assert_eq!(side_by_side(&[0.0, 0.5, 3.0, 10.0], 2.0), vec![0.0, 2.0, 4.0, 10.0]);
     }
 }

@@ -4,13 +4,15 @@
 //!
 //! [`build`] returns the files as [`Artifact`]s (name and bytes, in name order); [`write()`] puts
 //! them in a directory. `forkcache report` and `forkcache demo` both call them, and
-//! `cargo bench --bench cost_curves` calls [`cost_curve_artifacts`].
+//! `cargo bench --bench cost_curves` calls [`cost_curve_artifacts`]. [`html_page`] turns the
+//! files into one self-contained `index.html` (`forkcache report --html`).
 
 pub mod chart;
 mod curves;
 mod delegation;
 mod figures;
 pub(crate) mod format;
+pub mod html;
 mod notes;
 mod tables;
 
@@ -191,4 +193,32 @@ fn delegation_artifacts(prices: &PriceTable) -> Result<Vec<Artifact>, ReportErro
 /// A chart's two files.
 fn drawn(stem: &str, rendered: chart::Rendered) -> [Artifact; 2] {
     [Artifact::new(format!("{stem}.png"), rendered.png), Artifact::new(format!("{stem}.svg"), rendered.svg)]
+}
+
+/// Tables small enough to read in the HTML page (the sweeps and every request stay in their CSVs).
+const HTML_TABLES: [&str; 3] = ["summary.csv", "antipatterns.csv", "seed_example.csv"];
+
+/// `index.html`: every chart of `artifacts` inline with its one-line reading, then the small
+/// tables, sortable. Self-contained: nothing is fetched when it opens.
+pub fn html_page(artifacts: &[Artifact]) -> Result<Artifact, ReportError> {
+    let find =
+        |name: &str| artifacts.iter().find(|a| a.name == name).map(|a| String::from_utf8_lossy(&a.bytes));
+    let mut page = html::Page::new(
+        "forkcache report",
+        "What prompt-cache sharing saves and costs, from the built-in fixtures and sweeps. Every file is \
+         described in README.md beside this page; click a table's header to sort by that column.",
+    );
+    let charts = page.section("Charts");
+    for note in notes::CHARTS {
+        if let Some(svg) = find(&format!("{}.svg", note.stem)) {
+            charts.chart(svg.into_owned(), note.read);
+        }
+    }
+    let tables = page.section("Tables");
+    for (file, row) in notes::TABLES.iter().filter(|(file, _)| HTML_TABLES.contains(file)) {
+        if let Some(text) = find(file) {
+            tables.table(format!("{file}: a row is {}", row.replace('`', "")), html::Table::from_csv(&text)?);
+        }
+    }
+    Ok(Artifact::new("index.html", page.render()))
 }

@@ -14,63 +14,84 @@ pub(crate) struct Inputs<'a> {
     pub prices_date: &'a str,
 }
 
-/// The charts, in reading order: file stem, what it shows, where its data comes from.
-const CHARTS: &[(&str, &str, &str)] = &[
-    (
-        "savings_vs_history",
-        "what forks save by sharing the parent's cache, by history size, one line per fork count",
-        "sweep.csv: `subagent_savings_pct`",
-    ),
-    (
-        "cost_vs_forks",
-        "the sub-agents' cost by how many are spawned: forks without sharing, forks sharing, named sub-agents",
-        "sweep.csv: `subagent_naive_nanousd`, `subagent_cost_nanousd`",
-    ),
-    (
-        "cost_vs_idle",
-        "the whole session's cost by the idle gap before the spawn, 5-minute vs 1-hour TTL",
-        "sweep.csv: `cost_nanousd`",
-    ),
-    (
-        "policy_gap",
-        "the forks' cost under the documented cache (marker on the directive only, or on the last placeholder too, or own-tool-use forks) and under the idealised longest-prefix cache",
-        "sweep.csv: `subagent_cost_nanousd`",
-    ),
-    (
-        "antipatterns",
-        "each anti-pattern's whole-scenario cost over its correct twin's",
-        "antipatterns.csv: `multiplier`",
-    ),
-    (
-        "session_timeline",
-        "one session request by request: tokens read, written and left uncached, forks, named sub-agents, sidecars and compaction marked",
-        "requests.csv, scenario `session`",
-    ),
-    (
-        "cost_curves",
-        "what one fork costs, sharing and not, as the history grows (log-log)",
-        "cost_curves.csv",
-    ),
-    (
-        "delegation_vs_history",
-        "one unit of delegated work, five ways (fork, named agent, teammate, background agent, s06 sub-agent): what delegating added to the session's cost, by history size",
-        "delegation.csv: `added_token_equivalents`, `idle_ms` 1000",
-    ),
-    (
-        "delegation_vs_idle",
-        "the same five ways by the idle gap between the delegate's requests, at a 100,000-token history",
-        "delegation.csv: `added_token_equivalents`, `history_tokens` 100000",
-    ),
+/// One chart of the report, as the notes and the HTML page describe it.
+pub(crate) struct ChartNote {
+    /// File stem (`cost_vs_idle` for `cost_vs_idle.png` and `.svg`).
+    pub stem: &'static str,
+    /// What it shows.
+    pub shows: &'static str,
+    /// One line: what to read from it.
+    pub read: &'static str,
+    /// Where its data comes from.
+    pub data: &'static str,
+}
+
+/// The charts, in reading order.
+pub(crate) const CHARTS: &[ChartNote] = &[
+    ChartNote {
+        stem: "savings_vs_history",
+        shows: "what forks save by sharing the parent's cache, by history size, one line per fork count",
+        read: "The longer the parent's history, the larger the share of the forks' input cost that sharing saves.",
+        data: "sweep.csv: `subagent_savings_pct`",
+    },
+    ChartNote {
+        stem: "cost_vs_forks",
+        shows: "the sub-agents' cost by how many are spawned: forks without sharing, forks sharing, named sub-agents",
+        read: "At the N you spawn, the gap between the naive line and the sharing line is what the shared prefix saves.",
+        data: "sweep.csv: `subagent_naive_nanousd`, `subagent_cost_nanousd`",
+    },
+    ChartNote {
+        stem: "cost_vs_idle",
+        shows: "the whole session's cost by the idle gap before the spawn, 5-minute vs 1-hour TTL, both TTLs marked",
+        read: "Cost is flat except for one jump where the gap outlasts the TTL: the 1-hour TTL pays off when gaps of 5 to 60 minutes are common.",
+        data: "sweep.csv: `cost_nanousd`",
+    },
+    ChartNote {
+        stem: "policy_gap",
+        shows: "what one of N forks costs under the documented cache (marker on the directive only, or on the last placeholder too, or own-tool-use forks) and under the idealised longest-prefix cache",
+        read: "With the marker on the directive only, each fork costs more as N grows; a marker on the last placeholder too puts the documented cache on the idealised line.",
+        data: "sweep.csv: `subagent_cost_nanousd` ÷ `forks`",
+    },
+    ChartNote {
+        stem: "antipatterns",
+        shows: "each anti-pattern's whole-scenario cost over its correct twin's, on a log axis from 1× (no change)",
+        read: "The longer the bar, the more the mistake costs: equal lengths are equal ratios, and each bar carries its value.",
+        data: "antipatterns.csv: `multiplier`",
+    },
+    ChartNote {
+        stem: "session_timeline",
+        shows: "one session's requests at their start times: tokens read, written and left uncached, forks, named sub-agents, sidecars and compaction marked",
+        read: "Tall written (orange) columns are where the cache was built or rebuilt; gaps on the time axis are time with no request.",
+        data: "requests.csv, scenario `session`: `at_ms` and the token columns",
+    },
+    ChartNote {
+        stem: "cost_curves",
+        shows: "what one fork costs, sharing and not, as the history grows (log-log)",
+        read: "At your history size, the distance between a sharing line and the no-sharing lines is what each fork saves.",
+        data: "cost_curves.csv",
+    },
+    ChartNote {
+        stem: "delegation_vs_history",
+        shows: "one unit of delegated work, five ways (fork, named agent, teammate, background agent, s06 sub-agent): what delegating added to the session's cost, by history size",
+        read: "On a short history a fork or a teammate adds least; past about 50,000 tokens a named or background agent does, as neither carries the history.",
+        data: "delegation.csv: `added_token_equivalents`, `idle_ms` 1000",
+    },
+    ChartNote {
+        stem: "delegation_vs_idle",
+        shows: "the same five ways by the idle gap between the delegate's requests, at a 100,000-token history",
+        read: "Each line jumps where a gap outlasts the cache for that way of delegating; the background agent adds least at every gap shown.",
+        data: "delegation.csv: `added_token_equivalents`, `history_tokens` 100000",
+    },
 ];
 
 /// The CSV files, in reading order, with what one row is.
-const TABLES: &[(&str, &str)] = &[
+pub(crate) const TABLES: &[(&str, &str)] = &[
     ("summary.csv", "one fixture scenario (`fixtures/scenarios/`), with its own policy, billing and seed"),
     ("requests.csv", "one request of one fixture scenario, in start order"),
-    ("antipatterns.csv", "one anti-pattern (DESIGN §3) against its correct twin"),
+    ("antipatterns.csv", "one anti-pattern (docs/design.md §3) against its correct twin"),
     (
         "seed_example.csv",
-        "one case of the seed articles' worked example (DESIGN §2.5) under one policy and billing",
+        "one case of the seed articles' worked example (docs/design.md §2.5) under one policy and billing",
     ),
     ("sweep.csv", "one cell of the default grid (`fixtures/sweeps/default.json`)"),
     ("cost_curves.csv", "one cell of the cost-curve grid (`fixtures/sweeps/cost-curves.json`)"),
@@ -151,10 +172,9 @@ fn charts(out: &mut String) {
         out,
         "Each as PNG (1200×800) and SVG, the price table's date and the seed in its caption.\n"
     );
-    let _ = writeln!(out, "| file | shows | data |");
-    let _ = writeln!(out, "|---|---|---|");
-    for (stem, shows, data) in CHARTS {
-        let _ = writeln!(out, "| `{stem}.png` | {shows} | {data} |");
+    for chart in CHARTS {
+        let _ = writeln!(out, "- `{}.png`: {}", chart.stem, chart.read);
+        let _ = writeln!(out, "  Shows {}. Data: {}.", chart.shows, chart.data);
     }
     out.push('\n');
 }
@@ -220,7 +240,7 @@ fn describe_shared(column: &str) -> &'static str {
         "tokens_missed" => "tokens that could have been read and were not",
         "misses" => "requests per miss cause, `cause=count` separated by `;`",
         "forks_identical_pct" => {
-            "per spawn (`;`-separated): the forks' common prefix ÷ the longest fork, in bytes (%)"
+            "per spawn (`;`-separated): the forks' common prefix ÷ the longest fork, in bytes (%); where block sizes are declared (most fixtures), those bytes are stand-in text, not the tokens priced"
         }
         "index" => "the request's place in start order, from 0",
         "role" => {

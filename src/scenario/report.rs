@@ -202,14 +202,12 @@ impl ScenarioReport {
             let Some(check) = &spawn.verification else { continue };
             let _ = writeln!(
                 out,
-                "\nspawn {}: {} forks, {}, {} launch — {:.2}% byte-identical ({} of {} bytes), only the directive differs: {}, extends the parent: {}",
+                "\nspawn {}: {} forks, {}, {} launch — {}, only the directive differs: {}, extends the parent: {}",
                 spawn.spawn + 1,
                 spawn.forks,
                 spawn.variant.name(),
                 launch_name(spawn.launch),
-                check.identical_pct(),
-                check.common_prefix_bytes,
-                check.longest_bytes,
+                check.identity_summary(),
                 yes_no(check.only_directive),
                 check.extends_parent.map_or("n/a", yes_no)
             );

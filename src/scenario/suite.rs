@@ -198,14 +198,20 @@ pub fn suite_table(runs: &[SuiteRun]) -> String {
     );
     for run in runs {
         let t = &run.report.totals;
-        let identical = run
-            .report
-            .spawns
-            .iter()
-            .filter_map(|s| s.verification.as_ref())
-            .map(|c| format!("{:.1}%", c.identical_pct()))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let identical =
+            run.report
+                .spawns
+                .iter()
+                .filter_map(|s| s.verification.as_ref())
+                .map(|c| {
+                    if c.declared_sizes {
+                        "declared".to_string()
+                    } else {
+                        format!("{:.1}%", c.identical_pct())
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
         let _ = writeln!(
             out,
             "{:<36} {:>5} {:>12.1} {:>12.1} {:>6.1}% {:>7.1}% {:>7.2}x  {}",
@@ -219,6 +225,9 @@ pub fn suite_table(runs: &[SuiteRun]) -> String {
             if identical.is_empty() { "-".to_string() } else { identical }
         );
     }
+    out.push_str(
+        "\nforks identical: per spawn, the forks' common byte prefix ÷ the longest fork; `declared` where block\nsizes are declared, since those bytes are stand-in text, not the tokens priced.\n",
+    );
     out
 }
 

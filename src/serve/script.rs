@@ -604,7 +604,9 @@ mod tests {
         let err = |text: &str| Script::from_json(text).unwrap_err().to_string();
         let message = err(r#"{"rules":[{"when":{"last_user":"x"},"reply":{}}]}"#);
         assert!(
-            message.starts_with("rules[0].when.last_user: unknown field `last_user`, expected one of"),
+            message.starts_with(
+                "rules[0].when.last_user: unknown field `last_user`; did you mean `last_user_contains`?"
+            ),
             "{message}"
         );
         let message =
@@ -616,7 +618,7 @@ mod tests {
         assert_eq!(message, "rules[0].reply.tool_use[0].input: must be a JSON object, got [1]");
         let message = err(r#"{"rules":[{"reply":{"text":5}}]}"#);
         assert!(
-            message.starts_with("rules[0].reply.text: invalid type: integer `5`, expected a string"),
+            message.starts_with("rules[0].reply.text: expected text in double quotes; found the number 5"),
             "{message}"
         );
         let message = err(r#"{"default":{"cut_stream":true}}"#);

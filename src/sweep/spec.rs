@@ -235,8 +235,8 @@ impl SweepSpec {
 
     /// Parses a sweep file; errors name the field path and what was expected.
     pub fn from_json(text: &str) -> Result<SweepSpec, SweepError> {
-        let spec: SweepSpec =
-            crate::json::read_object(text, "sweep").map_err(|err| SweepError::spec(err.path, err.message))?;
+        let spec: SweepSpec = crate::json::read_object(text, "sweep")
+            .map_err(|err| SweepError::spec(err.path.clone(), err.message_at()))?;
         spec.validate()?;
         Ok(spec)
     }

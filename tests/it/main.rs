@@ -3,6 +3,7 @@
 mod accounting;
 mod automatic;
 mod claude_code_shapes;
+mod cli_docs;
 mod diagnostics;
 mod explain_request;
 mod fuzz;
@@ -13,6 +14,7 @@ mod longest_prefix;
 mod lookback;
 mod minimum;
 mod misses;
+mod plain_errors;
 mod positions;
 mod prices;
 mod properties;

@@ -169,10 +169,34 @@ fn sweep_charts_have_titles_axes_legends_and_captions() {
     }
     let idle = svg("cost_vs_idle");
     assert!(idle.contains("5-minute TTL") && idle.contains("1-hour TTL") && idle.contains("(minutes)"));
+    // Both TTLs are marked on the idle axis.
+    assert!(idle.contains("5m TTL") && idle.contains("1h TTL"));
     let gap = svg("policy_gap");
     assert!(gap.contains("longest-prefix") && gap.contains("marker on the last placeholder"));
+    assert!(gap.contains("cost per fork"));
+    let antipatterns = svg("antipatterns");
+    assert!(antipatterns.contains("log scale") && antipatterns.contains("1.01×"));
     let timeline = svg("session_timeline");
     assert!(timeline.contains("read from the cache") && timeline.contains("seed 42"));
+    assert!(timeline.contains("seconds into the session"));
+}
+
+#[test]
+fn the_html_page_inlines_every_chart_and_the_small_tables() {
+    let artifacts = shared_report();
+    let page = forkcache::report::html_page(artifacts).unwrap();
+    assert_eq!(page.name, "index.html");
+    let html = String::from_utf8(page.bytes).unwrap();
+    assert_eq!(html.matches("<svg").count(), CHARTS.len(), "one inline SVG per chart");
+    assert_eq!(html.matches("<table class=\"sortable\">").count(), 3);
+    // Each chart's one-line reading sits under it, as in README.md.
+    let readme = text(artifacts, "README.md");
+    let reading = "Cost is flat except for one jump where the gap outlasts the TTL";
+    assert!(html.contains(reading) && readme.contains(reading));
+    // Self-contained: no script, style, image or link fetched from anywhere.
+    for needle in ["src=", "href=", "@import", "url("] {
+        assert!(!html.contains(needle), "index.html refers outside itself: {needle}");
+    }
 }
 
 /// The header and rows of a CSV file, every row checked to parse with the header's width.

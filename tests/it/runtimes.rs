@@ -289,7 +289,7 @@ fn bad_runtime_events_name_the_field() {
         ),
         (
             r#"{"timeline": [{"named": {"agent": "plan", "launch": "detached"}}]}"#,
-            "timeline[0].named.launch: unknown variant `detached`",
+            "timeline[0].named.launch: unknown value `detached`; expected one of `sync`, `background`, `remote`",
         ),
     ];
     for (text, expected) in cases {

@@ -169,9 +169,9 @@ fn bad_scenarios_name_the_field_and_what_was_expected() {
         (r#"{"name": "x", "timelime": []}"#, "timelime"),
         (
             r#"{"timeline": [{"fork": {"count": 2, "launch": "paralel"}}]}"#,
-            "timeline[0].fork.launch: unknown variant `paralel`, expected one of `parallel`, `staggered`, `sequential`",
+            "timeline[0].fork.launch: unknown value `paralel`; did you mean `parallel`?",
         ),
-        (r#"{"timeline": [{"jump": {}}]}"#, "timeline[0]: unknown variant `jump`"),
+        (r#"{"timeline": [{"jump": {}}]}"#, "timeline[0]: unknown value `jump`"),
         (
             r#"{"timeline": [{"fork": {}}]}"#,
             "timeline[0].fork: expected `directives` (a non-empty list) or `count` ≥ 1",
@@ -180,7 +180,7 @@ fn bad_scenarios_name_the_field_and_what_was_expected() {
             r#"{"history": {"generate": {"user_tokens": [9, 1]}}}"#,
             "history.generate.user_tokens: expected [min, max] with min ≤ max, got [9, 1]",
         ),
-        (r#"{"seed": -1}"#, "seed: invalid value: integer `-1`, expected u64"),
+        (r#"{"seed": -1}"#, "seed: expected a whole number, e.g. 42; found the number -1"),
         (
             r#"{"knobs": {"breakpoint_on_varying_block": true}}"#,
             "knobs.breakpoint_on_varying_block: needs agent.reminder_tokens",

@@ -257,12 +257,18 @@ fn spec_error(text: &str) -> String {
 fn bad_sweep_files_name_the_field() {
     let cases = [
         (r#"{"grid": {"forkz": [1]}}"#, "grid.forkz: unknown field `forkz`"),
-        (r#"{"grid": {"policy": ["anthropic", "longest"]}}"#, "grid.policy[1]: unknown variant `longest`"),
+        (
+            r#"{"grid": {"policy": ["anthropic", "longest"]}}"#,
+            "grid.policy[1]: unknown value `longest`; did you mean `longest-prefix`?",
+        ),
         (r#"{"grid": {"forks": []}}"#, "grid.forks: expected at least one value"),
         (r#"{"grid": {"forks": [4, 0]}}"#, "grid.forks[1]: expected 1 to 1024 forks, got 0"),
         (r#"{"grid": {"history_tokens": [0]}}"#, "grid.history_tokens[0]: expected token counts from 1"),
         (r#"{"grid": {"ttl": ["5m", "5m"]}}"#, r#"grid.ttl[1]: "5m" is listed twice"#),
-        (r#"{"grid": {"idle_ms": [-1]}}"#, "grid.idle_ms[0]: invalid value: integer `-1`"),
+        (
+            r#"{"grid": {"idle_ms": [-1]}}"#,
+            "grid.idle_ms[0]: expected a whole number of milliseconds, e.g. 20000; found the number -1",
+        ),
         (r#"{"fork": {"count": 3}}"#, "fork.count: the grid sets how many forks"),
         (r#"{"fork": {"child_turns": 0}}"#, "fork.child_turns: expected at least 1"),
         (r#"{"named": {"agent": "explore", "turns": 0}}"#, "named.turns: expected at least 1"),
@@ -273,7 +279,7 @@ fn bad_sweep_files_name_the_field() {
         ),
         (r#"{"scenario": {"agent": {"max_tokenz": 1}}}"#, "scenario.agent.max_tokenz: unknown field"),
         (r#"{"grid": {"history_tokens": [1], "forks": [1]}, "extra": 1}"#, "extra: unknown field `extra`"),
-        (r#"{"grid": "#, "grid: EOF while parsing"),
+        (r#"{"grid": "#, "sweep: the file ends before the JSON does"),
         ("[]", "sweep: expected a JSON object"),
     ];
     for (text, expected) in cases {
@@ -369,7 +375,7 @@ fn a_bad_sweep_file_is_an_error_not_a_panic() {
     let output = Command::new(env!("CARGO_BIN_EXE_forkcache")).arg("sweep").arg(&file).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("grid.launch[0]: unknown variant `paralel`"), "{stderr}");
+    assert!(stderr.contains("grid.launch[0]: unknown value `paralel`; did you mean `parallel`?"), "{stderr}");
 }
 
 #[test]

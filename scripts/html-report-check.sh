@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Opens `forkcache report --html`'s index.html in headless Chromium (from the Debian packages)
+# and checks that every chart is in the rendered page as an <svg> and that the page's console
+# logged no error. Also leaves a screenshot beside the page for a person to look at.
+#
+# Usage: scripts/html-report-check.sh [DIR]   (DIR: where to write the report; target/ci-html)
+# FORKCACHE_BIN: a forkcache binary to use instead of building the release one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-target/ci-html}
+
+if ! command -v chromium >/dev/null; then
+    sudo_if_needed=""
+    [[ $(id -u) -ne 0 ]] && sudo_if_needed="sudo"
+    $sudo_if_needed apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_if_needed apt-get install -y -qq --no-install-recommends chromium
+fi
+
+rm -rf "$dir"
+if [[ -n "${FORKCACHE_BIN:-}" ]]; then
+    "$FORKCACHE_BIN" report --out "$dir" --html --threads 1 >/dev/null
+else
+    cargo run --release -q -- report --out "$dir" --html --threads 1 >/dev/null
+fi
+page="file://$(realpath "$dir/index.html")"
+charts=$(find "$dir" -maxdepth 1 -name '*.svg' | wc -l)
+
+browser=(chromium --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$dir/.chromium"
+    --enable-logging=stderr --v=0)
+"${browser[@]}" --dump-dom "$page" >"$dir/dom.html" 2>"$dir/console.log"
+"${browser[@]}" --screenshot="$dir/screenshot.png" --window-size=1280,2000 "$page" >/dev/null 2>>"$dir/console.log"
+
+rendered=$(grep -o '<svg' "$dir/dom.html" | wc -l)
+if [[ "$rendered" -ne "$charts" || "$charts" -eq 0 ]]; then
+    echo "index.html: $rendered charts rendered, $charts written" >&2
+    exit 1
+fi
+tables=$(grep -o '<table class="sortable">' "$dir/dom.html" | wc -l)
+
+# Sorting: a copy of the page clicks the first table's second header once; its rows must then be
+# in that column's order and the header marked.
+sed 's|</body>|<script>document.querySelector("table.sortable th:nth-child(2)").click();</script></body>|' \
+    "$dir/index.html" >"$dir/clicked.html"
+"${browser[@]}" --dump-dom "file://$(realpath "$dir/clicked.html")" >"$dir/clicked-dom.html" 2>>"$dir/console.log"
+if ! grep -q 'aria-sort="ascending"' "$dir/clicked-dom.html"; then
+    echo "index.html: clicking a header did not sort its table" >&2
+    exit 1
+fi
+column=$(python3 - "$dir/clicked-dom.html" <<'PY'
+import re, sys
+table = open(sys.argv[1], encoding="utf-8").read().split('<table class="sortable">')[1].split("</table>")[0]
+rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1], re.S)
+print("\n".join(re.findall(r"<td>(.*?)</td>", row)[1] for row in rows))
+PY
+)
+if [[ "$column" != "$(sort <<<"$column")" && "$column" != "$(sort -g <<<"$column")" ]]; then
+    echo "index.html: after a click the column is not in order:" >&2
+    echo "$column" >&2
+    exit 1
+fi
+
+# The page's console: it logs nothing of its own, so any message (console.error, an uncaught
+# exception) fails. The browser's own logs about the machine (GPU, D-Bus) are not the page's.
+if grep -qE ':CONSOLE|Uncaught' "$dir/console.log"; then
+    echo "index.html logged to the console:" >&2
+    grep -E ':CONSOLE|Uncaught' "$dir/console.log" >&2
+    exit 1
+fi
+echo "index.html: $rendered of $charts charts rendered, $tables sortable tables, no console error ($dir/screenshot.png)"

@@ -1,0 +1,93 @@
+//! What a new user meets first: shell completions, the man page, and references in the README
+//! and `--help` that resolve inside the repository.
+
+use std::process::Command;
+
+/// The program's standard output for `args`, which must succeed.
+fn stdout_of(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache")).args(args).output().expect("the binary runs");
+    assert!(
+        output.status.success(),
+        "{args:?}: exit {:?}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+/// Every subcommand's name, from the top-level help's command list.
+fn subcommands() -> Vec<String> {
+    let help = stdout_of(&["--help"]);
+    let list = help.split("Commands:").nth(1).expect("a command list").split("Options:").next().unwrap();
+    list.lines().filter_map(|line| line.split_whitespace().next()).map(str::to_string).collect()
+}
+
+#[test]
+fn completions_cover_every_subcommand_in_each_shell() {
+    let commands = subcommands();
+    assert!(commands.iter().any(|c| c == "report") && commands.iter().any(|c| c == "completions"));
+    // Each shell's script announces itself in its own way.
+    let shells = [
+        ("bash", "complete -F _forkcache"),
+        ("zsh", "#compdef forkcache"),
+        ("fish", "complete -c forkcache"),
+    ];
+    for (shell, signature) in shells {
+        let script = stdout_of(&["completions", shell]);
+        assert!(script.contains(signature), "{shell} script lacks {signature:?}");
+        for command in commands.iter().filter(|c| *c != "help") {
+            assert!(script.contains(command.as_str()), "{shell} completions lack `{command}`");
+        }
+        // Flags come from the same definition: report's --html is offered.
+        assert!(script.contains("html"), "{shell} completions lack report's --html");
+    }
+}
+
+#[test]
+fn the_man_page_has_a_page_per_subcommand() {
+    let man = stdout_of(&["man"]);
+    assert!(man.starts_with(".ie") || man.contains(".TH forkcache"), "roff with a title line");
+    for command in subcommands().iter().filter(|c| *c != "help") {
+        assert!(man.contains(&format!(".TH forkcache-{command} ")), "no page for `{command}`");
+    }
+    assert!(man.contains("html"), "report's --html is documented");
+}
+
+#[test]
+fn readme_and_help_cite_only_documents_in_the_repository() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let mut texts = vec![("README.md".to_string(), readme), ("--help".to_string(), stdout_of(&["--help"]))];
+    for command in subcommands().iter().filter(|c| *c != "help") {
+        texts.push((format!("{command} --help"), stdout_of(&[command, "--help"])));
+    }
+    for (name, text) in &texts {
+        assert!(!text.contains("DESIGN §"), "{name} cites a design section that is not in the repository");
+        let cite = "docs/design.md §";
+        for cited in text.match_indices(cite).map(|(at, _)| section_number(&text[at + cite.len()..])) {
+            assert!(
+                design_sections().contains(&cited),
+                "{name} cites docs/design.md §{cited}, which has no such heading"
+            );
+        }
+    }
+}
+
+/// `3` from `3 (the runtime…`, `2.5` from `2.5)`.
+fn section_number(text: &str) -> String {
+    text.chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect::<String>()
+        .trim_end_matches('.')
+        .to_string()
+}
+
+/// The numbers of `docs/design.md`'s numbered headings (`## 3. …`, `### 2.5 …`).
+fn design_sections() -> Vec<String> {
+    let design = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/design.md")).unwrap();
+    design
+        .lines()
+        .filter(|line| line.starts_with('#'))
+        .map(|line| section_number(line.trim_start_matches('#').trim_start()))
+        .filter(|number| !number.is_empty())
+        .collect()
+}
