@@ -152,8 +152,8 @@ pub struct ClaudeCodeArgs {
     pub chart: Option<PathBuf>,
     /// Re-run the prediction under a changed setting: ttl=1h, ttl=5m, subagent-ttl=1h,
     /// no-model-switch, max-idle=5m (repeatable).
-    #[arg(long = "what-if", value_name = "SETTING")]
-    pub what_if: Vec<String>,
+    #[arg(long = "what-if", value_name = "SETTING", value_parser = forkcache::ingest::predict::WhatIf::parse)]
+    pub what_if: Vec<forkcache::ingest::predict::WhatIf>,
     /// A proxy's trace (envelopes with `request_id` and `body`): joined by request id, each break
     /// gets the first byte where its prompt left its chain's previous request.
     #[arg(long, value_name = "PROXY.jsonl")]

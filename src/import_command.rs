@@ -5,7 +5,6 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use forkcache::ingest::predict::WhatIf;
 use forkcache::ingest::report::ImportOptions;
 use forkcache::ingest::transcript::TranscriptReader;
 use forkcache::ingest::{files, import};
@@ -15,12 +14,7 @@ use crate::progress;
 
 /// Runs the import; exit code 3 when some lines could not be read.
 pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
-    let what_ifs = args
-        .what_if
-        .iter()
-        .map(|w| WhatIf::parse(w))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::msg)?;
+    let what_ifs = args.what_if.clone();
     for day in [&args.since, &args.until].into_iter().flatten() {
         anyhow::ensure!(
             forkcache::ingest::transcript::parse_timestamp(&format!("{day}T00:00:00Z")).is_some(),

@@ -1,4 +1,7 @@
 //! The `forkcache` command: parse flags, call the library, print, exit.
+//!
+//! Exit codes: 0 success; 1 invalid input or a failure, named on stderr; 2 a usage error (clap's
+//! own, for flags it cannot parse); 3 finished, but some input lines were unreadable.
 
 mod cli;
 mod commands;
@@ -13,7 +16,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("forkcache: {err:#}");
-            ExitCode::from(2)
+            ExitCode::from(1)
         }
     }
 }

@@ -258,7 +258,7 @@ fn run_and_explain_on_the_command_line() {
         .args(["run", "/nonexistent/scenario.json"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("reading /nonexistent/scenario.json"));
     std::fs::remove_dir_all(&dir).unwrap();
 }

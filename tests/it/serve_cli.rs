@@ -66,7 +66,7 @@ fn serve_refuses_a_broken_script_naming_the_field() {
     std::fs::write(&script, r#"{"rules": [{"when": {"tool": "Agent"}, "reply": {"text": "x"}}]}"#).unwrap();
     let output =
         forkcache().args(["serve", "--addr", "127.0.0.1:0", "--script"]).arg(&script).output().unwrap();
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1), "invalid input");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("rules[0].when.tool: unknown field `tool`"), "{stderr}");
     let _ = std::fs::remove_file(script);

@@ -373,7 +373,7 @@ fn a_bad_sweep_file_is_an_error_not_a_panic() {
     let file = dir.join("bad.json");
     std::fs::write(&file, r#"{"grid": {"launch": ["paralel"]}}"#).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_forkcache")).arg("sweep").arg(&file).output().unwrap();
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1), "invalid input");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("grid.launch[0]: unknown value `paralel`; did you mean `parallel`?"), "{stderr}");
 }
