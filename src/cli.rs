@@ -37,6 +37,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Serve the mock Messages API over HTTP, for real clients (the SDKs, Claude Code).
     Serve(ServeArgs),
+    /// Stand between a real client and the real API: forward unchanged, record bytes and real
+    /// usage (never keys), and compare each request with the simulator's prediction.
+    Proxy(ProxyArgs),
 }
 
 /// `sweep`.
@@ -403,6 +406,29 @@ impl EngineArgs {
         }
         Ok(table)
     }
+}
+
+/// `proxy`.
+#[derive(Args, Debug)]
+pub struct ProxyArgs {
+    /// Where to forward: the API's base URL (`https://api.anthropic.com`) or a mock's.
+    #[arg(long)]
+    pub upstream: String,
+    /// PEM file of extra CA certificates to trust for an https upstream (a private CA).
+    #[arg(long)]
+    pub upstream_ca: Option<PathBuf>,
+    /// Address to listen on; port 0 picks a free port (the bound address is printed first).
+    #[arg(long, default_value = "127.0.0.1:8766")]
+    pub addr: SocketAddr,
+    /// Append every Messages exchange to this JSONL trace, created mode 0600 (`forkcache replay`
+    /// reads it).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Print no comparison line per request (the summary is still printed at shutdown).
+    #[arg(long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 /// Parses the process arguments.

@@ -20,6 +20,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep(args) => run_sweep(&args),
         Command::Report(args) => run_report(&args),
         Command::Serve(args) => crate::serve_command::run_serve(&args),
+        Command::Proxy(args) => crate::proxy_command::run_proxy(&args),
     }
 }
 

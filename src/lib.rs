@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod agreement;
 pub mod billing;
 pub mod cache;
 pub mod clock;
@@ -16,6 +17,7 @@ pub mod demo;
 pub mod endpoint;
 mod json;
 pub mod prompt;
+pub mod proxy;
 pub mod replay;
 pub mod report;
 pub mod scenario;

@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod progress;
+mod proxy_command;
 mod serve_command;
 
 use std::process::ExitCode;

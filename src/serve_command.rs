@@ -46,7 +46,7 @@ pub fn run_serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Ctrl-C, or SIGTERM where there is one (what `kill` and CI harnesses send).
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

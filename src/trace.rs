@@ -275,7 +275,7 @@ pub struct Envelope {
 /// Writes one envelope line (no trailing newline) around `body`: the body is kept byte for byte
 /// when it is a one-line JSON object, and written as a string otherwise (so even a malformed
 /// request is logged exactly).
-pub fn envelope_line(envelope: &Envelope, body: &[u8]) -> String {
+pub fn envelope_line(envelope: &impl Serialize, body: &[u8]) -> String {
     let fields = serde_json::to_string(envelope).expect("an envelope serializes");
     let mut line = String::with_capacity(fields.len() + body.len() + 16);
     line.push_str(&fields[..fields.len() - 1]);

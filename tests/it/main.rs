@@ -9,6 +9,7 @@ mod minimum;
 mod misses;
 mod positions;
 mod properties;
+mod proxy;
 mod reference;
 mod rendered;
 mod replay_cli;

@@ -1,0 +1,441 @@
+//! `forkcache proxy` in front of a real `forkcache serve` over loopback: bytes pass through
+//! unchanged, the proxy's trace equals the server's own body for body, the live comparison agrees
+//! with the server (plumbing, not fidelity: the upstream is the same simulator), faults pass
+//! through and are recorded, and no key is written anywhere.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use forkcache::billing::{PriceTable, Usage};
+use forkcache::endpoint::{EndpointConfig, MockEndpoint};
+use forkcache::proxy::{Proxy, ProxyConfig, ProxyStats, key_fingerprint};
+use forkcache::serve::{LatencyMode, Script, ServeConfig};
+use serde_json::Value;
+
+use crate::serve_harness::{Running, cached_request, client, post, sse_events};
+
+const MODEL: &str = "claude-sonnet-4-6";
+const KEY: &str = "sk-ant-api03-PROXY-TEST-SECRET-0123456789";
+
+/// A proxy in the test process, its request log captured.
+struct RunningProxy {
+    addr: SocketAddr,
+    log: Arc<Mutex<Vec<u8>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<ProxyStats>>,
+}
+
+/// A `Write` into shared memory, for the request log.
+struct SharedLog(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedLog {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl RunningProxy {
+    fn start(upstream: &str, trace: Option<PathBuf>) -> RunningProxy {
+        let mut config = ProxyConfig::new(upstream);
+        config.addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.trace = trace;
+        let log = Arc::new(Mutex::new(Vec::new()));
+        config.request_log = Some(Box::new(SharedLog(Arc::clone(&log))));
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            runtime.block_on(async move {
+                let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+                let proxy = Proxy::bind(config, endpoint).await.unwrap();
+                addr_tx.send(proxy.local_addr()).unwrap();
+                proxy.run(async move { stopped.await.unwrap_or(()) }).await.unwrap()
+            })
+        });
+        let addr = addr_rx.recv_timeout(Duration::from_secs(10)).expect("the proxy binds");
+        RunningProxy { addr, log, stop: Some(stop), thread: Some(thread) }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Stops the proxy once every exchange is written; returns its totals and its log.
+    fn stop(mut self) -> (ProxyStats, String) {
+        let _ = self.stop.take().unwrap().send(());
+        let stats = self.thread.take().unwrap().join().expect("the proxy thread does not panic");
+        let log = String::from_utf8(self.log.lock().unwrap().clone()).unwrap();
+        (stats, log)
+    }
+}
+
+/// A fresh scratch directory for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("forkcache-proxy-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn trace_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+/// The exact bytes of each line's `body` member.
+fn raw_bodies(path: &Path) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Line<'a> {
+        #[serde(borrow)]
+        body: &'a serde_json::value::RawValue,
+    }
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().map(|line| serde_json::from_str::<Line>(line).unwrap().body.get().to_string()).collect()
+}
+
+/// One conversation's turns: the same cached system prompt, a growing user text.
+fn turn(conversation: usize, turn: usize, stream: bool) -> String {
+    let user = format!("conversation {conversation} turn {turn}: {}", "words ".repeat(turn * 20));
+    cached_request(MODEL, 2_000 + conversation as u64, &user, stream)
+}
+
+#[test]
+fn proxy_trace_equals_the_servers_body_for_body_and_agrees_with_it() {
+    let dir = scratch("identity");
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let agent = client();
+    let mut answers = Vec::new();
+    for step in 0..4 {
+        answers.push(post(
+            &agent,
+            &proxy.url("/v1/messages?beta=true"),
+            Some(KEY),
+            turn(0, step, step % 2 == 1).as_bytes(),
+        ));
+    }
+    let count =
+        post(&agent, &proxy.url("/v1/messages/count_tokens"), Some(KEY), turn(0, 0, false).as_bytes());
+    assert_eq!(count.status, 200, "other routes are forwarded too: {}", count.body);
+    let (stats, log) = proxy.stop();
+    drop(server);
+
+    // The client got the server's answers: the first turn writes the system block, the others read it.
+    let usages: Vec<Usage> = answers.iter().map(|a| a.usage()).collect();
+    assert_eq!(usages[0].cache_creation_input_tokens, 2_000);
+    assert!(usages[1..].iter().all(|u| u.cache_read_input_tokens == 2_000), "{usages:?}");
+    assert!(answers[1].is_stream() && !answers[0].is_stream());
+
+    let proxied = trace_lines(&dir.join("proxy.jsonl"));
+    assert_eq!(
+        raw_bodies(&dir.join("proxy.jsonl")),
+        raw_bodies(&dir.join("serve.jsonl")),
+        "count_tokens is not a Messages exchange"
+    );
+    for (line, answer) in proxied.iter().zip(&answers) {
+        assert_eq!(line["request_id"].as_str(), answer.request_id.as_deref());
+        assert_eq!(line["workspace"], key_fingerprint(KEY).as_str());
+        assert!(line["first_byte_ms"].as_u64() >= line["at_ms"].as_u64());
+        let recorded: Usage = serde_json::from_value(line["usage"].clone()).unwrap();
+        assert_eq!(recorded, answer.usage(), "usage as the upstream returned it");
+        assert!(
+            line.get("incomplete").is_none() && line.get("error").is_none() && line.get("api_key").is_none()
+        );
+    }
+    let workspace = &stats.workspaces[&key_fingerprint(KEY)];
+    assert_eq!((workspace.exchanges, workspace.compared, workspace.agreed), (4, 4, 4), "{log}");
+    assert_eq!(workspace.recorded_usage, workspace.predicted.usage);
+    assert_eq!(workspace.recorded_cost, workspace.predicted.cost);
+    assert_eq!(
+        log.lines().filter(|line| line.ends_with(')') && line.contains("· agrees (cached")).count(),
+        4,
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn no_file_the_proxy_writes_holds_the_key() {
+    let dir = scratch("keys");
+    let server = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let agent = client();
+    post(&agent, &proxy.url("/v1/messages"), Some(KEY), turn(1, 0, false).as_bytes());
+    let bearer = agent
+        .post(&proxy.url("/v1/messages"))
+        .header("authorization", format!("Bearer {KEY}"))
+        .send(turn(1, 1, true).as_bytes())
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    assert!(bearer.contains("message_stop"));
+    let stats_page = crate::serve_harness::get(&agent, &proxy.url("/forkcache/stats")).body;
+    let (stats, log) = proxy.stop();
+    let trace = std::fs::read_to_string(dir.join("proxy.jsonl")).unwrap();
+    assert_eq!(trace.lines().count(), 2);
+    for (what, text) in
+        [("trace", &trace), ("log", &log), ("stats", &stats_page), ("summary", &stats.to_table())]
+    {
+        assert!(
+            !text.contains(KEY) && !text.contains("PROXY-TEST-SECRET"),
+            "the {what} holds the key: {text}"
+        );
+    }
+    assert!(stats_page.contains(&key_fingerprint(KEY)), "{stats_page}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.join("proxy.jsonl")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the trace is readable by its owner only");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn upstream_down_is_a_502_api_error_naming_it() {
+    let dir = scratch("down");
+    // A port that was just free: nothing listens there.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let upstream = format!("http://{closed}");
+    let proxy = RunningProxy::start(&upstream, Some(dir.join("proxy.jsonl")));
+    let answer = post(&client(), &proxy.url("/v1/messages"), Some(KEY), turn(2, 0, false).as_bytes());
+    let (_, log) = proxy.stop();
+    assert_eq!(answer.status, 502);
+    let (kind, message) = answer.error();
+    assert_eq!(kind, "api_error");
+    assert!(message.contains(&upstream) && message.contains("refused"), "{message}");
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(line["error"]["status"], 502);
+    assert_eq!(line["error"]["type"], "api_error");
+    assert!(line.get("usage").is_none());
+    assert!(log.contains("error 502 api_error"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn faults_server(latency: LatencyMode) -> Running {
+    let script = Script::from_json(include_str!("../../fixtures/scripts/faults.json")).unwrap();
+    Running::start(ServeConfig { script, latency, ..ServeConfig::default() }, EndpointConfig::default())
+}
+
+#[test]
+fn rate_limit_passes_through_with_retry_after_and_is_recorded() {
+    let dir = scratch("429");
+    let server = faults_server(LatencyMode::Instant);
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let direct = post(
+        &client(),
+        &server.url("/v1/messages"),
+        Some(KEY),
+        cached_request(MODEL, 10, "RATE_LIMIT", false).as_bytes(),
+    );
+    let proxied = post(
+        &client(),
+        &proxy.url("/v1/messages"),
+        Some(KEY),
+        cached_request(MODEL, 10, "RATE_LIMIT", false).as_bytes(),
+    );
+    proxy.stop();
+    assert_eq!((proxied.status, proxied.retry_after.as_deref()), (429, Some("2")));
+    assert_eq!(proxied.error().0, "rate_limit_error");
+    // The body is the server's (its request id numbers the server's requests).
+    assert_eq!(
+        proxied.body.replace(proxied.request_id.as_deref().unwrap(), "ID"),
+        direct.body.replace(direct.request_id.as_deref().unwrap(), "ID")
+    );
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(line["error"]["status"], 429);
+    assert_eq!(line["error"]["type"], "rate_limit_error");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn upstream_cutting_a_stream_is_recorded_incomplete_with_its_input_usage() {
+    let dir = scratch("cut");
+    let server = faults_server(LatencyMode::Instant);
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let body = cached_request(MODEL, 2_000, "CUT", true);
+    let outcome = client()
+        .post(&proxy.url("/v1/messages"))
+        .send(body.as_bytes())
+        .map(|mut r| r.body_mut().read_to_string());
+    let (stats, _) = proxy.stop();
+    assert!(!matches!(outcome, Ok(Ok(ref text)) if text.contains("message_stop")), "{outcome:?}");
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(line["incomplete"], true);
+    // The write happened upstream: it is in message_start's usage, and the request is priced.
+    assert_eq!(line["usage"]["cache_creation_input_tokens"], 2_000);
+    let workspace = &stats.workspaces["default"];
+    assert_eq!((workspace.incomplete, workspace.compared, workspace.agreed), (1, 1, 1));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn client_hanging_up_mid_stream_cancels_the_upstream_and_is_recorded_incomplete() {
+    let dir = scratch("hangup");
+    // Modelled latency: a long reply streams for many seconds.
+    let script = r#"{"rules": [], "default": {"text": "LONG", "output_tokens": 200000}}"#;
+    let script = Script::from_json(script).unwrap();
+    let server = Running::start(
+        ServeConfig { script, latency: LatencyMode::Model, ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let body = cached_request(MODEL, 2_000, &"long answer please ".repeat(2_000), true);
+    let mut socket = TcpStream::connect(proxy.addr).unwrap();
+    write!(socket, "POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut reader = BufReader::new(socket.try_clone().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("message_start") {
+        assert!(reader.read_line(&mut seen).unwrap() > 0, "the stream began: {seen}");
+    }
+    socket.shutdown(std::net::Shutdown::Both).unwrap();
+    drop((reader, socket));
+    let (stats, _) = proxy.stop();
+    let stopped = Instant::now();
+    server.stop();
+    assert!(stopped.elapsed() < Duration::from_secs(5), "the upstream stream was cancelled, not left to run");
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(line["incomplete"], true, "{line}");
+    assert_eq!(line["usage"]["cache_creation_input_tokens"], 2_000);
+    assert_eq!(stats.workspaces["default"].incomplete, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sixteen_concurrent_clients_are_recorded_in_start_order() {
+    let dir = scratch("sixteen");
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let url = proxy.url("/v1/messages");
+    let clients: Vec<_> = (0..16)
+        .map(|conversation| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let agent = client();
+                let key = format!("key-of-client-{conversation}");
+                (0..4)
+                    .map(|step| {
+                        post(&agent, &url, Some(&key), turn(conversation, step, step % 2 == 0).as_bytes())
+                            .status
+                    })
+                    .collect::<Vec<u16>>()
+            })
+        })
+        .collect();
+    for client in clients {
+        assert_eq!(client.join().unwrap(), [200; 4]);
+    }
+    let (stats, log) = proxy.stop();
+    drop(server);
+    let lines = trace_lines(&dir.join("proxy.jsonl"));
+    assert_eq!(lines.len(), 64);
+    let starts: Vec<u64> = lines.iter().map(|line| line["at_ms"].as_u64().unwrap()).collect();
+    assert!(starts.windows(2).all(|pair| pair[0] <= pair[1]), "start order: {starts:?}");
+    let mut proxied = raw_bodies(&dir.join("proxy.jsonl"));
+    let mut served = raw_bodies(&dir.join("serve.jsonl"));
+    proxied.sort();
+    served.sort();
+    assert_eq!(proxied, served);
+    assert_eq!(stats.workspaces.len(), 16);
+    assert!(stats.workspaces.values().all(|w| (w.exchanges, w.agreed) == (4, 4)), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An upstream that answers every request with one fixed, compressed SSE stream.
+fn compressed_upstream(encoding: &'static str, body: Vec<u8>) -> (SocketAddr, tokio::runtime::Runtime) {
+    use axum::http::header;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(move || {
+        let body = body.clone();
+        async move {
+            (
+                [
+                    (header::CONTENT_TYPE, "text/event-stream"),
+                    (header::CONTENT_ENCODING, encoding),
+                    (header::HeaderName::from_static("request-id"), "req_up"),
+                ],
+                body,
+            )
+        }
+    });
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    (addr, runtime)
+}
+
+#[test]
+fn compressed_responses_pass_through_as_received_and_are_read_decoded() {
+    let plain = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":9000,\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(plain.as_bytes()).unwrap();
+    let gzipped = gz.finish().unwrap();
+    let dir = scratch("gzip");
+    let (addr, _runtime) = compressed_upstream("gzip", gzipped.clone());
+    let proxy = RunningProxy::start(&format!("http://{addr}"), Some(dir.join("proxy.jsonl")));
+    let mut socket = TcpStream::connect(proxy.addr).unwrap();
+    let body = cached_request(MODEL, 10, "hi", true);
+    write!(socket, "POST /v1/messages HTTP/1.1\r\nhost: x\r\naccept-encoding: gzip, deflate, br, zstd\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut received = Vec::new();
+    socket.read_to_end(&mut received).unwrap();
+    proxy.stop();
+    let split = received.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&received[..split]).to_ascii_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    let payload = dechunk(&received[split..], &head);
+    assert_eq!(payload, gzipped, "the client gets the compressed bytes as the upstream sent them");
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(
+        line["usage"].to_string(),
+        r#"{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":9000,"output_tokens":5}"#
+    );
+    assert_eq!(line["request_id"], "req_up");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The body of an HTTP/1.1 response: de-chunked when `transfer-encoding: chunked`.
+fn dechunk(bytes: &[u8], head: &str) -> Vec<u8> {
+    if !head.contains("transfer-encoding: chunked") {
+        return bytes.to_vec();
+    }
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    loop {
+        let end = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&rest[..end]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&rest[end + 2..end + 2 + size]);
+        rest = &rest[end + 2 + size + 2..];
+    }
+}
+
+#[test]
+fn sse_through_the_proxy_is_the_servers_event_sequence() {
+    let server = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let proxy = RunningProxy::start(&server.url(""), None);
+    let body = cached_request(MODEL, 2_000, "hi", true);
+    let direct = post(&client(), &server.url("/v1/messages"), Some("a"), body.as_bytes());
+    let proxied = post(&client(), &proxy.url("/v1/messages"), Some("b"), body.as_bytes());
+    proxy.stop();
+    let names = |text: &str| sse_events(text).into_iter().map(|(name, _)| name).collect::<Vec<_>>();
+    assert_eq!(names(&proxied.body), names(&direct.body));
+    assert_eq!(proxied.usage(), direct.usage(), "a fresh workspace each: the same cold write");
+}
