@@ -6,10 +6,12 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::agreement::{Agreement, agreement};
 use crate::billing::{Cost, PriceTable, TokenEquivalents, Usage};
 use crate::cache::{Miss, MissCause, StoreStats};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
+use crate::prompt::Dimension;
 use crate::tokenize::TokenizerUnavailable;
 use crate::trace::{TraceBody, TraceLine, read_trace};
 use crate::wire::{ApiError, Reply, parse_request};
@@ -44,6 +46,88 @@ pub struct ReplayRecord {
     pub model: Option<String>,
     /// The priced request, or why the API would have rejected it.
     pub result: Result<Record, ApiError>,
+    /// The usage the trace recorded for it (a proxy's real usage, or a server's own), scored
+    /// against the prediction.
+    pub recorded: Option<Recorded>,
+}
+
+/// A request's recorded usage beside its prediction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The usage recorded.
+    pub usage: Usage,
+    /// What it costs at the replay's prices.
+    pub cost: Cost,
+    /// Cached shares compared (none when the replay rejected the request).
+    pub agreement: Option<Agreement>,
+    /// The API's `diagnostics.cache_miss_reason.type`, beside the one the predicted miss maps to.
+    pub miss_reason: Option<MissReasonCheck>,
+}
+
+/// The API's cache-miss reason beside forkcache's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MissReasonCheck {
+    /// As the API reported it.
+    pub recorded: String,
+    /// The predicted miss as a diagnostics type ([`diagnostics_type`]); none for no miss.
+    pub predicted: Option<&'static str>,
+    /// Whether they name the same reason.
+    pub agrees: bool,
+}
+
+/// The cache-diagnostics beta's `cache_miss_reason.type` for a predicted miss: the API names
+/// only what changed (model, system, tools, messages); a miss of any other cause (cold, expired,
+/// not yet visible, below minimum, lookback, no breakpoint) or a change of a rendered parameter
+/// has no diagnostics type.
+pub fn diagnostics_type(miss: Option<&Miss>) -> Option<&'static str> {
+    let miss = miss?;
+    match (miss.cause, miss.dimension) {
+        (MissCause::ModelChanged, _) => Some("model_changed"),
+        (MissCause::PrefixChanged, Some(Dimension::System)) => Some("system_changed"),
+        (MissCause::PrefixChanged, Some(Dimension::Tools)) => Some("tools_changed"),
+        (MissCause::PrefixChanged, Some(Dimension::Messages)) => Some("messages_changed"),
+        _ => None,
+    }
+}
+
+/// Recorded usage summed over a replay, and how often the prediction agreed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordedTotals {
+    /// Requests with a recorded usage.
+    pub requests: u64,
+    /// Their usage summed.
+    pub usage: Usage,
+    /// Their cost summed.
+    pub cost: Cost,
+    /// Requests with both a recorded and a predicted usage.
+    pub compared: u64,
+    /// Of those, the ones that agree.
+    pub agreed: u64,
+    /// Requests with a recorded cache-miss reason.
+    pub reasons_compared: u64,
+    /// Of those, the ones forkcache names the same.
+    pub reasons_agreed: u64,
+}
+
+impl RecordedTotals {
+    fn add(&mut self, recorded: &Recorded) {
+        self.requests += 1;
+        self.usage.add(&recorded.usage);
+        self.cost.add(&recorded.cost);
+        if let Some(agreement) = &recorded.agreement {
+            self.compared += 1;
+            self.agreed += u64::from(agreement.agrees);
+        }
+        if let Some(check) = &recorded.miss_reason {
+            self.reasons_compared += 1;
+            self.reasons_agreed += u64::from(check.agrees);
+        }
+    }
+
+    /// Agreed ÷ compared (0 when nothing was compared).
+    pub fn agreement_rate(&self) -> f64 {
+        if self.compared == 0 { 0.0 } else { self.agreed as f64 / self.compared as f64 }
+    }
 }
 
 /// Sums over a replay.
@@ -98,6 +182,8 @@ pub struct ReplayReport {
     pub prices_date: String,
     /// Cache counters at the end.
     pub cache: StoreStats,
+    /// Recorded usage and agreement, when the trace recorded any usage.
+    pub recorded: Option<RecordedTotals>,
 }
 
 /// A replay that could not run: the configured tokenizer is not compiled in. (Broken lines do
@@ -119,13 +205,18 @@ pub fn replay(config: &ReplayConfig, prices: PriceTable, trace: &str) -> Result<
     }
     let records: Vec<ReplayRecord> = records.into_iter().map(|r| r.expect("every line replayed")).collect();
     let mut totals = Totals::default();
+    let mut recorded: Option<RecordedTotals> = None;
     for record in &records {
         match &record.result {
             Ok(priced) => totals.add(priced),
             Err(_) => totals.rejected += 1,
         }
+        if let Some(line) = &record.recorded {
+            recorded.get_or_insert_with(RecordedTotals::default).add(line);
+        }
     }
-    Ok(ReplayReport { records, totals, config: config.clone(), prices_date, cache: endpoint.cache_stats() })
+    let cache = endpoint.cache_stats();
+    Ok(ReplayReport { records, totals, config: config.clone(), prices_date, cache, recorded })
 }
 
 /// `at_ms` where given; otherwise the previous line's start plus the gap.
@@ -149,7 +240,8 @@ fn replay_line(endpoint: &mut MockEndpoint, index: usize, line: &TraceLine, at: 
     let reply = Reply { output_tokens: Some(line.output_tokens.unwrap_or(0)), ..Reply::input_only() };
     let call = Call {
         body: &[],
-        api_key: line.api_key.as_deref(),
+        // A recorded workspace scopes the cache as its key did.
+        api_key: line.workspace.as_deref().or(line.api_key.as_deref()),
         at,
         first_byte: line.first_byte_ms.map(SimTime),
         reply,
@@ -164,15 +256,80 @@ fn replay_line(endpoint: &mut MockEndpoint, index: usize, line: &TraceLine, at: 
         },
         TraceBody::Rejected(error) => (None, Err(error.clone())),
     };
-    ReplayRecord { index, line: line.line, at, model, result: result.map(|exchange| exchange.record) }
+    let result = result.map(|exchange| exchange.record);
+    let recorded = line.recorded.map(|usage| score(endpoint, model.as_deref(), &result, usage, line));
+    ReplayRecord { index, line: line.line, at, model, result, recorded }
+}
+
+/// A recorded usage priced and compared with the prediction.
+fn score(
+    endpoint: &MockEndpoint,
+    model: Option<&str>,
+    result: &Result<Record, ApiError>,
+    usage: Usage,
+    line: &TraceLine,
+) -> Recorded {
+    let prices = endpoint.prices();
+    let price = model.map_or_else(|| prices.default_model(), |model| prices.resolve(model).price);
+    let cost = Cost::of(&usage, &price.rates(endpoint.config().billing));
+    let predicted = result.as_ref().ok();
+    let miss_reason = line.recorded_miss_reason.as_ref().map(|reason| {
+        let predicted = diagnostics_type(predicted.and_then(|r| r.miss.as_ref()));
+        MissReasonCheck { recorded: reason.clone(), predicted, agrees: predicted == Some(reason.as_str()) }
+    });
+    Recorded { usage, cost, agreement: predicted.map(|r| agreement(&r.usage, &usage)), miss_reason }
 }
 
 /// The `--json` document.
 #[derive(Serialize)]
 struct ReplayJson<'r> {
     requests: Vec<RequestJson<'r>>,
-    totals: TotalsJson,
+    totals: ReplayTotalsJson,
     settings: SettingsJson<'r>,
+}
+
+/// Replay's totals: the predicted sums, and the recorded ones beside them when there are any.
+#[derive(Serialize)]
+struct ReplayTotalsJson {
+    #[serde(flatten)]
+    predicted: TotalsJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recorded: Option<RecordedTotalsJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agreement: Option<AgreementTotalsJson>,
+}
+
+#[derive(Serialize)]
+struct RecordedTotalsJson {
+    requests: u64,
+    usage: Usage,
+    cost_usd: f64,
+    cost_nanousd: u64,
+}
+
+#[derive(Serialize)]
+struct AgreementTotalsJson {
+    compared: u64,
+    agreed: u64,
+    rate: f64,
+    miss_reasons_compared: u64,
+    miss_reasons_agreed: u64,
+}
+
+#[derive(Serialize)]
+struct RecordedJson<'r> {
+    usage: &'r Usage,
+    cost_usd: f64,
+    cost_nanousd: u64,
+}
+
+#[derive(Serialize)]
+struct AgreementJson<'r> {
+    agrees: bool,
+    recorded_cached_share: f64,
+    predicted_cached_share: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    miss_reason: Option<&'r MissReasonCheck>,
 }
 
 #[derive(Serialize)]
@@ -198,6 +355,10 @@ struct RequestJson<'r> {
     miss: Option<Option<&'r Miss>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorJson<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recorded: Option<RecordedJson<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agreement: Option<AgreementJson<'r>>,
 }
 
 #[derive(Serialize)]
@@ -266,6 +427,12 @@ fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
         ttft_ms: None,
         miss: None,
         error: None,
+        recorded: record.recorded.as_ref().map(|r| RecordedJson {
+            usage: &r.usage,
+            cost_usd: r.cost.usd(),
+            cost_nanousd: r.cost.total_nanousd(),
+        }),
+        agreement: record.recorded.as_ref().and_then(agreement_json),
     };
     match &record.result {
         Ok(priced) => RequestJson {
@@ -286,6 +453,33 @@ fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
     }
 }
 
+fn agreement_json(recorded: &Recorded) -> Option<AgreementJson<'_>> {
+    let agreement = recorded.agreement?;
+    Some(AgreementJson {
+        agrees: agreement.agrees,
+        recorded_cached_share: agreement.recorded_share_ppm as f64 / 1e6,
+        predicted_cached_share: agreement.predicted_share_ppm as f64 / 1e6,
+        miss_reason: recorded.miss_reason.as_ref(),
+    })
+}
+
+fn recorded_totals_json(recorded: &RecordedTotals) -> (RecordedTotalsJson, AgreementTotalsJson) {
+    let totals = RecordedTotalsJson {
+        requests: recorded.requests,
+        usage: recorded.usage,
+        cost_usd: recorded.cost.usd(),
+        cost_nanousd: recorded.cost.total_nanousd(),
+    };
+    let agreement = AgreementTotalsJson {
+        compared: recorded.compared,
+        agreed: recorded.agreed,
+        rate: round6(recorded.agreement_rate()),
+        miss_reasons_compared: recorded.reasons_compared,
+        miss_reasons_agreed: recorded.reasons_agreed,
+    };
+    (totals, agreement)
+}
+
 impl ReplayReport {
     /// The `--json` document (one line).
     pub fn to_json(&self) -> String {
@@ -293,7 +487,10 @@ impl ReplayReport {
         let endpoint = &self.config.endpoint;
         let json = ReplayJson {
             requests: self.records.iter().map(request_json).collect(),
-            totals: TotalsJson::from(totals),
+            totals: {
+                let (recorded, agreement) = self.recorded.as_ref().map(recorded_totals_json).unzip();
+                ReplayTotalsJson { predicted: TotalsJson::from(totals), recorded, agreement }
+            },
             settings: SettingsJson {
                 policy: endpoint.cache.policy.name(),
                 billing: endpoint.billing.name(),
@@ -347,6 +544,9 @@ impl ReplayReport {
             t.token_equivalents.value(),
             t.hit_rate() * 100.0
         );
+        if let Some(recorded) = &self.recorded {
+            out.push_str(&recorded_footer(recorded));
+        }
         let unknown = self.records.iter().filter_map(|r| r.result.as_ref().ok()).find(|r| !r.model_known);
         if let Some(record) = unknown {
             let _ =
@@ -364,6 +564,29 @@ impl ReplayReport {
         );
         out
     }
+}
+
+/// The recorded totals and the agreement, under the predicted ones.
+fn recorded_footer(recorded: &RecordedTotals) -> String {
+    let mut out = format!(
+        "recorded ({} requests): read {} · written {} · uncached {} · output {} tokens; cost ${:.6}; agreement {}/{} ({:.1}%: cached share within 2 points or 1,000 tokens)\n",
+        recorded.requests,
+        recorded.usage.cache_read_input_tokens,
+        recorded.usage.cache_creation_input_tokens,
+        recorded.usage.input_tokens,
+        recorded.usage.output_tokens,
+        recorded.cost.usd(),
+        recorded.agreed,
+        recorded.compared,
+        recorded.agreement_rate() * 100.0
+    );
+    if recorded.reasons_compared > 0 {
+        out.push_str(&format!(
+            "the API's cache-miss reasons: {} of {} named the same\n",
+            recorded.reasons_agreed, recorded.reasons_compared
+        ));
+    }
+    out
 }
 
 /// One request's line of the table (a model missing from the price table is starred).

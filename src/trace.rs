@@ -12,6 +12,7 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::billing::Usage;
 use crate::wire::{ApiError, ErrorKind, RequestView, describe_parse_error};
@@ -40,6 +41,12 @@ pub struct TraceLine<'a> {
     pub first_byte_ms: Option<u64>,
     /// Output tokens of the response that was returned, if logged.
     pub output_tokens: Option<u64>,
+    /// The usage the response carried (`usage`, as the API returned it), if logged.
+    pub recorded: Option<Usage>,
+    /// The response's `diagnostics.cache_miss_reason.type`, if logged.
+    pub recorded_miss_reason: Option<String>,
+    /// The workspace the request ran in (an id or a key fingerprint), if the line says.
+    pub workspace: Option<Cow<'a, str>>,
     /// The request.
     pub body: TraceBody<'a>,
 }
@@ -108,6 +115,9 @@ struct LineParts<'a> {
     api_key: Option<Cow<'a, str>>,
     first_byte_ms: Option<u64>,
     output_tokens: Option<u64>,
+    recorded: Option<Usage>,
+    recorded_miss_reason: Option<String>,
+    workspace: Option<Cow<'a, str>>,
     body: Option<TraceBody<'a>>,
     error: Option<LoggedError>,
     request: RequestView<'a>,
@@ -135,6 +145,9 @@ impl<'a> LineParts<'a> {
             api_key: self.api_key,
             first_byte_ms: self.first_byte_ms,
             output_tokens: self.output_tokens,
+            recorded: self.recorded,
+            recorded_miss_reason: self.recorded_miss_reason,
+            workspace: self.workspace,
             body,
         })
     }
@@ -163,8 +176,16 @@ impl<'de> Visitor<'de> for LineVisitor {
                 "api_key" => parts.api_key = map.next_value()?,
                 "first_byte_ms" => parts.first_byte_ms = map.next_value()?,
                 "usage" => {
-                    parts.output_tokens = map.next_value::<Option<LoggedUsage>>()?.map(|u| u.output_tokens)
+                    let raw = map.next_value::<Option<&'de RawValue>>()?;
+                    parts.recorded = raw.and_then(|raw| crate::agreement::recorded_usage(raw.get()));
+                    parts.output_tokens = parts.recorded.map(|usage| usage.output_tokens);
                 }
+                "diagnostics" => {
+                    let diagnostics = map.next_value::<Option<LoggedDiagnostics>>()?;
+                    parts.recorded_miss_reason =
+                        diagnostics.and_then(|d| d.cache_miss_reason).map(|r| r.kind);
+                }
+                "workspace" => parts.workspace = map.next_value()?,
                 "body" => parts.body = Some(map.next_value::<BodyField>()?.0),
                 "error" => parts.error = map.next_value()?,
                 other => {
@@ -180,11 +201,17 @@ impl<'de> Visitor<'de> for LineVisitor {
     }
 }
 
-/// The part of a logged `usage` replay needs: what the response's output was.
+/// The part of a logged `diagnostics` replay compares (the cache-diagnostics beta).
 #[derive(Deserialize)]
-struct LoggedUsage {
+struct LoggedDiagnostics {
     #[serde(default)]
-    output_tokens: u64,
+    cache_miss_reason: Option<LoggedMissReason>,
+}
+
+#[derive(Deserialize)]
+struct LoggedMissReason {
+    #[serde(rename = "type")]
+    kind: String,
 }
 
 /// `body`: an object parsed in place, or a string holding the bytes as sent.
@@ -248,6 +275,9 @@ fn rejected<'a>(line: usize, envelope: Option<Envelope>, error: ApiError) -> Tra
         api_key: envelope.api_key.map(Cow::Owned),
         first_byte_ms: envelope.first_byte_ms,
         output_tokens: None,
+        recorded: None,
+        recorded_miss_reason: None,
+        workspace: None,
         body: TraceBody::Rejected(error),
     }
 }

@@ -305,6 +305,7 @@ impl Entry {
             request_id: response.and_then(|r| r.request_id.clone()),
             workspace: workspace.clone(),
             usage: usage.clone(),
+            diagnostics: observed.diagnostics,
             error,
             incomplete: incomplete.then_some(true),
         };
@@ -347,6 +348,9 @@ struct RecordedEnvelope {
     /// As the upstream returned it.
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<Box<RawValue>>,
+    /// As the upstream returned it (the cache-diagnostics beta).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diagnostics: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<LoggedError>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use forkcache::billing::{PriceTable, Usage};
 use forkcache::endpoint::{EndpointConfig, MockEndpoint};
 use forkcache::proxy::{Proxy, ProxyConfig, ProxyStats, key_fingerprint};
+use forkcache::replay::{ReplayConfig, replay};
 use forkcache::serve::{LatencyMode, Script, ServeConfig};
 use serde_json::Value;
 
@@ -163,7 +164,70 @@ fn proxy_trace_equals_the_servers_body_for_body_and_agrees_with_it() {
         4,
         "{log}"
     );
+
+    // Replaying either trace agrees 100% with what it recorded. The upstream is the same
+    // simulator, so this proves the plumbing (bytes, times, workspaces, usage), not fidelity.
+    for trace in ["proxy.jsonl", "serve.jsonl"] {
+        let text = std::fs::read_to_string(dir.join(trace)).unwrap();
+        let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+        let recorded = report.recorded.clone().expect("the trace recorded usage");
+        assert_eq!((recorded.requests, recorded.compared, recorded.agreed), (4, 4, 4), "{trace}");
+        for record in &report.records {
+            assert_eq!(
+                record.recorded.as_ref().unwrap().usage,
+                record.result.as_ref().unwrap().usage,
+                "{trace}"
+            );
+        }
+        assert_eq!(recorded.cost, report.totals.cost, "{trace}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A trace as a proxy in front of the real API would record it: the real counts run 30% above
+/// bytes4's estimate, and the third request missed where forkcache predicts a read.
+///
+/// Body: a 2,000-token marked system block and "hi" (7 tokens) on Sonnet 4.6 ($3 input, $3.75 5m
+/// write, $0.30 read per MTok = 3,000 / 3,750 / 300 nano-dollars per token).
+#[test]
+fn replay_scores_recorded_usage_and_the_apis_miss_reasons() {
+    let body = cached_request(MODEL, 2_000, "hi", false);
+    let write = r#"{"input_tokens":9,"cache_creation_input_tokens":2600,"cache_read_input_tokens":0,"output_tokens":0}"#;
+    let read = r#"{"input_tokens":9,"cache_creation_input_tokens":0,"cache_read_input_tokens":2600,"output_tokens":0}"#;
+    let system_changed =
+        r#"{"cache_miss_reason":{"type":"system_changed","cache_missed_input_tokens":2600}}"#;
+    let trace = [
+        format!(r#"{{"at_ms":0,"first_byte_ms":500,"workspace":"wrkspc_a","usage":{write},"body":{body}}}"#),
+        format!(r#"{{"at_ms":60000,"first_byte_ms":60300,"workspace":"wrkspc_a","usage":{read},"body":{body}}}"#),
+        format!(r#"{{"at_ms":120000,"first_byte_ms":120500,"workspace":"wrkspc_a","usage":{write},"diagnostics":{system_changed},"body":{body}}}"#),
+    ]
+    .join("\n");
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &trace).unwrap();
+    let json: Value = serde_json::from_str(&report.to_json()).unwrap();
+    let requests = json["requests"].as_array().unwrap();
+    // 0: predicted 0 of 2,007 read, recorded 0 of 2,609: the same share.
+    // 1: predicted 2,000 / 2,007 = 99.65%, recorded 2,600 / 2,609 = 99.66%: agree.
+    // 2: predicted 99.65%, recorded 0%; rescaled, 2,000 × 2,609 / 2,007 ≈ 2,600 tokens off: differ.
+    let agrees: Vec<bool> = requests.iter().map(|r| r["agreement"]["agrees"].as_bool().unwrap()).collect();
+    assert_eq!(agrees, [true, true, false]);
+    assert_eq!(requests[1]["agreement"]["recorded_cached_share"], 0.99655);
+    // The API says the system changed; forkcache predicts no miss at all.
+    assert_eq!(
+        requests[2]["agreement"]["miss_reason"],
+        serde_json::json!({"recorded": "system_changed", "predicted": null, "agrees": false})
+    );
+    // 9 × 3,000 + 2,600 × 3,750 = 9,777,000; 9 × 3,000 + 2,600 × 300 = 807,000.
+    assert_eq!(requests[0]["recorded"]["cost_nanousd"], 9_777_000);
+    assert_eq!(requests[1]["recorded"]["cost_nanousd"], 807_000);
+    let totals = &json["totals"];
+    assert_eq!(totals["recorded"]["cost_nanousd"], 9_777_000 + 807_000 + 9_777_000);
+    assert_eq!(totals["recorded"]["usage"]["cache_read_input_tokens"], 2_600);
+    assert_eq!(
+        totals["agreement"],
+        serde_json::json!({"compared": 3, "agreed": 2, "rate": 0.666667, "miss_reasons_compared": 1, "miss_reasons_agreed": 0})
+    );
+    assert_eq!(totals["usage"]["cache_read_input_tokens"], 4_000, "the predicted totals are unchanged");
+    assert!(report.to_table().contains("agreement 2/3 (66.7%"), "{}", report.to_table());
 }
 
 #[test]
