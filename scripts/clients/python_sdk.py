@@ -9,6 +9,7 @@ compare with `forkcache replay` of the server's trace; also checks the server's 
 """
 
 import json
+import os
 import sys
 import urllib.request
 
@@ -126,8 +127,10 @@ except anthropic.APIStatusError as error:
 ids = [model.id for model in client.models.list()]
 check(MODEL in ids, f"models: {ids}")
 
-# The server's own totals for this key equal the sum of what the SDK parsed.
-with urllib.request.urlopen(f"{BASE_URL}/forkcache/stats") as response:
+# The server's own totals for this key equal the sum of what the SDK parsed (asked of the server
+# itself when a proxy stands in front of it).
+STATS_URL = os.environ.get("FORKCACHE_STATS_URL", BASE_URL)
+with urllib.request.urlopen(f"{STATS_URL}/forkcache/stats") as response:
     stats = json.load(response)
 mine = stats["workspaces"][KEY]
 parsed = [call["usage"] for call in calls if "usage" in call]

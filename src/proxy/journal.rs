@@ -1,7 +1,7 @@
 //! The journal: finished exchanges, put back in start order, decoded, priced by the endpoint,
 //! compared, written to the trace and counted — on its own thread, off the forwarding path.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -22,6 +22,7 @@ use crate::billing::{Cost, Usage};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, MockEndpoint, Record};
 use crate::trace::{LoggedError, envelope_line};
+use crate::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
 use crate::wire::Reply;
 
 /// One Messages exchange as the forwarding path saw it.
@@ -196,7 +197,15 @@ pub(super) fn start(
     stats: Arc<Mutex<ProxyStats>>,
 ) -> Handle {
     let (sender, receiver) = channel();
-    let journal = Journal { endpoint, trace, request_log, stats, next: 0, waiting: BTreeMap::new() };
+    let journal = Journal {
+        endpoint,
+        trace,
+        request_log,
+        stats,
+        next: 0,
+        waiting: BTreeMap::new(),
+        recent: Recent::default(),
+    };
     let thread = std::thread::Builder::new()
         .name("forkcache-proxy-journal".into())
         .spawn(move || journal.run(receiver))
@@ -213,6 +222,39 @@ struct Journal {
     next: u64,
     /// Finished exchanges waiting for an earlier-started one.
     waiting: BTreeMap<u64, Exchange>,
+    recent: Recent,
+}
+
+/// The last few request bodies of each workspace: where a disagreement is explained from.
+#[derive(Default)]
+struct Recent {
+    bodies: BTreeMap<String, VecDeque<(Option<String>, Bytes)>>,
+}
+
+/// Bodies kept per workspace.
+const RECENT_BODIES: usize = 16;
+
+impl Recent {
+    fn remember(&mut self, workspace: &str, request_id: Option<String>, body: &Bytes) {
+        let bodies = self.bodies.entry(workspace.to_string()).or_default();
+        if bodies.len() == RECENT_BODIES {
+            bodies.pop_front();
+        }
+        bodies.push_back((request_id, body.clone()));
+    }
+
+    /// Where `body` first leaves the recent request it shares the longest cache prefix with
+    /// (the one whose cache it should have read), and that request's id.
+    fn divergence(&self, workspace: &str, body: &[u8]) -> Option<(Option<String>, Divergence)> {
+        let this = cache_order(std::str::from_utf8(body).ok()?).ok()?;
+        let candidates = self.bodies.get(workspace)?.iter().filter_map(|(id, earlier)| {
+            let earlier = cache_order(std::str::from_utf8(earlier).ok()?).ok()?;
+            Some((common_prefix_bytes(&earlier, &this), id, earlier))
+        });
+        // The latest of equally long prefixes: max_by_key keeps the last maximum.
+        let (_, id, earlier) = candidates.max_by_key(|(shared, _, _)| *shared)?;
+        first_divergence(&earlier, &this).map(|divergence| (id.clone(), divergence))
+    }
 }
 
 impl Journal {
@@ -230,13 +272,17 @@ impl Journal {
         let entry = Entry::of(&exchange);
         let predicted = entry.usage.is_some().then(|| self.predict(&exchange, &entry)).flatten();
         let recorded = entry.recorded.map(|usage| (usage, self.recorded_cost(&exchange.body, &usage)));
-        let comparison = Comparison::new(
+        let mut comparison = Comparison::new(
             entry.workspace.clone(),
             recorded,
             predicted,
             entry.envelope.error.clone(),
             entry.envelope.incomplete.is_some(),
         );
+        if comparison.agreement.is_some_and(|a| !a.agrees) {
+            comparison.divergence = self.recent.divergence(&entry.workspace, &exchange.body);
+        }
+        self.recent.remember(&entry.workspace, entry.envelope.request_id.clone(), &exchange.body);
         if let Some(trace) = &mut self.trace {
             let line = envelope_line(&entry.envelope, &exchange.body);
             let written = writeln!(trace, "{line}").and_then(|()| trace.flush());

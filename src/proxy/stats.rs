@@ -10,6 +10,7 @@ use crate::billing::{Cost, Usage};
 use crate::endpoint::Record;
 use crate::replay::{Totals, TotalsJson, describe_miss};
 use crate::trace::LoggedError;
+use crate::verify::Divergence;
 
 /// One exchange, recorded beside predicted.
 #[derive(Clone, Debug)]
@@ -28,6 +29,9 @@ pub struct Comparison {
     pub error: Option<LoggedError>,
     /// The response ended early.
     pub incomplete: bool,
+    /// For a disagreement: where this request first leaves the recent one it shares the longest
+    /// prefix with, and that request's id.
+    pub divergence: Option<(Option<String>, Divergence)>,
 }
 
 impl Comparison {
@@ -51,6 +55,7 @@ impl Comparison {
             agreement,
             error,
             incomplete,
+            divergence: None,
         }
     }
 
@@ -73,7 +78,7 @@ impl Comparison {
         line.push_str(&format!(" · predicted {}", counts(self.predicted.as_ref().map(|r| &r.usage))));
         if let Some(agreement) = &self.agreement {
             let shares = format!(
-                "cached {:.1}% / {:.1}%",
+                "cached {:.1}% recorded, {:.1}% predicted",
                 agreement.recorded_share_ppm as f64 / 1e4,
                 agreement.predicted_share_ppm as f64 / 1e4
             );
@@ -82,6 +87,16 @@ impl Comparison {
             } else {
                 let miss = describe_miss(self.predicted.as_ref().and_then(|r| r.miss.as_ref()));
                 line.push_str(&format!(" · differs ({shares}); predicted miss {miss}"));
+                if let Some((id, divergence)) = &self.divergence {
+                    line.push_str(&format!(
+                        "; first divergence from {}: {} ({}, {}) at byte {}",
+                        id.as_deref().unwrap_or("an earlier request"),
+                        divergence.path,
+                        divergence.dimension.name(),
+                        divergence.cause.name(),
+                        divergence.byte_offset
+                    ));
+                }
             }
         }
         line

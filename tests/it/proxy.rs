@@ -503,3 +503,34 @@ fn sse_through_the_proxy_is_the_servers_event_sequence() {
     assert_eq!(names(&proxied.body), names(&direct.body));
     assert_eq!(proxied.usage(), direct.usage(), "a fresh workspace each: the same cold write");
 }
+
+#[test]
+fn a_disagreement_names_the_predicted_miss_and_the_first_divergence() {
+    // The upstream reads 9,000 tokens every time; forkcache predicts a write for the first
+    // request and, for the second, whose one (marked) system block changed, another write: no
+    // read, and no miss either (nothing before the change was ever cached).
+    let plain = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":9000,\"output_tokens\":1}}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let (addr, _runtime) = compressed_upstream("identity", plain.as_bytes().to_vec());
+    let proxy = RunningProxy::start(&format!("http://{addr}"), None);
+    let first = cached_request(MODEL, 2_000, "hi", true);
+    let second = first.replace("You are a test.", "You are a test!");
+    for body in [&first, &second] {
+        let answer = post(&client(), &proxy.url("/v1/messages"), Some(KEY), body.as_bytes());
+        assert_eq!(answer.status, 200);
+    }
+    let (stats, log) = proxy.stop();
+    let lines: Vec<&str> = log.lines().collect();
+    // 9,000 / 9,003 = 99.97% read against 0%.
+    assert!(
+        lines[1].contains("· differs (cached 100.0% recorded, 0.0% predicted); predicted miss -"),
+        "{log}"
+    );
+    // Cache order starts with the model, "claude-sonnet-4-6" (19 bytes), then the system block
+    // without its marker: {"type":"text","text":"You are a test (37 bytes) is shared: byte 56.
+    assert!(
+        lines[1].ends_with("first divergence from req_up: system[0].text (system, system_text) at byte 56"),
+        "{log}"
+    );
+    assert!(!lines[0].contains("first divergence"), "nothing came before the first request: {log}");
+    assert_eq!(stats.workspaces[&key_fingerprint(KEY)].agreed, 0);
+}
