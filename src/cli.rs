@@ -424,6 +424,10 @@ pub struct ProxyArgs {
     /// reads it).
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Write every text of a request to the trace as a hash with its declared size
+    /// (`forkcache_tokens`): the trace can be shared and still replays to the same usage.
+    #[arg(long)]
+    pub redact: bool,
     /// Print no comparison line per request (the summary is still printed at shutdown).
     #[arg(long)]
     pub quiet: bool,

@@ -16,6 +16,7 @@ pub fn run_proxy(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
     let mut config = ProxyConfig::new(args.upstream.clone());
     config.addr = args.addr;
     config.trace = args.trace.clone();
+    config.redact = args.redact;
     if let Some(path) = &args.upstream_ca {
         let pem = std::fs::read(path).with_context(|| format!("reading --upstream-ca {}", path.display()))?;
         config.upstream_ca_pem = Some(pem);

@@ -16,11 +16,13 @@ use serde_json::value::RawValue;
 
 use super::capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
 use super::key_fingerprint;
+use super::redact::redact;
 use super::stats::{Comparison, ProxyStats};
 use crate::agreement::recorded_usage;
 use crate::billing::{Cost, Usage};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, MockEndpoint, Record};
+use crate::tokenize::Tokenizer;
 use crate::trace::{LoggedError, envelope_line};
 use crate::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
 use crate::wire::Reply;
@@ -189,10 +191,17 @@ pub(super) fn open_trace(path: &Path) -> std::io::Result<BufWriter<File>> {
     Ok(BufWriter::new(options.open(path)?))
 }
 
+/// The trace file and how bodies are written to it.
+pub(super) struct TraceOut {
+    pub(super) out: BufWriter<File>,
+    /// Bodies go through [`redact`], counted with this tokenizer (the endpoint's).
+    pub(super) redact_with: Option<Box<dyn Tokenizer>>,
+}
+
 /// Starts the journal thread.
 pub(super) fn start(
     endpoint: MockEndpoint,
-    trace: Option<BufWriter<File>>,
+    trace: Option<TraceOut>,
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
 ) -> Handle {
@@ -215,7 +224,7 @@ pub(super) fn start(
 
 struct Journal {
     endpoint: MockEndpoint,
-    trace: Option<BufWriter<File>>,
+    trace: Option<TraceOut>,
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
     /// The next ticket to write.
@@ -284,8 +293,13 @@ impl Journal {
         }
         self.recent.remember(&entry.workspace, entry.envelope.request_id.clone(), &exchange.body);
         if let Some(trace) = &mut self.trace {
-            let line = envelope_line(&entry.envelope, &exchange.body);
-            let written = writeln!(trace, "{line}").and_then(|()| trace.flush());
+            let line = match &trace.redact_with {
+                Some(tokenizer) => {
+                    envelope_line(&entry.envelope, &redact(&exchange.body, tokenizer.as_ref()))
+                }
+                None => envelope_line(&entry.envelope, &exchange.body),
+            };
+            let written = writeln!(trace.out, "{line}").and_then(|()| trace.out.flush());
             if written.is_err() {
                 self.stats.lock().unwrap_or_else(PoisonError::into_inner).trace_write_errors += 1;
             }

@@ -17,6 +17,7 @@
 mod capture;
 mod http;
 mod journal;
+mod redact;
 mod stats;
 mod upstream;
 
@@ -31,6 +32,7 @@ use tokio::time::Instant;
 use crate::endpoint::MockEndpoint;
 
 pub use capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
+pub use redact::redact;
 pub use stats::{Comparison, ProxyStats};
 pub use upstream::{Upstream, UpstreamError};
 
@@ -49,6 +51,9 @@ pub struct ProxyConfig {
     pub upstream_ca_pem: Option<Vec<u8>>,
     /// Append one envelope per Messages exchange to this JSONL trace (created mode 0600).
     pub trace: Option<PathBuf>,
+    /// Write every text of a request body to the trace as a hash with its declared size, so the
+    /// trace can be shared and still replays to the same usage. Default false.
+    pub redact: bool,
     /// Where to write the live comparison, one line per Messages exchange. Default none.
     pub request_log: Option<Box<dyn Write + Send>>,
     /// Largest request body forwarded, in bytes (larger ones get 413 as from the API).
@@ -66,6 +71,7 @@ impl ProxyConfig {
             upstream: upstream.into(),
             upstream_ca_pem: None,
             trace: None,
+            redact: false,
             request_log: None,
             body_limit_bytes: crate::serve::BODY_LIMIT_BYTES,
             shutdown_grace_ms: 10_000,
@@ -124,6 +130,10 @@ impl Proxy {
             .await
             .map_err(|source| ProxyError::Bind { addr: config.addr, source })?;
         let stats = Arc::new(Mutex::new(ProxyStats::default()));
+        let tokenizer = endpoint.config().tokenizer;
+        let built = "the endpoint was built with this tokenizer";
+        let redact_with = config.redact.then(|| tokenizer.build().expect(built));
+        let trace = trace.map(|out| journal::TraceOut { out, redact_with });
         let journal = journal::start(endpoint, trace, config.request_log, Arc::clone(&stats));
         let shared = Shared {
             upstream,

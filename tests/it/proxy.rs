@@ -15,7 +15,7 @@ use forkcache::endpoint::{EndpointConfig, MockEndpoint};
 use forkcache::proxy::{Proxy, ProxyConfig, ProxyStats, key_fingerprint};
 use forkcache::replay::{ReplayConfig, replay};
 use forkcache::serve::{LatencyMode, Script, ServeConfig};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::serve_harness::{Running, cached_request, client, post, sse_events};
 
@@ -45,9 +45,13 @@ impl std::io::Write for SharedLog {
 
 impl RunningProxy {
     fn start(upstream: &str, trace: Option<PathBuf>) -> RunningProxy {
+        RunningProxy::start_with(upstream, |config| config.trace = trace)
+    }
+
+    fn start_with(upstream: &str, configure: impl FnOnce(&mut ProxyConfig)) -> RunningProxy {
         let mut config = ProxyConfig::new(upstream);
         config.addr = SocketAddr::from(([127, 0, 0, 1], 0));
-        config.trace = trace;
+        configure(&mut config);
         let log = Arc::new(Mutex::new(Vec::new()));
         config.request_log = Some(Box::new(SharedLog(Arc::clone(&log))));
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -533,4 +537,55 @@ fn a_disagreement_names_the_predicted_miss_and_the_first_divergence() {
     );
     assert!(!lines[0].contains("first divergence"), "nothing came before the first request: {log}");
     assert_eq!(stats.workspaces[&key_fingerprint(KEY)].agreed, 0);
+}
+
+/// Two turns of a conversation with a tool: real text everywhere, every string holding SECRET.
+fn secret_turns() -> Vec<String> {
+    let system = [
+        json!({"type": "text", "text": format!("SECRET rules. {}", "Keep the house rules. ".repeat(300)), "cache_control": {"type": "ephemeral"}}),
+    ];
+    let tools = [
+        json!({"name": "Read", "description": "SECRET tool", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}),
+    ];
+    let question = json!({"role": "user", "content": "SECRET question"});
+    let call = json!({"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "SECRET.txt"}}]});
+    let result = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "SECRET contents", "cache_control": {"type": "ephemeral"}}]});
+    let turn = |messages: Vec<Value>| {
+        json!({"model": MODEL, "max_tokens": 64, "system": system, "tools": tools, "messages": messages})
+            .to_string()
+    };
+    vec![turn(vec![question.clone()]), turn(vec![question, call, result])]
+}
+
+#[test]
+fn a_redacted_trace_holds_no_text_and_replays_to_the_same_usage() {
+    let dir = scratch("redact");
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let trace = dir.join("proxy.jsonl");
+    let proxy = RunningProxy::start_with(&server.url(""), |config| {
+        config.trace = Some(trace);
+        config.redact = true;
+    });
+    for body in secret_turns() {
+        assert_eq!(post(&client(), &proxy.url("/v1/messages"), Some(KEY), body.as_bytes()).status, 200);
+    }
+    proxy.stop();
+    drop(server);
+    let redacted = std::fs::read_to_string(dir.join("proxy.jsonl")).unwrap();
+    assert!(!redacted.contains("SECRET") && !redacted.contains("house rules"), "{redacted}");
+    let usages = |name: &str| {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+        report.records.iter().map(|r| r.result.clone().unwrap().usage).collect::<Vec<Usage>>()
+    };
+    let original = usages("serve.jsonl");
+    assert!(
+        original[1].cache_read_input_tokens > 1_024,
+        "the second turn reads the first's prefix: {original:?}"
+    );
+    assert_eq!(usages("proxy.jsonl"), original);
+    let _ = std::fs::remove_dir_all(&dir);
 }
