@@ -138,6 +138,10 @@ pub struct ReplayArgs {
     /// Milliseconds between lines that carry no `at_ms`.
     #[arg(long, default_value_t = 30_000)]
     pub gap_ms: u64,
+    /// Fit token counts per model to the trace's recorded usage and report the held-out
+    /// agreement of each candidate minimum cacheable length and first-token delay.
+    #[arg(long)]
+    pub calibrate: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

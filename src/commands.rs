@@ -85,12 +85,26 @@ fn run_sweep(args: &SweepArgs) -> anyhow::Result<ExitCode> {
 fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let trace = read_input(&args.trace)?;
     let config = ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms };
+    if args.calibrate {
+        return run_calibrate(args, &config, &trace);
+    }
     let report = replay(&config, args.engine.prices()?, &trace)
         .with_context(|| format!("replaying {}", args.trace.display()))?;
     if args.json {
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_table());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_calibrate(args: &ReplayArgs, config: &ReplayConfig, trace: &str) -> anyhow::Result<ExitCode> {
+    let calibration = forkcache::calibrate::calibrate(config, &args.engine.prices()?, trace)
+        .with_context(|| format!("calibrating against {}", args.trace.display()))?;
+    if args.json {
+        println!("{}", calibration.to_json());
+    } else {
+        print!("{}", calibration.to_table());
     }
     Ok(ExitCode::SUCCESS)
 }

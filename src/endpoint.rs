@@ -37,6 +37,10 @@ pub struct EndpointConfig {
     pub workspaces: BTreeMap<String, String>,
     /// Mixed into message and tool ids. Default 0.
     pub id_seed: u64,
+    /// Replaces every model's minimum cacheable prefix length, in tokens (to calibrate it
+    /// against recorded usage). Default none: the price table's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_cacheable_tokens: Option<u64>,
 }
 
 impl Default for EndpointConfig {
@@ -49,6 +53,7 @@ impl Default for EndpointConfig {
             default_workspace: "default".to_string(),
             workspaces: BTreeMap::new(),
             id_seed: 0,
+            min_cacheable_tokens: None,
         }
     }
 }
@@ -283,7 +288,7 @@ impl MockEndpoint {
         Lookup {
             scope,
             prompt: request.prompt,
-            min_tokens: price.min_cacheable_tokens,
+            min_tokens: self.config.min_cacheable_tokens.unwrap_or(price.min_cacheable_tokens),
             start: call.at,
             output_tokens,
             first_byte: call.first_byte,

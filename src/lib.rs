@@ -12,6 +12,7 @@ pub mod agent;
 pub mod agreement;
 pub mod billing;
 pub mod cache;
+pub mod calibrate;
 pub mod clock;
 pub mod demo;
 pub mod endpoint;

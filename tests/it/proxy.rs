@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use forkcache::billing::{PriceTable, Usage};
+use forkcache::calibrate::calibrate;
 use forkcache::endpoint::{EndpointConfig, MockEndpoint};
 use forkcache::proxy::{Proxy, ProxyConfig, ProxyStats, key_fingerprint};
 use forkcache::replay::{ReplayConfig, replay};
@@ -588,4 +589,48 @@ fn a_redacted_trace_holds_no_text_and_replays_to_the_same_usage() {
     );
     assert_eq!(usages("proxy.jsonl"), original);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Four requests of one 2,000-token marked system block and "hi" (7 tokens) at 0, 1, 2 and 3 s,
+/// without first_byte_ms; the recorded counts are the predicted ones × 1.3 (write or read 2,600,
+/// uncached 9). Even requests fit, odd ones (1 and 3) are held out.
+#[test]
+fn calibration_fits_token_counts_and_scores_candidates_on_the_held_out_half() {
+    let body = cached_request(MODEL, 2_000, "hi", false);
+    let usage = |read: u64, write: u64| {
+        format!(
+            r#"{{"input_tokens":9,"cache_creation_input_tokens":{write},"cache_read_input_tokens":{read},"output_tokens":0}}"#
+        )
+    };
+    let trace: Vec<String> = (0..4)
+        .map(|i| {
+            let recorded = if i == 0 { usage(0, 2_600) } else { usage(2_600, 0) };
+            format!(r#"{{"at_ms":{},"usage":{recorded},"body":{body}}}"#, i * 1_000)
+        })
+        .collect();
+    let calibration = calibrate(&ReplayConfig::default(), &PriceTable::builtin(), &trace.join("\n")).unwrap();
+    let fit = &calibration.models[0];
+    // Fit half: recorded 2 × 2,609 = 5,218 against predicted 2 × 2,007 = 4,014.
+    assert_eq!((fit.fit_requests, fit.recorded_tokens, fit.predicted_tokens), (2, 5_218, 4_014));
+    // Held out: |2,007 − 2,609| × 2 / 5,218 = 23.07%; rescaled, 2,007 × 5,218 / 4,014 = 2,609: 0.
+    assert_eq!(
+        (fit.held_out_requests, fit.held_out_error_ppm, fit.held_out_error_rescaled_ppm),
+        (2, 230_739, 0)
+    );
+    // The 2,000-token prefix is cached only when the minimum is at most 2,000 (the table says 1,024).
+    let by_minimum: Vec<(Option<u64>, u64)> =
+        calibration.min_cacheable.iter().map(|c| (c.value, c.agreed)).collect();
+    assert_eq!(
+        by_minimum,
+        [(None, 2), (Some(256), 2), (Some(512), 2), (Some(1_024), 2), (Some(2_048), 0), (Some(4_096), 0)]
+    );
+    // Request 0's write is readable at base + 2,007 × 20 µs ≈ base + 41 ms: request 1 (at 1 s)
+    // reads it for a base of 0–400 ms, not for 1,000 or 2,000; request 3 (at 3 s) always does.
+    let by_delay: Vec<(Option<u64>, u64)> =
+        calibration.first_token_ms.iter().map(|c| (c.value, c.agreed)).collect();
+    assert_eq!(by_delay, [(Some(0), 2), (Some(200), 2), (Some(400), 2), (Some(1_000), 1), (Some(2_000), 1)]);
+    assert!(calibration.min_cacheable.iter().all(|c| c.compared == 2));
+    let json: Value = serde_json::from_str(&calibration.to_json()).unwrap();
+    assert_eq!(json["calibration"]["models"][0]["recorded_per_predicted_token"], 1.29995);
+    assert!(calibration.to_table().contains("price table    2/2"), "{}", calibration.to_table());
 }
