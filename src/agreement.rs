@@ -7,9 +7,9 @@
 //! its read, rescaled by recorded total ÷ predicted total, is within 1,000 tokens of the recorded
 //! read. Both tests are exact integer arithmetic.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::billing::Usage;
+use crate::billing::{RecordedUsage, Usage};
 
 /// Shares may differ by this many hundredths (2 percentage points).
 const SHARE_TOLERANCE_PER_100: u128 = 2;
@@ -17,47 +17,15 @@ const SHARE_TOLERANCE_PER_100: u128 = 2;
 /// A rescaled read may differ from the recorded read by this many tokens.
 const READ_TOLERANCE_TOKENS: u128 = 1_000;
 
-/// Reads a `usage` object as the API returned it (extra members such as `service_tier`,
-/// `inference_geo` or `server_tool_use` are ignored; absent counts are 0). `None` when it is not
-/// an object of counts.
-pub fn recorded_usage(raw: &str) -> Option<Usage> {
+/// Reads a `usage` object from its JSON text as the API returned it; `None` when it is not an
+/// object of counts.
+pub fn read_recorded(raw: &str) -> Option<RecordedUsage> {
     let value: serde_json::Value = serde_json::from_str(raw).ok()?;
-    // Checked first: serde also reads a struct from an array, positionally.
+    // Checked first: a usage is an object, and reading counts from anything else finds zeros.
     if !value.is_object() {
         return None;
     }
-    let usage: RecordedCounts = serde_json::from_value(value).ok()?;
-    let creation = usage.cache_creation.unwrap_or_default();
-    let (write_5m, write_1h) = match (creation.ephemeral_5m_input_tokens, creation.ephemeral_1h_input_tokens)
-    {
-        // No split given: the whole write is 5-minute, the default TTL.
-        (None, None) => (usage.cache_creation_input_tokens, 0),
-        (five, hour) => (five.unwrap_or(0), hour.unwrap_or(0)),
-    };
-    let mut read = Usage::new(usage.input_tokens, usage.cache_read_input_tokens, write_5m, write_1h, 0);
-    read.cache_creation_input_tokens = usage.cache_creation_input_tokens;
-    read.output_tokens = usage.output_tokens;
-    Some(read)
-}
-
-#[derive(Deserialize)]
-struct RecordedCounts {
-    #[serde(default)]
-    input_tokens: u64,
-    #[serde(default)]
-    cache_creation_input_tokens: u64,
-    #[serde(default)]
-    cache_read_input_tokens: u64,
-    #[serde(default)]
-    output_tokens: u64,
-    #[serde(default)]
-    cache_creation: Option<RecordedCreation>,
-}
-
-#[derive(Default, Deserialize)]
-struct RecordedCreation {
-    ephemeral_5m_input_tokens: Option<u64>,
-    ephemeral_1h_input_tokens: Option<u64>,
+    RecordedUsage::from_value(value).ok()
 }
 
 /// How a prediction compares with the recorded usage.
@@ -126,11 +94,11 @@ mod tests {
     }
 
     #[test]
-    fn recorded_usage_reads_what_the_api_sends() {
+    fn recorded_usage_is_an_object_of_counts() {
         let raw = r#"{"input_tokens":4,"cache_creation_input_tokens":1900,"cache_read_input_tokens":17403,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":1900},"output_tokens":9,"service_tier":"priority","inference_geo":"us"}"#;
-        assert_eq!(recorded_usage(raw), Some(Usage::new(4, 17_403, 0, 1_900, 9)));
+        assert_eq!(read_recorded(raw).map(|r| r.usage.total_input_tokens()), Some(4 + 17_403 + 1_900));
         let old = r#"{"input_tokens":42,"cache_read_input_tokens":0,"cache_creation_input_tokens":41850,"output_tokens":210}"#;
-        assert_eq!(recorded_usage(old), Some(Usage::new(42, 0, 41_850, 0, 210)));
-        assert_eq!(recorded_usage("[1]"), None);
+        assert_eq!(read_recorded(old).map(|r| r.usage), Some(Usage::new(42, 0, 41_850, 0, 210)));
+        assert_eq!(read_recorded("[1]"), None);
     }
 }

@@ -40,6 +40,30 @@ pub enum Command {
     /// Stand between a real client and the real API: forward unchanged, record bytes and real
     /// usage (never keys), and compare each request with the simulator's prediction.
     Proxy(ProxyArgs),
+    /// Print the price table: every model's prices, modifiers, constants, source and date.
+    Prices(PricesArgs),
+}
+
+/// `prices`.
+#[derive(Args, Debug)]
+pub struct PricesArgs {
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+}
+
+impl PricesArgs {
+    /// The price table named by `--prices`.
+    pub fn prices(&self) -> anyhow::Result<PriceTable> {
+        load_prices(self.prices.as_deref())
+    }
+}
+
+fn parse_date(text: &str) -> Result<forkcache::billing::PriceDate, String> {
+    forkcache::billing::PriceDate::parse(text).map_err(|err| err.to_string())
 }
 
 /// `sweep`.
@@ -205,9 +229,14 @@ pub struct EngineArgs {
     /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
     #[arg(long)]
     pub prices: Option<PathBuf>,
-    /// Model id that prices unknown models.
-    #[arg(long)]
-    pub default_model: Option<String>,
+    /// Price models the table does not list as this model (by default their cost is unknown:
+    /// tokens are counted, cost is null, and they are listed as unpriced).
+    #[arg(long, visible_alias = "default-model", value_name = "MODEL")]
+    pub price_unknown_as: Option<String>,
+    /// Price requests with the prices in force on this date (YYYY-MM-DD); default: the price
+    /// table's newest date.
+    #[arg(long, value_name = "YYYY-MM-DD", value_parser = parse_date)]
+    pub date: Option<forkcache::billing::PriceDate>,
     /// Positions each breakpoint looks back over, itself included.
     #[arg(long, default_value_t = 20)]
     pub lookback: u32,
@@ -391,22 +420,15 @@ impl EngineArgs {
         };
         config.cache.lookback_positions = self.lookback;
         config.cache.capacity_entries = self.capacity;
+        config.price_date = self.date;
         config
     }
 
     /// The price table these flags name.
     pub fn prices(&self) -> anyhow::Result<PriceTable> {
-        use anyhow::Context;
-        let mut table = match &self.prices {
-            None => PriceTable::builtin(),
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading price table {}", path.display()))?;
-                PriceTable::from_json(&text).with_context(|| format!("in {}", path.display()))?
-            }
-        };
-        if let Some(model) = &self.default_model {
-            table.set_default_model(model)?;
+        let mut table = load_prices(self.prices.as_deref())?;
+        if let Some(model) = &self.price_unknown_as {
+            table.set_price_unknown_as(model)?;
         }
         Ok(table)
     }

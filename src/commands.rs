@@ -21,6 +21,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => run_report(&args),
         Command::Serve(args) => crate::serve_command::run_serve(&args),
         Command::Proxy(args) => crate::proxy_command::run_proxy(&args),
+        Command::Prices(args) => run_prices(&args),
     }
 }
 
@@ -178,4 +179,14 @@ fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
         return Ok(text);
     }
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn run_prices(args: &crate::cli::PricesArgs) -> anyhow::Result<ExitCode> {
+    let table = args.prices()?;
+    if args.json {
+        println!("{}", table.to_json());
+    } else {
+        print!("{}", table.to_table());
+    }
+    Ok(ExitCode::SUCCESS)
 }

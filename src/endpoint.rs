@@ -7,7 +7,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
-use crate::billing::{BillingProfile, Cost, ModelPrice, PriceTable, TokenEquivalents, Usage};
+use crate::billing::{
+    BillingProfile, Cost, InferenceGeo, ModelPrice, Modifiers, PriceDate, PriceTable, ResolvedModel, Speed,
+    TokenEquivalents, Usage,
+};
 use crate::cache::{CacheConfig, Lookup, Miss, Outcome, PrefixCache, ScopeId, StoreStats};
 use crate::clock::SimTime;
 use crate::prompt::{
@@ -41,6 +44,8 @@ pub struct EndpointConfig {
     /// against recorded usage). Default none: the price table's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_cacheable_tokens: Option<u64>,
+    /// The date requests are priced on. Default `None`: the price table's newest prices.
+    pub price_date: Option<PriceDate>,
 }
 
 impl Default for EndpointConfig {
@@ -54,6 +59,7 @@ impl Default for EndpointConfig {
             workspaces: BTreeMap::new(),
             id_seed: 0,
             min_cacheable_tokens: None,
+            price_date: None,
         }
     }
 }
@@ -85,10 +91,13 @@ impl<'a> Call<'a> {
 pub struct Record {
     /// The model id as requested.
     pub model: String,
-    /// The price-table model used (the default model for unknown ids).
+    /// The price-table model whose prices (when `priced`) and cache constants were used.
     pub priced_as: String,
     /// False when `model` was not in the price table.
     pub model_known: bool,
+    /// False when the cost is unknown (a model the table does not list, with no
+    /// `price_unknown_as`): `cost` is then zero and must be shown as unknown.
+    pub priced: bool,
     /// The workspace the API key maps to.
     pub workspace: String,
     /// The usage object returned.
@@ -173,6 +182,11 @@ impl MockEndpoint {
         &self.prices
     }
 
+    /// Prices the following requests on `date` (`None`: the table's newest prices).
+    pub fn set_price_date(&mut self, date: Option<PriceDate>) {
+        self.config.price_date = date;
+    }
+
     /// Cache entry counters.
     pub fn cache_stats(&self) -> StoreStats {
         self.cache.stats()
@@ -198,6 +212,7 @@ impl MockEndpoint {
         if max_tokens == 0 {
             check_prewarm(view)?;
         }
+        let settings = self.price_settings(view)?;
         let prompt = self.render_view(view)?;
         let request = RenderedRequest {
             model: view.require_model()?,
@@ -205,7 +220,33 @@ impl MockEndpoint {
             stream: view.stream,
             max_tokens,
         };
-        Ok(self.serve(&request, call))
+        Ok(self.serve(&request, call, settings))
+    }
+
+    /// The request's `speed` and `inference_geo`, refused as the API would where the model has
+    /// no such price.
+    fn price_settings(&self, view: &RequestView) -> Result<PriceSettings, ApiError> {
+        let speed = match view.speed.as_deref() {
+            None => None,
+            Some("standard") => Some(Speed::Standard),
+            Some("fast") => Some(Speed::Fast),
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "speed: Input should be 'standard' or 'fast' (got {other:?})"
+                )));
+            }
+        };
+        let geo = match view.inference_geo.as_deref() {
+            None => None,
+            Some("us") => Some(InferenceGeo::Us),
+            Some(_) => Some(InferenceGeo::Global),
+        };
+        let resolved = self.prices.resolve(view.require_model()?);
+        if speed == Some(Speed::Fast) && resolved.priced && resolved.price.fast.is_none() {
+            let model = view.require_model()?;
+            return Err(ApiError::invalid(format!("speed: fast mode is not available for model {model}")));
+        }
+        Ok(PriceSettings { speed, geo })
     }
 
     /// Prices a request its caller rendered itself (with [`crate::prompt::PromptBuilder`] and
@@ -217,7 +258,7 @@ impl MockEndpoint {
         let prompt = request.prompt;
         let marked = prompt.breakpoints.iter().map(|bp| (prompt.position(bp.position).slot, bp.ttl));
         validate_breakpoints(marked)?;
-        Ok(self.serve(request, call))
+        Ok(self.serve(request, call, PriceSettings::default()))
     }
 
     /// The facts of one raw block (memoized), to render requests with
@@ -234,18 +275,25 @@ impl MockEndpoint {
     /// What `request` costs sent alone, with nothing cached and nothing shared (the naive
     /// baseline a saving is measured against). Touches no state.
     pub fn price_alone(&self, request: &RenderedRequest, call: &Call) -> Record {
-        let (price, model_known) = self.resolve(request.model);
+        self.price_alone_with(request, call, PriceSettings::default())
+    }
+
+    fn price_alone_with(&self, request: &RenderedRequest, call: &Call, settings: PriceSettings) -> Record {
+        let resolved = self.prices.resolve(request.model);
         let (_, output_tokens) = self.reply_of(request, call);
         // No scope: an empty cache is never looked into.
-        let lookup = self.lookup(ScopeId(u32::MAX), request, &price, call, output_tokens);
+        let lookup = lookup(ScopeId(u32::MAX), request, resolved.price, call, output_tokens);
         let outcome = self.cache.price_alone(lookup);
         let workspace = self.workspace_of(call.api_key);
-        self.priced(request, call, &price, model_known, workspace, outcome, output_tokens).0
+        Pricing { config: &self.config, resolved, settings, workspace, outcome, output_tokens }
+            .record(request, call)
+            .0
     }
 
     /// [`MockEndpoint::price_alone`] for a parsed body.
     pub fn price_view_alone(&mut self, view: &RequestView, call: &Call) -> Result<Record, ApiError> {
         let max_tokens = required_max_tokens(view)?;
+        let settings = self.price_settings(view)?;
         let prompt = self.render_view(view)?;
         let request = RenderedRequest {
             model: view.require_model()?,
@@ -253,18 +301,13 @@ impl MockEndpoint {
             stream: view.stream,
             max_tokens,
         };
-        Ok(self.price_alone(&request, call))
+        Ok(self.price_alone_with(&request, call, settings))
     }
 
     /// The view's prompt, rendered for the model it names (or the default model's constants).
     fn render_view(&mut self, view: &RequestView) -> Result<Prompt, ApiError> {
         let price = self.prices.resolve(view.require_model()?).price.clone();
         self.renderer.render(view, &price)
-    }
-
-    fn resolve(&self, model: &str) -> (ModelPrice, bool) {
-        let resolved = self.prices.resolve(model);
-        (resolved.price.clone(), resolved.known)
     }
 
     fn reply_of(&self, request: &RenderedRequest, call: &Call) -> (Reply, u64) {
@@ -277,69 +320,23 @@ impl MockEndpoint {
         (reply, output_tokens)
     }
 
-    fn lookup<'r>(
-        &self,
-        scope: ScopeId,
-        request: &RenderedRequest<'r>,
-        price: &ModelPrice,
-        call: &Call,
-        output_tokens: u64,
-    ) -> Lookup<'r> {
-        Lookup {
-            scope,
-            prompt: request.prompt,
-            min_tokens: self.config.min_cacheable_tokens.unwrap_or(price.min_cacheable_tokens),
-            start: call.at,
-            output_tokens,
-            first_byte: call.first_byte,
-        }
-    }
-
-    fn serve(&mut self, request: &RenderedRequest, call: &Call) -> Exchange {
-        let (price, model_known) = self.resolve(request.model);
+    fn serve(&mut self, request: &RenderedRequest, call: &Call, settings: PriceSettings) -> Exchange {
         let (reply, output_tokens) = self.reply_of(request, call);
         let workspace = self.workspace_of(call.api_key);
+        let resolved = self.prices.resolve(request.model);
         // The cache is per model: a known id (or alias) shares its model's cache; an unknown id
         // is its own model, whatever prices it.
-        let scope_model = if model_known { price.id() } else { request.model };
+        let scope_model = if resolved.known { resolved.price.id() } else { request.model };
         let scope = self.cache.scope(&workspace, scope_model);
-        let lookup = self.lookup(scope, request, &price, call, output_tokens);
+        let mut lookup = lookup(scope, request, resolved.price, call, output_tokens);
+        if let Some(min_tokens) = self.config.min_cacheable_tokens {
+            lookup.min_tokens = min_tokens;
+        }
         let outcome = self.cache.serve(lookup);
-        let (record, usage) =
-            self.priced(request, call, &price, model_known, workspace, outcome, output_tokens);
+        let parts = Pricing { config: &self.config, resolved, settings, workspace, outcome, output_tokens };
+        let (record, usage) = parts.record(request, call);
         let response = self.respond(request.model, request.prompt, reply, usage);
         Exchange { record, response }
-    }
-
-    #[allow(clippy::too_many_arguments)] // the parts of one record, gathered in one place
-    fn priced(
-        &self,
-        request: &RenderedRequest,
-        call: &Call,
-        price: &ModelPrice,
-        model_known: bool,
-        workspace: String,
-        outcome: Outcome,
-        output_tokens: u64,
-    ) -> (Record, Usage) {
-        let usage =
-            Usage::new(outcome.uncached, outcome.read, outcome.write_5m, outcome.write_1h, output_tokens);
-        let rates = price.rates(self.config.billing);
-        let cost = Cost::of(&usage, &rates);
-        let record = record(RecordParts {
-            model: request.model.to_string(),
-            priced_as: price.id().to_string(),
-            model_known,
-            workspace,
-            usage,
-            cost,
-            token_equivalents: cost.token_equivalents(rates.input),
-            call,
-            prompt: request.prompt,
-            outcome,
-            stream: request.stream,
-        });
-        (record, usage)
     }
 
     /// `count_tokens`: the request's total input tokens. Never touches the cache.
@@ -403,6 +400,85 @@ impl MockEndpoint {
     }
 }
 
+/// The request settings that change its price, as the request named them.
+#[derive(Clone, Copy, Debug, Default)]
+struct PriceSettings {
+    speed: Option<Speed>,
+    geo: Option<InferenceGeo>,
+}
+
+impl PriceSettings {
+    fn modifiers(self) -> Modifiers {
+        Modifiers { speed: self.speed.unwrap_or_default(), geo: self.geo.unwrap_or_default(), batch: false }
+    }
+}
+
+fn lookup<'r>(
+    scope: ScopeId,
+    request: &RenderedRequest<'r>,
+    price: &ModelPrice,
+    call: &Call,
+    output_tokens: u64,
+) -> Lookup<'r> {
+    Lookup {
+        scope,
+        prompt: request.prompt,
+        min_tokens: price.min_cacheable_tokens,
+        start: call.at,
+        output_tokens,
+        first_byte: call.first_byte,
+    }
+}
+
+/// Everything that prices one looked-up request.
+struct Pricing<'t> {
+    config: &'t EndpointConfig,
+    resolved: ResolvedModel<'t>,
+    settings: PriceSettings,
+    workspace: String,
+    outcome: Outcome,
+    output_tokens: u64,
+}
+
+impl Pricing<'_> {
+    /// The record and the usage object the response carries. An unpriced model costs zero here
+    /// and is marked so.
+    fn record(self, request: &RenderedRequest, call: &Call) -> (Record, Usage) {
+        let outcome = &self.outcome;
+        let mut usage = Usage::new(
+            outcome.uncached,
+            outcome.read,
+            outcome.write_5m,
+            outcome.write_1h,
+            self.output_tokens,
+        );
+        usage.speed = self.settings.speed;
+        usage.inference_geo = self.settings.geo;
+        let price = self.resolved.price;
+        let billing = self.config.billing;
+        let cost = match self.resolved.priced {
+            true => price.cost(billing, self.config.price_date, &usage, self.settings.modifiers()),
+            false => None,
+        };
+        let input_rate = price.rates_on(self.config.price_date).input;
+        let record = record(RecordParts {
+            model: request.model.to_string(),
+            priced_as: price.id().to_string(),
+            model_known: self.resolved.known,
+            priced: cost.is_some(),
+            workspace: self.workspace,
+            usage,
+            cost: cost.unwrap_or_default(),
+            token_equivalents: cost.unwrap_or_default().token_equivalents(input_rate),
+            call,
+            prompt: request.prompt,
+            outcome: self.outcome,
+            stream: request.stream,
+        });
+        (record, usage)
+    }
+}
+
 fn required_max_tokens(view: &RequestView) -> Result<u64, ApiError> {
     view.max_tokens.ok_or_else(|| ApiError::invalid("max_tokens: Field required"))
 }
@@ -432,6 +508,7 @@ struct RecordParts<'a> {
     model: String,
     priced_as: String,
     model_known: bool,
+    priced: bool,
     workspace: String,
     usage: Usage,
     cost: Cost,
@@ -447,6 +524,7 @@ fn record(parts: RecordParts) -> Record {
         model: parts.model,
         priced_as: parts.priced_as,
         model_known: parts.model_known,
+        priced: parts.priced,
         workspace: parts.workspace,
         usage: parts.usage,
         cost: parts.cost,

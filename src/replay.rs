@@ -1,13 +1,13 @@
 //! `replay`: prices a recorded request stream through the endpoint, request by request, and
 //! renders the result as JSON or a table.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use crate::agreement::{Agreement, agreement};
-use crate::billing::{Cost, PriceTable, TokenEquivalents, Usage};
+use crate::billing::{Cost, PriceTable, RecordedUsage, TokenEquivalents, Usage};
 use crate::cache::{Miss, MissCause, StoreStats};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
@@ -56,8 +56,8 @@ pub struct ReplayRecord {
 pub struct Recorded {
     /// The usage recorded.
     pub usage: Usage,
-    /// What it costs at the replay's prices.
-    pub cost: Cost,
+    /// What it costs at the replay's prices (none for an unpriced model).
+    pub cost: Option<Cost>,
     /// Cached shares compared (none when the replay rejected the request).
     pub agreement: Option<Agreement>,
     /// The API's `diagnostics.cache_miss_reason.type`, beside the one the predicted miss maps to.
@@ -97,7 +97,7 @@ pub struct RecordedTotals {
     pub requests: u64,
     /// Their usage summed.
     pub usage: Usage,
-    /// Their cost summed.
+    /// Their cost summed (unpriced models left out).
     pub cost: Cost,
     /// Requests with both a recorded and a predicted usage.
     pub compared: u64,
@@ -113,7 +113,9 @@ impl RecordedTotals {
     fn add(&mut self, recorded: &Recorded) {
         self.requests += 1;
         self.usage.add(&recorded.usage);
-        self.cost.add(&recorded.cost);
+        if let Some(cost) = &recorded.cost {
+            self.cost.add(cost);
+        }
         if let Some(agreement) = &recorded.agreement {
             self.compared += 1;
             self.agreed += u64::from(agreement.agrees);
@@ -147,6 +149,9 @@ pub struct Totals {
     pub misses: BTreeMap<MissCause, u64>,
     /// Tokens missed, summed.
     pub tokens_missed: u64,
+    /// Models the price table does not list, requested without `--price-unknown-as`: their
+    /// requests count in tokens, not in cost.
+    pub unpriced_models: BTreeSet<String>,
 }
 
 impl Totals {
@@ -156,6 +161,9 @@ impl Totals {
         self.usage.add(&record.usage);
         self.cost.add(&record.cost);
         self.token_equivalents.0 += record.token_equivalents.0;
+        if !record.priced {
+            self.unpriced_models.insert(record.model.clone());
+        }
         if let Some(miss) = &record.miss {
             *self.misses.entry(miss.cause).or_insert(0) += 1;
             self.tokens_missed += miss.tokens_missed;
@@ -257,7 +265,8 @@ fn replay_line(endpoint: &mut MockEndpoint, index: usize, line: &TraceLine, at: 
         TraceBody::Rejected(error) => (None, Err(error.clone())),
     };
     let result = result.map(|exchange| exchange.record);
-    let recorded = line.recorded.map(|usage| score(endpoint, model.as_deref(), &result, usage, line));
+    let recorded =
+        line.recorded.as_ref().map(|usage| score(endpoint, model.as_deref(), &result, usage, line));
     ReplayRecord { index, line: line.line, at, model, result, recorded }
 }
 
@@ -266,12 +275,12 @@ fn score(
     endpoint: &MockEndpoint,
     model: Option<&str>,
     result: &Result<Record, ApiError>,
-    usage: Usage,
+    recorded: &RecordedUsage,
     line: &TraceLine,
 ) -> Recorded {
-    let prices = endpoint.prices();
-    let price = model.map_or_else(|| prices.default_model(), |model| prices.resolve(model).price);
-    let cost = Cost::of(&usage, &price.rates(endpoint.config().billing));
+    let usage = recorded.usage;
+    let date = endpoint.config().price_date;
+    let cost = model.and_then(|model| endpoint.prices().cost_of_recorded(model, date, recorded));
     let predicted = result.as_ref().ok();
     let miss_reason = line.recorded_miss_reason.as_ref().map(|reason| {
         let predicted = diagnostics_type(predicted.and_then(|r| r.miss.as_ref()));
@@ -319,8 +328,8 @@ struct AgreementTotalsJson {
 #[derive(Serialize)]
 struct RecordedJson<'r> {
     usage: &'r Usage,
-    cost_usd: f64,
-    cost_nanousd: u64,
+    cost_usd: Option<f64>,
+    cost_nanousd: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -343,10 +352,11 @@ struct RequestJson<'r> {
     unknown_model: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<&'r Usage>,
+    /// Absent for a rejected request; null for a model without a price.
     #[serde(skip_serializing_if = "Option::is_none")]
-    cost_usd: Option<f64>,
+    cost_usd: Option<Option<f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    cost_nanousd: Option<u64>,
+    cost_nanousd: Option<Option<u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     token_equivalents: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -381,6 +391,7 @@ pub struct TotalsJson {
     hit_rate: f64,
     tokens_missed: u64,
     misses: BTreeMap<&'static str, u64>,
+    unpriced_models: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -409,6 +420,7 @@ impl From<&Totals> for TotalsJson {
             hit_rate: round6(totals.hit_rate()),
             tokens_missed: totals.tokens_missed,
             misses: totals.misses.iter().map(|(cause, n)| (cause.name(), *n)).collect(),
+            unpriced_models: totals.unpriced_models.iter().cloned().collect(),
         }
     }
 }
@@ -429,18 +441,18 @@ fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
         error: None,
         recorded: record.recorded.as_ref().map(|r| RecordedJson {
             usage: &r.usage,
-            cost_usd: r.cost.usd(),
-            cost_nanousd: r.cost.total_nanousd(),
+            cost_usd: r.cost.map(|cost| cost.usd()),
+            cost_nanousd: r.cost.map(|cost| cost.total_nanousd()),
         }),
         agreement: record.recorded.as_ref().and_then(agreement_json),
     };
     match &record.result {
         Ok(priced) => RequestJson {
-            priced_as: Some(&priced.priced_as),
+            priced_as: priced.priced.then_some(priced.priced_as.as_str()),
             unknown_model: (!priced.model_known).then_some(true),
             usage: Some(&priced.usage),
-            cost_usd: Some(priced.cost.usd()),
-            cost_nanousd: Some(priced.cost.total_nanousd()),
+            cost_usd: Some(priced.priced.then(|| priced.cost.usd())),
+            cost_nanousd: Some(priced.priced.then(|| priced.cost.total_nanousd())),
             token_equivalents: Some(priced.token_equivalents.value()),
             ttft_ms: Some(priced.ttft_ms),
             miss: Some(priced.miss.as_ref()),
@@ -547,10 +559,22 @@ impl ReplayReport {
         if let Some(recorded) = &self.recorded {
             out.push_str(&recorded_footer(recorded));
         }
-        let unknown = self.records.iter().filter_map(|r| r.result.as_ref().ok()).find(|r| !r.model_known);
+        if !t.unpriced_models.is_empty() {
+            let models: Vec<&str> = t.unpriced_models.iter().map(String::as_str).collect();
+            let _ = writeln!(
+                out,
+                "* not in the price table, so not in the cost: {} (--price-unknown-as MODEL prices them as MODEL)",
+                models.join(", ")
+            );
+        }
+        let unknown =
+            self.records.iter().filter_map(|r| r.result.as_ref().ok()).find(|r| !r.model_known && r.priced);
         if let Some(record) = unknown {
-            let _ =
-                writeln!(out, "* not in the price table: priced as {} (--default-model)", record.priced_as);
+            let _ = writeln!(
+                out,
+                "* not in the price table: priced as {} (--price-unknown-as)",
+                record.priced_as
+            );
         }
         let endpoint = &self.config.endpoint;
         let _ = writeln!(
@@ -605,8 +629,9 @@ fn table_row(record: &ReplayRecord) -> String {
     };
     let model = if r.model_known { model.to_string() } else { format!("{model}*") };
     let u = &r.usage;
+    let cost = if r.priced { format!("{:.6}", r.cost.usd()) } else { "unpriced".to_string() };
     format!(
-        "{:>5} {:>9} {:<24} {:>9} {:>9} {:>9} {:>9} {:>7} {:>12.6} {:>11.1}  {}\n",
+        "{:>5} {:>9} {:<24} {:>9} {:>9} {:>9} {:>9} {:>7} {:>12} {:>11.1}  {}\n",
         record.index,
         record.at.ms(),
         truncate(&model, 24),
@@ -615,7 +640,7 @@ fn table_row(record: &ReplayRecord) -> String {
         u.cache_creation.ephemeral_1h_input_tokens,
         u.input_tokens,
         u.output_tokens,
-        r.cost.usd(),
+        cost,
         r.token_equivalents.value(),
         describe_miss(r.miss.as_ref())
     )

@@ -14,7 +14,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::billing::Usage;
+use crate::billing::{RecordedUsage, Usage};
 use crate::wire::{ApiError, ErrorKind, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
@@ -42,7 +42,7 @@ pub struct TraceLine<'a> {
     /// Output tokens of the response that was returned, if logged.
     pub output_tokens: Option<u64>,
     /// The usage the response carried (`usage`, as the API returned it), if logged.
-    pub recorded: Option<Usage>,
+    pub recorded: Option<RecordedUsage>,
     /// The response's `diagnostics.cache_miss_reason.type`, if logged.
     pub recorded_miss_reason: Option<String>,
     /// The workspace the request ran in (an id or a key fingerprint), if the line says.
@@ -115,7 +115,7 @@ struct LineParts<'a> {
     api_key: Option<Cow<'a, str>>,
     first_byte_ms: Option<u64>,
     output_tokens: Option<u64>,
-    recorded: Option<Usage>,
+    recorded: Option<RecordedUsage>,
     recorded_miss_reason: Option<String>,
     workspace: Option<Cow<'a, str>>,
     body: Option<TraceBody<'a>>,
@@ -177,8 +177,9 @@ impl<'de> Visitor<'de> for LineVisitor {
                 "first_byte_ms" => parts.first_byte_ms = map.next_value()?,
                 "usage" => {
                     let raw = map.next_value::<Option<&'de RawValue>>()?;
-                    parts.recorded = raw.and_then(|raw| crate::agreement::recorded_usage(raw.get()));
-                    parts.output_tokens = parts.recorded.map(|usage| usage.output_tokens);
+                    parts.recorded = raw.and_then(|raw| crate::agreement::read_recorded(raw.get()));
+                    parts.output_tokens =
+                        parts.recorded.as_ref().map(|recorded| recorded.usage.output_tokens);
                 }
                 "diagnostics" => {
                     let diagnostics = map.next_value::<Option<LoggedDiagnostics>>()?;

@@ -18,8 +18,8 @@ use super::capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
 use super::key_fingerprint;
 use super::redact::redact;
 use super::stats::{Comparison, ProxyStats};
-use crate::agreement::recorded_usage;
-use crate::billing::{Cost, Usage};
+use crate::agreement::read_recorded;
+use crate::billing::{Cost, RecordedUsage};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, MockEndpoint, Record};
 use crate::tokenize::Tokenizer;
@@ -280,7 +280,10 @@ impl Journal {
     fn write(&mut self, exchange: Exchange) {
         let entry = Entry::of(&exchange);
         let predicted = entry.usage.is_some().then(|| self.predict(&exchange, &entry)).flatten();
-        let recorded = entry.recorded.map(|usage| (usage, self.recorded_cost(&exchange.body, &usage)));
+        let recorded = entry
+            .recorded
+            .as_ref()
+            .map(|recorded| (recorded.usage, self.recorded_cost(predicted.as_ref(), recorded)));
         let mut comparison = Comparison::new(
             entry.workspace.clone(),
             recorded,
@@ -312,12 +315,11 @@ impl Journal {
         self.stats.lock().unwrap_or_else(PoisonError::into_inner).add(&comparison);
     }
 
-    /// What the recorded usage costs at the endpoint's prices, for the model the body names.
-    fn recorded_cost(&self, body: &[u8], usage: &Usage) -> Cost {
-        let model = crate::wire::parse_request(body).ok().and_then(|view| view.model.map(|m| m.to_string()));
-        let prices = self.endpoint.prices();
-        let price = model.map_or_else(|| prices.default_model(), |model| prices.resolve(&model).price);
-        Cost::of(usage, &price.rates(self.endpoint.config().billing))
+    /// What the recorded usage costs at the endpoint's prices (none for an unpriced model, or
+    /// a request the endpoint could not read).
+    fn recorded_cost(&self, predicted: Option<&Record>, recorded: &RecordedUsage) -> Option<Cost> {
+        let date = self.endpoint.config().price_date;
+        self.endpoint.prices().cost_of_recorded(&predicted?.model, date, recorded)
     }
 
     /// The endpoint's usage for this request, with visibility from the real first byte and the
@@ -329,7 +331,10 @@ impl Journal {
             api_key: Some(&entry.workspace),
             at: SimTime(exchange.at_ms),
             first_byte: exchange.response.as_ref().map(|r| SimTime(r.first_byte_ms)),
-            reply: Reply { output_tokens: entry.recorded.map(|u| u.output_tokens), ..Reply::input_only() },
+            reply: Reply {
+                output_tokens: entry.recorded.as_ref().map(|r| r.usage.output_tokens),
+                ..Reply::input_only()
+            },
         };
         self.endpoint.handle(call).ok().map(|exchange| exchange.record)
     }
@@ -340,7 +345,7 @@ struct Entry {
     workspace: String,
     envelope: RecordedEnvelope,
     usage: Option<Box<RawValue>>,
-    recorded: Option<Usage>,
+    recorded: Option<RecordedUsage>,
 }
 
 impl Entry {
@@ -354,7 +359,7 @@ impl Entry {
         let usage = observed.usage.as_ref().map(|usage| {
             RawValue::from_string(serde_json::Value::Object(usage.clone()).to_string()).expect("JSON text")
         });
-        let recorded = usage.as_deref().and_then(|raw| recorded_usage(raw.get()));
+        let recorded = usage.as_deref().and_then(|raw| read_recorded(raw.get()));
         // No response and no answer of our own: the client left before the upstream answered.
         let abandoned = response.is_none() && exchange.refused.is_none();
         let error = exchange.refused.clone().or(observed.error).or_else(|| abandoned.then(client_left));

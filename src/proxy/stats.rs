@@ -38,7 +38,7 @@ impl Comparison {
     /// Compares `recorded` (priced at `recorded_cost`) with `predicted`.
     pub fn new(
         workspace: String,
-        recorded: Option<(Usage, Cost)>,
+        recorded: Option<(Usage, Option<Cost>)>,
         predicted: Option<Record>,
         error: Option<LoggedError>,
         incomplete: bool,
@@ -50,7 +50,7 @@ impl Comparison {
         Comparison {
             workspace,
             recorded: recorded.map(|(usage, _)| usage),
-            recorded_cost: recorded.map(|(_, cost)| cost),
+            recorded_cost: recorded.and_then(|(_, cost)| cost),
             predicted,
             agreement,
             error,
@@ -150,8 +150,10 @@ impl ProxyStats {
         totals.exchanges += 1;
         totals.errors += u64::from(comparison.error.is_some());
         totals.incomplete += u64::from(comparison.incomplete);
-        if let (Some(usage), Some(cost)) = (&comparison.recorded, &comparison.recorded_cost) {
+        if let Some(usage) = &comparison.recorded {
             totals.recorded_usage.add(usage);
+        }
+        if let Some(cost) = &comparison.recorded_cost {
             totals.recorded_cost.add(cost);
         }
         if let Some(record) = &comparison.predicted {

@@ -166,6 +166,8 @@ pub struct RequestView<'a> {
     pub stream: bool,
     /// `speed` (fast mode).
     pub speed: Option<String>,
+    /// `inference_geo` (data residency: `"us"` carries a premium on some models).
+    pub inference_geo: Option<String>,
 }
 
 impl<'a> RequestView<'a> {
@@ -188,6 +190,7 @@ impl<'a> RequestView<'a> {
             "cache_control" => self.cache_control = map.next_value()?,
             "stream" => self.stream = map.next_value::<Option<bool>>()?.unwrap_or(false),
             "speed" => self.speed = map.next_value()?,
+            "inference_geo" => self.inference_geo = map.next_value()?,
             _ => return Ok(false),
         }
         Ok(true)

@@ -8,6 +8,7 @@ mod lookback;
 mod minimum;
 mod misses;
 mod positions;
+mod prices;
 mod properties;
 mod proxy;
 mod reference;

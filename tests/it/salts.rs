@@ -44,7 +44,17 @@ fn check(
     expect: U,
     field: Option<&str>,
 ) {
-    let mut client = Client::with_config(EndpointConfig { prompt: config, ..Default::default() });
+    let client = Client::with_config(EndpointConfig { prompt: config, ..Default::default() });
+    check_on(client, before, after, expect, field);
+}
+
+fn check_on(
+    mut client: Client,
+    before: &[(&str, Value)],
+    after: &[(&str, Value)],
+    expect: U,
+    field: Option<&str>,
+) {
     assert_eq!(U::of(&client.send(&layout(before), 0)), AHEAD, "first request writes everything");
     let record = client.send(&layout(after), 10_000);
     assert_eq!(U::of(&record), expect, "{before:?} → {after:?}");
@@ -98,7 +108,16 @@ fn effort_invalidates_messages_and_its_default_equals_omitting_it() {
 
 #[test]
 fn speed_invalidates_system_but_not_tools() {
-    check(default(), &[], &[("speed", json!("fast"))], SYSTEM, Some("speed"));
+    // The layout's sizes are Sonnet 4.6's; the shipped table gives it no fast mode (the API
+    // would refuse `speed: "fast"`), so this table lends it Opus 4.6's fast rates.
+    let mut table: Value = serde_json::from_str(forkcache::billing::BUILTIN_PRICES_JSON).expect("JSON");
+    let models = table["models"].as_array_mut().expect("models");
+    let sonnet = models.iter_mut().find(|m| m["ids"][0] == SONNET).expect("Sonnet 4.6");
+    sonnet["fast"] =
+        json!({"input": 30, "cache_write_5m": 37.5, "cache_write_1h": 60, "cache_read": 3, "output": 150});
+    let prices = forkcache::PriceTable::from_json(&table.to_string()).expect("a valid table");
+    let endpoint = forkcache::endpoint::MockEndpoint::new(EndpointConfig::default(), prices).expect("bytes4");
+    check_on(Client { endpoint }, &[], &[("speed", json!("fast"))], SYSTEM, Some("speed"));
 }
 
 #[test]

@@ -1,0 +1,127 @@
+//! The price table as the endpoint, `replay` and `prices` use it: effective dates, unpriced
+//! models, fast mode and US-only inference. Every expected cost is written out by hand.
+
+use std::process::Command;
+
+use forkcache::billing::{InferenceGeo, PriceDate, Speed};
+use forkcache::endpoint::EndpointConfig;
+use serde_json::{Value, json};
+
+use crate::support::{Body, Client, bp, text, user};
+
+/// One marked 10,000-token block plus an unmarked 5-token question, for `model`.
+fn body(model: &str) -> Body {
+    Body::new(model, vec![user(vec![bp(text("doc", 10_000)), text("q", 5)])])
+}
+
+#[test]
+fn a_model_the_table_does_not_list_is_simulated_but_unpriced() {
+    let record = Client::new().send(&body("claude-opus-9"), 0);
+    assert!(!record.model_known && !record.priced);
+    // Tokens are counted as for any model: the 10,000-token prefix is written.
+    assert_eq!(record.usage.cache_creation_input_tokens, 10_000);
+    assert_eq!(record.cost.total_nanousd(), 0);
+}
+
+#[test]
+fn sonnet_5_5_reads_are_priced_on_the_request_date() {
+    // A write at 0 and a read at 1 s of 10,000 tokens; the read at $0.20/MTok before
+    // 2026-10-07 (10,000 × 200 = 2,000,000 nano-dollars) and $0.10 from then (1,000,000);
+    // the 5 uncached tokens at $2 (10,000) either way.
+    for (day, read_nanousd) in [("2026-10-06", 2_000_000), ("2026-10-07", 1_000_000)] {
+        let config =
+            EndpointConfig { price_date: Some(PriceDate::parse(day).unwrap()), ..EndpointConfig::default() };
+        let mut client = Client::with_config(config);
+        client.send(&body("claude-sonnet-5-5"), 0);
+        let read = client.send(&body("claude-sonnet-5-5"), 1_000);
+        assert_eq!(read.usage.cache_read_input_tokens, 10_000, "{day}");
+        assert_eq!(read.cost.read_nanousd, read_nanousd, "{day}");
+        assert_eq!(read.cost.uncached_nanousd, 5 * 2_000, "{day}");
+    }
+}
+
+#[test]
+fn fast_mode_is_priced_at_its_rates_and_refused_where_a_model_has_none() {
+    let fast = body("claude-opus-5-5").with("speed", json!("fast"));
+    let record = Client::new().send(&fast, 0);
+    assert_eq!(record.usage.speed, Some(Speed::Fast));
+    // 10,000 written at fast mode's 5m rate $10/MTok = 100,000,000 nano-dollars; 5 uncached at $8.
+    assert_eq!(record.cost.write_5m_nanousd, 100_000_000);
+    assert_eq!(record.cost.uncached_nanousd, 40_000);
+    let error = Client::new().reject(&body("claude-sonnet-4-6").with("speed", json!("fast")), 0);
+    assert_eq!(error.message, "speed: fast mode is not available for model claude-sonnet-4-6");
+    let error = Client::new().reject(&body("claude-opus-5-5").with("speed", json!("ludicrous")), 0);
+    assert!(error.message.starts_with("speed: Input should be 'standard' or 'fast'"), "{}", error.message);
+}
+
+#[test]
+fn us_only_inference_costs_a_tenth_more_and_is_reported_in_usage() {
+    let record = Client::new().send(&body("claude-opus-5-5").with("inference_geo", json!("us")), 0);
+    assert_eq!(record.usage.inference_geo, Some(InferenceGeo::Us));
+    // 10,000 written at $5/MTok = 50,000,000 nano-dollars, × 1.1 = 55,000,000.
+    assert_eq!(record.cost.write_5m_nanousd, 55_000_000);
+    let standard = Client::new().send(&body("claude-opus-5-5"), 0);
+    assert_eq!(standard.usage.inference_geo, None);
+    assert_eq!(standard.cost.write_5m_nanousd, 50_000_000);
+}
+
+fn forkcache(args: &[&str], stdin: &str) -> Value {
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("written");
+    let output = child.wait_with_output().expect("it ends");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("one JSON document")
+}
+
+#[test]
+fn replay_shows_unpriced_models_as_null_cost_and_lists_them() {
+    let trace = format!("{}\n{}\n", body("claude-opus-9").0, body("claude-sonnet-4-6").0);
+    let report = forkcache(&["replay", "-", "--json"], &trace);
+    assert_eq!(report["requests"][0]["cost_usd"], Value::Null);
+    assert_eq!(report["requests"][0]["unknown_model"], json!(true));
+    // Sonnet 4.6: 10,000 written at $3.75/MTok + 5 uncached at $3 = 37,500,000 + 15,000 nano-dollars.
+    assert_eq!(report["requests"][1]["cost_nanousd"], json!(37_515_000));
+    assert_eq!(report["totals"]["cost_nanousd"], json!(37_515_000));
+    assert_eq!(report["totals"]["unpriced_models"], json!(["claude-opus-9"]));
+    // Priced as another model only when asked: Opus 4.8's 5m write is $6.25/MTok.
+    let report = forkcache(&["replay", "-", "--json", "--price-unknown-as", "claude-opus-4-8"], &trace);
+    assert_eq!(report["requests"][0]["cost_nanousd"], json!(10_000 * 6_250 + 5 * 5_000));
+    assert_eq!(report["requests"][0]["priced_as"], json!("claude-opus-4-8"));
+    assert_eq!(report["totals"]["unpriced_models"], json!([]));
+    // The old flag name still works.
+    let report = forkcache(&["replay", "-", "--json", "--default-model", "claude-opus-4-8"], &trace);
+    assert_eq!(report["totals"]["unpriced_models"], json!([]));
+}
+
+#[test]
+fn replay_prices_on_the_date_given() {
+    let trace = format!("{}\n{}\n", body("claude-sonnet-5-5").0, body("claude-sonnet-5-5").0);
+    let read_cost = |flags: &[&str]| {
+        let mut args = vec!["replay", "-", "--json"];
+        args.extend_from_slice(flags);
+        forkcache(&args, &trace)["requests"][1]["cost_nanousd"].as_u64().expect("priced")
+    };
+    // 10,000 read + 5 uncached at $2: at $0.20 → 2,000,000 + 10,000; at $0.10 → 1,000,000 + 10,000.
+    assert_eq!(read_cost(&["--date", "2026-09-30"]), 2_010_000);
+    assert_eq!(read_cost(&[]), 1_010_000);
+}
+
+#[test]
+fn prices_lists_every_row_with_a_source() {
+    let table = forkcache(&["prices", "--json"], "");
+    let models = table["models"].as_array().expect("models");
+    assert!(models.len() >= 25);
+    for model in models {
+        assert!(!model["source"].as_str().unwrap_or_default().is_empty(), "{model}");
+    }
+    let opus = models.iter().find(|m| m["ids"][0] == "claude-opus-5-5").expect("Opus 5.5");
+    assert_eq!((opus["input"].as_f64(), opus["output"].as_f64()), (Some(4.0), Some(20.0)));
+    assert_eq!(opus["fast"]["input"].as_f64(), Some(8.0));
+}
