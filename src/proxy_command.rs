@@ -8,7 +8,7 @@ use forkcache::endpoint::MockEndpoint;
 use forkcache::proxy::{Proxy, ProxyConfig};
 
 use crate::cli::ProxyArgs;
-use crate::serve_command::shutdown_signal;
+use crate::serve_command::{on_runtime, shutdown_signal};
 
 /// Forwards until Ctrl-C or SIGTERM, then prints the recorded and predicted totals.
 pub fn run_proxy(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
@@ -24,9 +24,7 @@ pub fn run_proxy(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
     if !args.quiet {
         config.request_log = Some(Box::new(std::io::stdout()));
     }
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(async {
+    on_runtime(async {
         let proxy = Proxy::bind(config, endpoint).await?;
         println!("forkcache proxy listening on http://{} → {}", proxy.local_addr(), args.upstream);
         std::io::stdout().flush().context("writing to standard output")?;

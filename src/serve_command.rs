@@ -32,9 +32,7 @@ pub fn run_serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if !args.quiet {
         config.request_log = Some(Box::new(std::io::stdout()));
     }
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(async {
+    on_runtime(async {
         let server = Server::bind(config, endpoint).await?;
         println!("forkcache serve listening on http://{}", server.local_addr());
         std::io::stdout().flush().context("writing to standard output")?;
@@ -43,6 +41,13 @@ pub fn run_serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs an HTTP edge (serve, proxy) on a multi-threaded runtime until it returns.
+pub(crate) fn on_runtime<T>(edge: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    runtime.block_on(edge)
 }
 
 /// Ctrl-C, or SIGTERM where there is one (what `kill` and CI harnesses send).

@@ -1,11 +1,15 @@
-//! JSONL traces: what `serve` logs and `replay` reads.
+//! JSONL traces: what `serve` logs, what `proxy` records and what `replay` reads.
 //!
 //! A line is either a raw request body, or an envelope
-//! `{"at_ms": u64, "api_key": "…"?, "first_byte_ms": u64?, "body": {…} | "…", "usage": {…}?,
-//! "error": {…}?}`. A line is an envelope exactly when it has a `body` member. An envelope with an
-//! `error` records a request turned away before it was priced (a scripted error, a missing key, a
-//! body over the size limit): it replays as that error, whatever its body. Lines are read in one pass: a raw
-//! body (or an object `body`) is parsed straight into a [`RequestView`] borrowing the line.
+//! `{"at_ms": u64, "api_key": "…"?, "workspace": "…"?, "first_byte_ms": u64?, "request_id": "…"?,
+//! "usage": {…}?, "diagnostics": {…}?, "error": {…}?, "incomplete": true?, "body": {…} | "…"}`.
+//! A line is an envelope exactly when it has a `body` member. An envelope with an `error` records
+//! a request turned away before it was priced (a scripted error, a missing key, a body over the
+//! size limit, an upstream's error): it replays as that error, whatever its body. `usage` is the
+//! response's usage as returned — the *recorded* usage replay scores its prediction against —
+//! and `diagnostics` the API's cache diagnostics; `workspace` scopes the cache as a key would.
+//! Lines are read in one pass: a raw body (or an object `body`) is parsed straight into a
+//! [`RequestView`] borrowing the line.
 
 use std::borrow::Cow;
 use std::fmt;

@@ -27,9 +27,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::time::Instant;
+use tokio::time::{Duration, Instant};
 
 use crate::endpoint::MockEndpoint;
+use crate::serve::{ServeError, serve_until};
 
 pub use capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
 pub use redact::redact;
@@ -85,25 +86,10 @@ pub enum ProxyError {
     /// `--upstream` or `--upstream-ca` is unusable.
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
-    /// The address could not be bound.
-    #[error("cannot listen on {addr}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The trace file could not be opened.
-    #[error("cannot open trace {}", path.display())]
-    Trace {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The proxy stopped with an I/O error.
-    #[error("the proxy failed")]
-    Io(#[from] std::io::Error),
+    /// The address could not be bound, the trace not opened, or the proxy stopped with an I/O
+    /// error (as for `serve`).
+    #[error(transparent)]
+    Edge(#[from] ServeError),
 }
 
 /// A bound proxy, ready to run.
@@ -122,13 +108,13 @@ impl Proxy {
         let trace = match &config.trace {
             Some(path) => Some(
                 journal::open_trace(path)
-                    .map_err(|source| ProxyError::Trace { path: path.clone(), source })?,
+                    .map_err(|source| ServeError::Trace { path: path.clone(), source })?,
             ),
             None => None,
         };
         let listener = tokio::net::TcpListener::bind(config.addr)
             .await
-            .map_err(|source| ProxyError::Bind { addr: config.addr, source })?;
+            .map_err(|source| ServeError::Bind { addr: config.addr, source })?;
         let stats = Arc::new(Mutex::new(ProxyStats::default()));
         let tokenizer = endpoint.config().tokenizer;
         let built = "the endpoint was built with this tokenizer";
@@ -156,30 +142,16 @@ impl Proxy {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<ProxyStats, ProxyError> {
-        let (began, stop_began) = tokio::sync::oneshot::channel::<()>();
-        let stopping = async move {
-            shutdown.await;
-            let _ = began.send(());
-        };
-        let grace_period = std::time::Duration::from_millis(self.shutdown_grace_ms);
-        let grace = async move {
-            match stop_began.await {
-                Ok(()) => tokio::time::sleep(grace_period).await,
-                Err(_) => std::future::pending().await,
-            }
-        };
         let router = http::router(Arc::clone(&self.shared));
-        let serving = axum::serve(self.listener, router).with_graceful_shutdown(stopping);
-        tokio::select! {
-            served = serving => served?,
-            () = grace => {}
-        }
+        serve_until(self.listener, router, shutdown, self.shutdown_grace_ms)
+            .await
+            .map_err(ServeError::from)?;
         let stats = Arc::clone(&self.shared.stats);
         drop(self.shared);
         // Exchanges still held by connections past the grace period are left out.
         let journal = self.journal;
         let finished = tokio::task::spawn_blocking(move || journal.finish());
-        let _ = tokio::time::timeout(grace_period, finished).await;
+        let _ = tokio::time::timeout(Duration::from_millis(self.shutdown_grace_ms), finished).await;
         let stats = stats.lock().unwrap_or_else(PoisonError::into_inner).clone();
         Ok(stats)
     }

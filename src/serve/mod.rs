@@ -193,31 +193,42 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Summary, ServeError> {
         let mut stop_requested = self.stop_requested;
-        let (began, stop_began) = tokio::sync::oneshot::channel::<()>();
         let stopping = async move {
             tokio::select! {
                 () = shutdown => {}
                 _ = stop_requested.wait_for(|stop| *stop) => {}
             }
-            let _ = began.send(());
-        };
-        // In-flight responses may finish; a client that never finishes its request may not hold
-        // the server up for longer than the grace period.
-        let grace_period = std::time::Duration::from_millis(self.shared.config.shutdown_grace_ms);
-        let grace = async move {
-            match stop_began.await {
-                Ok(()) => tokio::time::sleep(grace_period).await,
-                Err(_) => std::future::pending().await,
-            }
         };
         let router = http::router(Arc::clone(&self.shared));
-        let serving = axum::serve(self.listener, router).with_graceful_shutdown(stopping);
-        tokio::select! {
-            served = serving => served?,
-            () = grace => {}
-        }
+        serve_until(self.listener, router, stopping, self.shared.config.shutdown_grace_ms).await?;
         let core = self.shared.lock();
         Ok(Summary { stats: core.stats.clone(), cache: core.endpoint.cache_stats() })
+    }
+}
+
+/// Serves `router` on `listener` until `stopping` completes, then lets in-flight requests
+/// finish — but a client that never finishes its request may not hold the server up for longer
+/// than `grace_ms`.
+pub(crate) async fn serve_until(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    stopping: impl Future<Output = ()> + Send + 'static,
+    grace_ms: u64,
+) -> std::io::Result<()> {
+    let (began, stop_began) = tokio::sync::oneshot::channel::<()>();
+    let stopping = async move {
+        stopping.await;
+        let _ = began.send(());
+    };
+    let grace = async move {
+        match stop_began.await {
+            Ok(()) => tokio::time::sleep(std::time::Duration::from_millis(grace_ms)).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        served = axum::serve(listener, router).with_graceful_shutdown(stopping) => served,
+        () = grace => Ok(()),
     }
 }
 

@@ -18,7 +18,7 @@ use forkcache::replay::{ReplayConfig, replay};
 use forkcache::serve::{LatencyMode, Script, ServeConfig};
 use serde_json::{Value, json};
 
-use crate::serve_harness::{Running, cached_request, client, post, sse_events};
+use crate::serve_harness::{Running, cached_request, client, on_own_runtime, post, sse_events};
 
 const MODEL: &str = "claude-sonnet-4-6";
 const KEY: &str = "sk-ant-api03-PROXY-TEST-SECRET-0123456789";
@@ -55,19 +55,12 @@ impl RunningProxy {
         configure(&mut config);
         let log = Arc::new(Mutex::new(Vec::new()));
         config.request_log = Some(Box::new(SharedLog(Arc::clone(&log))));
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime =
-                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-            runtime.block_on(async move {
-                let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
-                let proxy = Proxy::bind(config, endpoint).await.unwrap();
-                addr_tx.send(proxy.local_addr()).unwrap();
-                proxy.run(async move { stopped.await.unwrap_or(()) }).await.unwrap()
-            })
+        let (addr, stop, thread) = on_own_runtime(move |bound, stopped| async move {
+            let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+            let proxy = Proxy::bind(config, endpoint).await.unwrap();
+            bound.send(proxy.local_addr()).unwrap();
+            proxy.run(async move { stopped.await.unwrap_or(()) }).await.unwrap()
         });
-        let addr = addr_rx.recv_timeout(Duration::from_secs(10)).expect("the proxy binds");
         RunningProxy { addr, log, stop: Some(stop), thread: Some(thread) }
     }
 
@@ -108,6 +101,16 @@ fn raw_bodies(path: &Path) -> Vec<String> {
     text.lines().map(|line| serde_json::from_str::<Line>(line).unwrap().body.get().to_string()).collect()
 }
 
+/// `forkcache serve` tracing to DIR/serve.jsonl, and the proxy in front tracing to DIR/proxy.jsonl.
+fn serve_and_proxy(dir: &Path) -> (Running, RunningProxy) {
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    (server, proxy)
+}
+
 /// One conversation's turns: the same cached system prompt, a growing user text.
 fn turn(conversation: usize, turn: usize, stream: bool) -> String {
     let user = format!("conversation {conversation} turn {turn}: {}", "words ".repeat(turn * 20));
@@ -117,11 +120,7 @@ fn turn(conversation: usize, turn: usize, stream: bool) -> String {
 #[test]
 fn proxy_trace_equals_the_servers_body_for_body_and_agrees_with_it() {
     let dir = scratch("identity");
-    let server = Running::start(
-        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
-        EndpointConfig::default(),
-    );
-    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let (server, proxy) = serve_and_proxy(&dir);
     let agent = client();
     let mut answers = Vec::new();
     for step in 0..4 {
@@ -386,11 +385,7 @@ fn client_hanging_up_mid_stream_cancels_the_upstream_and_is_recorded_incomplete(
 #[test]
 fn sixteen_concurrent_clients_are_recorded_in_start_order() {
     let dir = scratch("sixteen");
-    let server = Running::start(
-        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
-        EndpointConfig::default(),
-    );
-    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let (server, proxy) = serve_and_proxy(&dir);
     let url = proxy.url("/v1/messages");
     let clients: Vec<_> = (0..16)
         .map(|conversation| {
