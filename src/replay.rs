@@ -663,3 +663,27 @@ fn truncate(text: &str, width: usize) -> &str {
 fn round6(value: f64) -> f64 {
     (value * 1e6).round() / 1e6
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn miss(cause: MissCause, dimension: Option<Dimension>) -> Miss {
+        Miss { cause, dimension, position: 3, path: "system[0]".into(), tokens_missed: 100 }
+    }
+
+    #[test]
+    fn only_changes_have_a_diagnostics_type() {
+        let changed = |dimension| diagnostics_type(Some(&miss(MissCause::PrefixChanged, Some(dimension))));
+        assert_eq!(changed(Dimension::System), Some("system_changed"));
+        assert_eq!(changed(Dimension::Tools), Some("tools_changed"));
+        assert_eq!(changed(Dimension::Messages), Some("messages_changed"));
+        assert_eq!(changed(Dimension::Config), None, "the API has no type for a rendered parameter");
+        assert_eq!(diagnostics_type(Some(&miss(MissCause::ModelChanged, None))), Some("model_changed"));
+        for cause in [MissCause::Cold, MissCause::Expired, MissCause::NotYetVisible, MissCause::BelowMinimum]
+        {
+            assert_eq!(diagnostics_type(Some(&miss(cause, None))), None);
+        }
+        assert_eq!(diagnostics_type(None), None);
+    }
+}
