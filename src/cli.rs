@@ -8,7 +8,7 @@ use forkcache::billing::{BillingProfile, PriceTable};
 use forkcache::cache::Policy;
 use forkcache::clock::Visibility;
 use forkcache::endpoint::EndpointConfig;
-use forkcache::prompt::IdentityMode;
+use forkcache::prompt::{DeferredTools, IdentityMode};
 use forkcache::tokenize::TokenizerKind;
 
 /// Simulate, measure and price prompt-cache sharing in LLM agent systems.
@@ -131,16 +131,27 @@ pub struct RunArgs {
     pub bodies: Option<PathBuf>,
 }
 
-/// `explain`.
+/// `explain`: `explain A B`, or `explain TRACE --request N`.
 #[derive(Args, Debug)]
 pub struct ExplainArgs {
-    /// The earlier request: a body, or an envelope with a `body` member.
+    /// The earlier request (a body, or an envelope with a `body` member); with `--request`, the
+    /// trace.
     pub a: PathBuf,
     /// The later request.
-    pub b: PathBuf,
+    #[arg(required_unless_present = "request", conflicts_with = "request")]
+    pub b: Option<PathBuf>,
+    /// Explain request N (0-based) of the trace A: its miss, the bytes around the divergence
+    /// from the closest earlier request, and the fix with its saving.
+    #[arg(long)]
+    pub request: Option<usize>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Milliseconds between trace lines that carry no `at_ms` (with `--request`).
+    #[arg(long, default_value_t = 30_000)]
+    pub gap_ms: u64,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 /// `demo`.
@@ -249,6 +260,10 @@ pub struct EngineArgs {
     /// Cache capacity in entries.
     #[arg(long, default_value_t = 1 << 20)]
     pub capacity: usize,
+    /// Loading a deferred tool (a `tool_reference`) renders it among the tools, breaking the
+    /// prefix, as real transcripts show; by default the documented rule (no change).
+    #[arg(long)]
+    pub deferred_tools_observed: bool,
 }
 
 /// `--policy`.
@@ -409,6 +424,9 @@ impl EngineArgs {
         };
         config.prompt.collapse_tool_runs = !self.no_collapse_runs;
         config.prompt.render_config_ahead = self.render_config_ahead;
+        if self.deferred_tools_observed {
+            config.prompt.deferred_tools = DeferredTools::Observed;
+        }
         config.cache.policy = match self.policy {
             PolicyArg::Anthropic => Policy::Anthropic,
             PolicyArg::LongestPrefix => Policy::LongestPrefix,

@@ -143,9 +143,25 @@ fn write_bodies(dir: &std::path::Path, report: &forkcache::scenario::ScenarioRep
 }
 
 fn run_explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
+    let Some(b_path) = &args.b else { return run_explain_request(args) };
     let a = request_body(&read_input(&args.a)?).with_context(|| format!("in {}", args.a.display()))?;
-    let b = request_body(&read_input(&args.b)?).with_context(|| format!("in {}", args.b.display()))?;
+    let b = request_body(&read_input(b_path)?).with_context(|| format!("in {}", b_path.display()))?;
     let explanation = forkcache::verify::explain(&a, &b).context("reading the requests")?;
+    if args.json {
+        println!("{}", serde_json::to_string(&explanation)?);
+    } else {
+        print!("{}", explanation.to_text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `explain TRACE --request N`.
+fn run_explain_request(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
+    let index = args.request.context("--request is required with a single file")?;
+    let trace = read_input(&args.a)?;
+    let config = ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms };
+    let explanation = forkcache::explain::explain_request(&config, args.engine.prices()?, &trace, index)
+        .with_context(|| format!("explaining {}", args.a.display()))?;
     if args.json {
         println!("{}", serde_json::to_string(&explanation)?);
     } else {

@@ -11,7 +11,10 @@ use crate::billing::{
     BillingProfile, Cost, InferenceGeo, ModelPrice, Modifiers, PriceDate, PriceTable, ResolvedModel, Speed,
     TokenEquivalents, Usage,
 };
-use crate::cache::{CacheConfig, Lookup, Miss, Outcome, PrefixCache, ScopeId, StoreStats};
+use crate::cache::{
+    CacheConfig, Diagnostics, Fingerprint, Fingerprints, Lookup, Miss, Outcome, PrefixCache, ScopeId,
+    StoreStats,
+};
 use crate::clock::SimTime;
 use crate::prompt::{
     BlockContext, BlockInfo, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer,
@@ -19,7 +22,8 @@ use crate::prompt::{
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
-    ApiError, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock, StopReason, parse_request,
+    ApiError, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock,
+    StopReason, check_model_rules, parse_request,
 };
 
 /// Everything that decides how requests are priced.
@@ -154,6 +158,8 @@ pub struct MockEndpoint {
     cache: PrefixCache,
     // How often each request identity was answered, so repeats get distinct ids.
     id_uses: HashMap<u128, u64, BuildPassThrough>,
+    // Requests that asked for cache diagnostics, by response id.
+    fingerprints: Fingerprints,
 }
 
 /// Distinct request identities remembered for id numbering before starting over.
@@ -169,6 +175,7 @@ impl MockEndpoint {
             prices,
             renderer,
             id_uses: HashMap::default(),
+            fingerprints: Fingerprints::default(),
         })
     }
 
@@ -212,6 +219,7 @@ impl MockEndpoint {
         if max_tokens == 0 {
             check_prewarm(view)?;
         }
+        check_model_rules(view, view.require_model()?)?;
         let settings = self.price_settings(view)?;
         let prompt = self.render_view(view)?;
         let request = RenderedRequest {
@@ -220,7 +228,11 @@ impl MockEndpoint {
             stream: view.stream,
             max_tokens,
         };
-        Ok(self.serve(&request, call, settings))
+        let mut exchange = self.serve(&request, call, settings);
+        if let Some(asked) = &view.diagnostics {
+            exchange.response.diagnostics = Some(self.diagnose(&request, asked, &exchange));
+        }
+        Ok(exchange)
     }
 
     /// The request's `speed` and `inference_geo`, refused as the API would where the model has
@@ -247,6 +259,25 @@ impl MockEndpoint {
             return Err(ApiError::invalid(format!("speed: fast mode is not available for model {model}")));
         }
         Ok(PriceSettings { speed, geo })
+    }
+
+    /// Cache diagnostics for a request that asked: compared with the request behind
+    /// `previous_message_id`, then remembered under this response's id for the next turn.
+    fn diagnose(
+        &mut self,
+        request: &RenderedRequest,
+        asked: &DiagnosticsRequest,
+        exchange: &Exchange,
+    ) -> Option<Diagnostics> {
+        let workspace = &exchange.record.workspace;
+        let previous = asked.previous_message_id.as_deref();
+        let diagnostics = self.fingerprints.diagnose(workspace, previous, request.model, request.prompt);
+        self.fingerprints.keep(
+            workspace,
+            &exchange.response.id,
+            Fingerprint::of(request.model, request.prompt),
+        );
+        diagnostics
     }
 
     /// Prices a request its caller rendered itself (with [`crate::prompt::PromptBuilder`] and
@@ -396,6 +427,7 @@ impl MockEndpoint {
             stop_reason,
             stop_sequence: None,
             usage,
+            diagnostics: None,
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod calibrate;
 pub mod clock;
 pub mod demo;
 pub mod endpoint;
+pub mod explain;
 mod json;
 pub mod prompt;
 pub mod proxy;

@@ -8,10 +8,9 @@ use serde::Serialize;
 
 use crate::agreement::{Agreement, agreement};
 use crate::billing::{Cost, PriceTable, RecordedUsage, TokenEquivalents, Usage};
-use crate::cache::{Miss, MissCause, StoreStats};
+use crate::cache::{CacheMissType, Miss, MissCause, StoreStats, layout_notes, miss_reason_type};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
-use crate::prompt::Dimension;
 use crate::tokenize::TokenizerUnavailable;
 use crate::trace::{TraceBody, TraceLine, read_trace};
 use crate::wire::{ApiError, Reply, parse_request};
@@ -69,25 +68,11 @@ pub struct Recorded {
 pub struct MissReasonCheck {
     /// As the API reported it.
     pub recorded: String,
-    /// The predicted miss as a diagnostics type ([`diagnostics_type`]); none for no miss.
+    /// The predicted miss as a diagnostics type ([`miss_reason_type`]); none for no miss, or a
+    /// miss the API would not name.
     pub predicted: Option<&'static str>,
     /// Whether they name the same reason.
     pub agrees: bool,
-}
-
-/// The cache-diagnostics beta's `cache_miss_reason.type` for a predicted miss: the API names
-/// only what changed (model, system, tools, messages); a miss of any other cause (cold, expired,
-/// not yet visible, below minimum, lookback, no breakpoint) or a change of a rendered parameter
-/// has no diagnostics type.
-pub fn diagnostics_type(miss: Option<&Miss>) -> Option<&'static str> {
-    let miss = miss?;
-    match (miss.cause, miss.dimension) {
-        (MissCause::ModelChanged, _) => Some("model_changed"),
-        (MissCause::PrefixChanged, Some(Dimension::System)) => Some("system_changed"),
-        (MissCause::PrefixChanged, Some(Dimension::Tools)) => Some("tools_changed"),
-        (MissCause::PrefixChanged, Some(Dimension::Messages)) => Some("messages_changed"),
-        _ => None,
-    }
 }
 
 /// Recorded usage summed over a replay, and how often the prediction agreed.
@@ -283,7 +268,8 @@ fn score(
     let cost = model.and_then(|model| endpoint.prices().cost_of_recorded(model, date, recorded));
     let predicted = result.as_ref().ok();
     let miss_reason = line.recorded_miss_reason.as_ref().map(|reason| {
-        let predicted = diagnostics_type(predicted.and_then(|r| r.miss.as_ref()));
+        let predicted =
+            predicted.and_then(|r| r.miss.as_ref()).and_then(miss_reason_type).map(CacheMissType::name);
         MissReasonCheck { recorded: reason.clone(), predicted, agrees: predicted == Some(reason.as_str()) }
     });
     Recorded { usage, cost, agreement: predicted.map(|r| agreement(&r.usage, &usage)), miss_reason }
@@ -576,6 +562,9 @@ impl ReplayReport {
                 record.priced_as
             );
         }
+        let causes =
+            self.records.iter().filter_map(|r| r.result.as_ref().ok()?.miss.as_ref().map(|miss| miss.cause));
+        out.push_str(&layout_notes(causes));
         let endpoint = &self.config.endpoint;
         let _ = writeln!(
             out,
@@ -662,28 +651,4 @@ fn truncate(text: &str, width: usize) -> &str {
 
 fn round6(value: f64) -> f64 {
     (value * 1e6).round() / 1e6
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn miss(cause: MissCause, dimension: Option<Dimension>) -> Miss {
-        Miss { cause, dimension, position: 3, path: "system[0]".into(), tokens_missed: 100 }
-    }
-
-    #[test]
-    fn only_changes_have_a_diagnostics_type() {
-        let changed = |dimension| diagnostics_type(Some(&miss(MissCause::PrefixChanged, Some(dimension))));
-        assert_eq!(changed(Dimension::System), Some("system_changed"));
-        assert_eq!(changed(Dimension::Tools), Some("tools_changed"));
-        assert_eq!(changed(Dimension::Messages), Some("messages_changed"));
-        assert_eq!(changed(Dimension::Config), None, "the API has no type for a rendered parameter");
-        assert_eq!(diagnostics_type(Some(&miss(MissCause::ModelChanged, None))), Some("model_changed"));
-        for cause in [MissCause::Cold, MissCause::Expired, MissCause::NotYetVisible, MissCause::BelowMinimum]
-        {
-            assert_eq!(diagnostics_type(Some(&miss(cause, None))), None);
-        }
-        assert_eq!(diagnostics_type(None), None);
-    }
 }

@@ -6,13 +6,17 @@ The trace says what Claude Code sent; `forkcache replay --json` of it says what 
 read and wrote. Checks: the run succeeded; one parent request carries the prompt; exactly two
 fork children (their last user message holds Claude Code's <fork-boilerplate> directive); and
 each child read at least the prefix the parent wrote — the parent's whole cached prefix — from
-the cache. Prints a request-by-request table.
+the cache; every request's model is in forkcache's price table; and forkcache's total cost is
+within 0.5% of the `total_cost_usd` Claude Code computed for the same usage (it prices with a
+table of its own). Prints a request-by-request table.
 """
 
 import json
 import sys
 
 MARKER = "FORKCACHE_SPAWN_TWO_FORKS"
+# How far forkcache's total may be from Claude Code's own, relative to Claude Code's.
+COST_TOLERANCE = 0.005
 
 
 def text_of(content):
@@ -88,6 +92,30 @@ print(
     f"forkcache: {totals['requests']} requests, hit rate {totals['hit_rate'] * 100:.1f}%, "
     f"cost ${totals['cost_usd']:.6f}; Claude Code reported total_cost_usd ${claude.get('total_cost_usd', 0):.6f}"
 )
+
+
+def unpriced_models(requests):
+    """Models forkcache could not price: flagged unknown, or without a cost."""
+    return sorted(
+        {r.get("model", "?") for r in requests if "usage" in r and (r.get("unknown_model") or r.get("cost_usd") is None)}
+    )
+
+
+unpriced = unpriced_models(requests)
+if unpriced:
+    failures.append(f"not in forkcache's price table: {', '.join(unpriced)} (its cost cannot be checked)")
+reported = claude.get("total_cost_usd")
+if not isinstance(reported, (int, float)) or reported <= 0:
+    failures.append(f"Claude Code reported no total_cost_usd ({reported!r})")
+elif not unpriced:
+    difference = abs(totals["cost_usd"] - reported) / reported
+    if difference > COST_TOLERANCE:
+        failures.append(
+            f"forkcache's cost ${totals['cost_usd']:.6f} differs from Claude Code's ${reported:.6f} "
+            f"by {difference * 100:.2f}% (more than {COST_TOLERANCE * 100:.1f}%)"
+        )
+    else:
+        print(f"cost matches Claude Code's own within {difference * 100:.3f}%")
 if failures:
     for failure in failures:
         print(f"FAIL: {failure}")

@@ -1,5 +1,5 @@
 # Shared by the real-client checks: where things live, starting and stopping `forkcache serve`,
-# and the loud SKIPPED line when a package registry cannot be reached.
+# and the loud SKIPPED line when a package registry cannot be reached (a failure under CI=true).
 # Source it; it expects `set -euo pipefail` in the caller.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -90,13 +90,19 @@ stop_server() {
   SERVER_PID=""
 }
 
-# skipped WHAT WHY: the loud line CI logs show when a client could not be installed offline.
+# skipped WHAT WHY: the loud line shown when a client could not be installed offline. Under
+# CI=true a client that cannot be installed fails the run instead: CI must never pass a check
+# it did not run.
 skipped() {
   echo
   echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
   echo "!!! SKIPPED: $1 -- $2"
   echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
   echo
+  if [[ "${CI:-}" == "true" ]]; then
+    echo "FAIL: CI=true and $1 could not run" >&2
+    exit 1
+  fi
 }
 
 # npm_reachable: whether the npm registry answers.

@@ -244,7 +244,8 @@ impl RequestRenderer {
         }
         .salts(price);
         let mut builder = PromptBuilder::new(salts, config.collapse_tool_runs);
-        for (index, info) in tool_infos.iter().enumerate() {
+        // A deferred tool is not in the prompt until tool search loads it (documented rule).
+        for (index, info) in tool_infos.iter().enumerate().filter(|(_, info)| !info.deferred) {
             builder.tool(index as u32, &without_marker(info));
         }
         if !tool_infos.is_empty() {

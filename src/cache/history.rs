@@ -16,6 +16,9 @@ pub struct Summary {
     pub salts: Salts,
     /// The highest of its positions left cached after it ran (read or written), and `T` there.
     pub cached_to: Option<(u32, u64)>,
+    /// Where its own content began (past what it shared with the past), when that is a
+    /// `tool_use`: a fork child's own tool call.
+    pub own_tool_use_at: Option<u32>,
 }
 
 /// Prefixes sent so far, per scope.
@@ -67,9 +70,12 @@ impl History {
             self.summaries.clear();
         }
         let fresh_from = closest.shared_to.unwrap_or(0);
-        // The shared prefix's last position now names this request as its most recent sender;
-        // everything after it is new.
-        for index in fresh_from..prompt.len() as u32 {
+        // The shared prefix's last position names whichever of its senders cached deeper (the
+        // one whose entry a later divergence there would lose); everything after it is new.
+        let keep_earlier = closest.request.and_then(|r| self.summaries.get(&r)).is_some_and(|earlier| {
+            closest.shared_to.is_some() && cached_tokens(earlier) > cached_tokens(&summary)
+        });
+        for index in fresh_from + u32::from(keep_earlier)..prompt.len() as u32 {
             self.sent.insert(EntryKey { scope, prefix: prompt.position(index).hash }, request);
         }
         self.summaries.insert(request, summary);
@@ -92,6 +98,10 @@ impl History {
     }
 }
 
+fn cached_tokens(summary: &Summary) -> u64 {
+    summary.cached_to.map_or(0, |(_, tokens)| tokens)
+}
+
 /// Unreachable summaries tolerated before pruning (so small runs never prune).
 const SUMMARY_SLACK: usize = 1024;
 
@@ -108,6 +118,7 @@ mod tests {
                 hash,
                 tokens_end: 10 * (i as u64 + 1),
                 slot: Slot::System(i as u32),
+                tool_use: false,
             })
             .collect();
         Prompt {
@@ -124,7 +135,7 @@ mod tests {
         let mut history = History::default();
         let scope = ScopeId(0);
         let prompts = [prompt(&[1, 2, 3]), prompt(&[1, 2, 4])];
-        let summary = Summary { salts: Salts::default(), cached_to: None };
+        let summary = Summary { salts: Salts::default(), cached_to: None, own_tool_use_at: None };
         for request in 0..20_000u64 {
             let prompt = &prompts[(request % 2) as usize];
             let closest = history.closest(scope, prompt.as_ref());

@@ -6,19 +6,26 @@
 //! 1. an entry exists at one of its unread positions, but was expired, not yet visible, or out of
 //!    every breakpoint's reach;
 //! 2. an earlier request in scope sent a longer common prefix (or had cached past the point where
-//!    this request diverges from it), but nothing was cached inside the shared part;
+//!    this request diverges from it), but nothing was cached inside the shared part: either no
+//!    marker of that request covered it (`not_written`) or its entry is gone (`cold`);
 //! 3. the same prefix is cached under another model of the workspace.
 //!
 //! New content — what no earlier request sent — is never a miss, so the first request of a
 //! conversation, and the directive that makes a fork differ from its siblings, have `miss: null`.
+//! Two divergences are new content by design and are labelled as such rather than as an edit:
+//! a compaction summary that replaces the history (`compacted`, nothing missed), and sibling
+//! forks that each keep only their own `tool_use` (`own_tool_use`: they part at the assistant
+//! message, so one fork cannot read another's turn).
 //!
-//! `tokens_missed` counts what could have been read. For `prefix_changed` when the earlier
-//! request had cached beyond the changed block, that is the earlier request's whole entry (up to
-//! this request's length), on the assumption that the blocks after the changed one are the same —
-//! true of an edit in place (a timestamp, a re-rendered section, a reordered schema), an
-//! over-estimate when the requests also differ further on (sibling forks that each keep only
-//! their own `tool_use`). The comparison holds hashes, not the earlier request's blocks, so it
-//! cannot tell those apart; the cause, position and path are exact either way.
+//! `tokens_missed` counts what could have been read. For `prefix_changed` when an earlier
+//! request had cached beyond the changed block, that is what the deepest such entry held beyond
+//! the divergence (up to this request's length), plus the shared part before it that was not
+//! read — assuming the blocks after the changed one are the same, true of an edit in place (a
+//! timestamp, a re-rendered section, a reordered schema). The earlier request compared with is
+//! the one that cached deepest past the shared prefix, not merely the latest to send it: a
+//! short sibling sent since must not hide the entry the change lost. The comparison holds
+//! hashes, not the earlier request's blocks, so it cannot check the assumption; the cause,
+//! position and path are exact either way.
 
 use serde::Serialize;
 
@@ -32,8 +39,17 @@ use crate::prompt::{Breakpoint, Dimension, PromptRef};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MissCause {
-    /// The shared prefix was sent before but never cached at any of its positions.
+    /// The shared prefix was sent and cached before, but its entry is gone (evicted).
     Cold,
+    /// The shared prefix was sent before, but no marker of the request that sent it covered it,
+    /// so it was never written (a fork reading the parent's reply that the parent's last request
+    /// did not mark). `tokens_missed` is what a marker there would have saved.
+    NotWritten,
+    /// A compaction summary replaced the history: new content, nothing could have been read.
+    Compacted,
+    /// Sibling forks that each keep only their own `tool_use` part at the assistant message
+    /// (Claude Code's fork layout): one fork's turn is not the next one's prefix.
+    OwnToolUse,
     /// The request diverges from the closest earlier request at a block (or a rendered
     /// parameter) before the point where that request's cache entry lay.
     PrefixChanged,
@@ -56,6 +72,9 @@ impl MissCause {
     pub fn name(self) -> &'static str {
         match self {
             MissCause::Cold => "cold",
+            MissCause::NotWritten => "not_written",
+            MissCause::Compacted => "compacted",
+            MissCause::OwnToolUse => "own_tool_use",
             MissCause::PrefixChanged => "prefix_changed",
             MissCause::ModelChanged => "model_changed",
             MissCause::BelowMinimum => "below_minimum",
@@ -65,6 +84,38 @@ impl MissCause {
             MissCause::NoBreakpoint => "no_breakpoint",
         }
     }
+}
+
+impl MissCause {
+    /// For the causes that are a layout rather than a mistake in one request, what the layout
+    /// is: reports print it once, under the requests that show it.
+    pub fn layout_note(self) -> Option<&'static str> {
+        match self {
+            MissCause::OwnToolUse => Some(
+                "sibling forks each keep only their own tool_use (Claude Code's fork layout), so \
+                 each parts from the others at the assistant message; forks that keep every \
+                 tool_use would share it",
+            ),
+            MissCause::NotWritten => Some(
+                "the shared content was sent before, but no marker of that request covered it; \
+                 a marker on its last block would have cached it",
+            ),
+            MissCause::Compacted => {
+                Some("a compaction summary replaced the history: new content, nothing to read")
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One line per distinct cause among `causes` that is a layout rather than a mistake
+/// (`cause: note`), in cause order: what reports print once, under the requests.
+pub fn layout_notes(causes: impl IntoIterator<Item = MissCause>) -> String {
+    let causes: std::collections::BTreeSet<MissCause> = causes.into_iter().collect();
+    causes
+        .into_iter()
+        .filter_map(|cause| cause.layout_note().map(|note| format!("{}: {note}\n", cause.name())))
+        .collect()
 }
 
 /// A diagnosed miss.
@@ -159,7 +210,8 @@ fn unread_shared_prefix(inputs: &Inputs) -> Option<Miss> {
     let lost = earlier.filter(|_| diverges).and_then(|earlier| lost_entry(prompt, diverges_at, earlier));
     if let Some((earlier, lost_tokens)) = lost {
         let missed = lost_tokens.max(shared).saturating_sub(read);
-        return Some(changed_at(prompt, diverges_at, earlier, missed)).filter(|miss| miss.tokens_missed > 0);
+        return Some(changed_at(prompt, diverges_at, earlier, missed))
+            .filter(|miss| miss.tokens_missed > 0 || miss.cause == MissCause::Compacted);
     }
     if shared <= read {
         return None;
@@ -167,16 +219,29 @@ fn unread_shared_prefix(inputs: &Inputs) -> Option<Miss> {
     let cause = match inputs.policy {
         Policy::Anthropic if prompt.breakpoints.is_empty() => MissCause::NoBreakpoint,
         Policy::Anthropic if inputs.valid.is_empty() => MissCause::BelowMinimum,
+        _ if never_written(earlier, inputs.closest.shared_to) => MissCause::NotWritten,
         _ => MissCause::Cold,
     };
     Some(miss_at(prompt, cause, inputs.first_unread(), shared - read))
+}
+
+/// Whether the earlier request that sent the shared prefix (up to `shared_to`) left nothing
+/// cached that far: its markers stopped short of the shared part, so it was never written.
+fn never_written(earlier: Option<&Summary>, shared_to: Option<u32>) -> bool {
+    match (earlier, shared_to) {
+        (Some(earlier), Some(shared_to)) => {
+            earlier.cached_to.is_none_or(|(position, _)| position < shared_to)
+        }
+        _ => false,
+    }
 }
 
 /// The tokens of the earlier request's entry that the change at `diverges_at` put out of reach,
 /// if it had cached there or beyond. A different block at the entry's own position is new
 /// content (the entry covered a block this request does not have): only the shared part before
 /// it is lost. A block beyond the divergence, or a rendered parameter that changed right before
-/// the entry's block, loses the whole entry.
+/// the entry's block, loses the whole entry (up to this request's length: no request can read
+/// more than it sends).
 fn lost_entry<'s>(prompt: PromptRef, diverges_at: u32, earlier: &'s Summary) -> Option<(&'s Summary, u64)> {
     let (cached_position, cached_tokens) = earlier.cached_to?;
     if cached_position < diverges_at {
@@ -188,6 +253,9 @@ fn lost_entry<'s>(prompt: PromptRef, diverges_at: u32, earlier: &'s Summary) -> 
     Some((earlier, lost))
 }
 
+/// The miss of a request that parts from `earlier` at `position`: an edit (`prefix_changed`),
+/// unless the shape of the two requests says it is new content (a compaction, or sibling forks'
+/// own `tool_use`: either side's own content begins there with its tool call).
 fn changed_at(prompt: PromptRef, position: u32, earlier: &Summary, tokens_missed: u64) -> Miss {
     let (dimension, path) = match prompt.salt_difference_before(position, &earlier.salts) {
         Some(field) => (Dimension::Config, field.to_string()),
@@ -196,7 +264,25 @@ fn changed_at(prompt: PromptRef, position: u32, earlier: &Summary, tokens_missed
             (slot.dimension(), slot.path())
         }
     };
-    Miss { cause: MissCause::PrefixChanged, dimension: Some(dimension), position, path, tokens_missed }
+    let in_messages = dimension == Dimension::Messages;
+    let cause = if in_messages && is_compaction(prompt, position, earlier) {
+        MissCause::Compacted
+    } else if in_messages && (prompt.position(position).tool_use || earlier.own_tool_use_at == Some(position))
+    {
+        MissCause::OwnToolUse
+    } else {
+        MissCause::PrefixChanged
+    };
+    let tokens_missed = if cause == MissCause::Compacted { 0 } else { tokens_missed };
+    let dimension = (cause == MissCause::PrefixChanged).then_some(dimension);
+    Miss { cause, dimension, position, path, tokens_missed }
+}
+
+/// The history was replaced from its first message by something shorter than what the earlier
+/// request had cached: a compaction summary, not an edit.
+fn is_compaction(prompt: PromptRef, position: u32, earlier: &Summary) -> bool {
+    let shorter = earlier.cached_to.is_some_and(|(_, tokens)| prompt.total_tokens() < tokens);
+    position == prompt.first_message && shorter
 }
 
 /// 3. Nothing shared in this scope, but the prefix is cached under another model.

@@ -1,6 +1,7 @@
 //! The prefix cache: entries per scope (workspace × model), the two lookup policies, TTL,
 //! visibility, and the accounting that turns a lookup into the API's usage numbers.
 
+mod diagnostics;
 mod history;
 mod miss;
 mod store;
@@ -9,8 +10,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use diagnostics::{
+    CacheMissReason, CacheMissType, Diagnostics, Fingerprint, Fingerprints, miss_reason_type,
+};
 pub use history::{Closest, HISTORY_LIMIT, History, Summary};
-pub use miss::{Miss, MissCause};
+pub use miss::{Miss, MissCause, layout_notes};
 pub use store::{Entry, EntryKey, EntryStore, ScopeId, StoreStats};
 
 use crate::clock::{LatencyModel, SimTime, Visibility};
@@ -238,7 +242,7 @@ impl PrefixCache {
             prompt,
             self.requests,
             closest,
-            Summary { salts: prompt.salts, cached_to },
+            Summary { salts: prompt.salts, cached_to, own_tool_use_at: own_tool_use_at(prompt, closest) },
         );
         Outcome {
             read,
@@ -349,6 +353,13 @@ impl PrefixCache {
             self.store.write(key(write.key), write.tokens, write.ttl, lookup.start, visible_at);
         }
     }
+}
+
+/// Where `prompt`'s own content begins (past what it shares with `closest`), if it begins with a
+/// `tool_use`.
+fn own_tool_use_at(prompt: PromptRef, closest: Closest) -> Option<u32> {
+    let fresh = closest.shared_to.map_or(0, |p| p + 1);
+    ((fresh as usize) < prompt.len() && prompt.position(fresh).tool_use).then_some(fresh)
 }
 
 /// The API's arithmetic: `B` = largest `T` over 1h writes (else A), `C` = `T` at the last write

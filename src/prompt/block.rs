@@ -72,6 +72,9 @@ pub struct BlockInfo {
     pub web_search_tool: bool,
     /// A system block dropped by an ignored prefix: no position, no tokens.
     pub ignored: bool,
+    /// A tool definition with `defer_loading: true`: not part of the prompt until tool search
+    /// loads it (see [`super::DeferredTools`]).
+    pub deferred: bool,
     /// Automatic caching may put its breakpoint here.
     pub auto_eligible: bool,
 }
@@ -190,6 +193,7 @@ fn inspect_object(
         web_search_tool: kind == BlockKind::ToolDefinition
             && type_of(block).is_some_and(|t| t.starts_with("web_search")),
         ignored,
+        deferred: kind == BlockKind::ToolDefinition && block.get("defer_loading") == Some(&Value::Bool(true)),
         auto_eligible: !matches!(kind, BlockKind::Thinking | BlockKind::RedactedThinking) && !ignored,
     })
 }

@@ -162,7 +162,7 @@ impl PromptBuilder {
     pub fn tool(&mut self, index: u32, info: &BlockInfo) {
         self.advance(chain(SEED_TOOL, info.key, TAG_KEY), info.tokens);
         self.mark(info.marker, self.next_index());
-        self.push(Slot::Tool(index));
+        self.push(Slot::Tool(index), false);
     }
 
     /// Adds the hidden tool-use system prompt the API renders when `tools` is non-empty:
@@ -172,7 +172,7 @@ impl PromptBuilder {
     pub fn tool_prompt(&mut self, tokens: u64, extra: u64) {
         if tokens > 0 {
             self.advance(SEED_TOOL_PROMPT, tokens);
-            self.push(Slot::ToolPrompt);
+            self.push(Slot::ToolPrompt, false);
         }
         self.tool_choice_prompt = extra;
     }
@@ -182,7 +182,7 @@ impl PromptBuilder {
         self.enter(Stage::System);
         self.advance(chain(SEED_SYSTEM, info.key, TAG_KEY), info.tokens);
         self.mark(info.marker, self.next_index());
-        self.push(Slot::System(index));
+        self.push(Slot::System(index), false);
     }
 
     /// Adds `messages[message].content[block]`; `opens` says it is the message's first block.
@@ -200,7 +200,7 @@ impl PromptBuilder {
         match &mut self.run {
             Some(run) if continues => run.blocks += 1,
             _ if runs => self.run = Some(OpenRun { kind: info.kind, message, first_block: block, blocks: 1 }),
-            _ => self.push(Slot::Message { message, block, run: 1 }),
+            _ => self.push(Slot::Message { message, block, run: 1 }, info.kind == BlockKind::ToolUse),
         }
     }
 
@@ -235,13 +235,14 @@ impl PromptBuilder {
         if stage == Stage::Messages && self.tool_choice_prompt > 0 {
             let tokens = std::mem::take(&mut self.tool_choice_prompt);
             self.advance(SEED_TOOL_CHOICE_PROMPT, tokens);
-            self.push(Slot::ToolChoicePrompt);
+            self.push(Slot::ToolChoicePrompt, false);
         }
     }
 
     fn close_run(&mut self) {
         if let Some(run) = self.run.take() {
-            self.push(Slot::Message { message: run.message, block: run.first_block, run: run.blocks });
+            let slot = Slot::Message { message: run.message, block: run.first_block, run: run.blocks };
+            self.push(slot, run.kind == BlockKind::ToolUse);
         }
     }
 
@@ -258,9 +259,9 @@ impl PromptBuilder {
         }
     }
 
-    /// A position ending at the block just added.
-    fn push(&mut self, slot: Slot) {
-        self.prompt.positions.push(Position { hash: self.hash, tokens_end: self.tokens, slot });
+    /// A position ending at the block just added; `tool_use` when its first block is one.
+    fn push(&mut self, slot: Slot, tool_use: bool) {
+        self.prompt.positions.push(Position { hash: self.hash, tokens_end: self.tokens, slot, tool_use });
     }
 }
 

@@ -22,7 +22,7 @@ pub use builder::{Checkpoint, PromptBuilder};
 pub use hash::{BuildPassThrough, PassThrough, chain, content_hash, namespaced_hash, salt_hash};
 pub use memo::{BlockMemo, MEMO_LIMIT};
 pub use render::{
-    MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolPromptSize, tool_prompt_size,
+    DeferredTools, MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolPromptSize, tool_prompt_size,
     validate_breakpoints,
 };
 
@@ -162,6 +162,9 @@ pub struct Position {
     pub tokens_end: u64,
     /// The block(s) it stands for.
     pub slot: Slot,
+    /// Its first block is a `tool_use` (how a fork's own tool call is told apart from other
+    /// content when diagnosing sibling forks).
+    pub tool_use: bool,
 }
 
 /// A cache breakpoint: a marked block, or the automatic one.

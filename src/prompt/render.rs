@@ -1,6 +1,8 @@
 //! Request view → [`Prompt`]: looks up every block in the memo, validates the cache markers
 //! exactly as the API does, computes the salts, and builds the positions.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -33,6 +35,34 @@ pub struct PromptConfig {
     /// Render thinking and effort ahead of the tools (invalidating tools and system when they
     /// change), instead of at the messages level. Default false.
     pub render_config_ahead: bool,
+    /// How tools with `defer_loading: true` enter the prompt. Default
+    /// [`DeferredTools::Documented`].
+    pub deferred_tools: DeferredTools,
+}
+
+/// Tools with `defer_loading: true` (tool search) and the `tool_reference` blocks that load them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeferredTools {
+    /// The documented rule: a deferred tool is not in the prompt, and loading it through a
+    /// `tool_reference` block does not change the prefix (the block is ordinary message content).
+    #[default]
+    Documented,
+    /// What real Claude Code transcripts show — the cache breaks right after a tool search: a
+    /// deferred tool that a `tool_reference` in the messages loads is rendered among the tools,
+    /// so loading it changes the tools part of the prefix. Applies to request bodies; the
+    /// scenario engine's agents use no tool search.
+    Observed,
+}
+
+impl DeferredTools {
+    /// The rule as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeferredTools::Documented => "documented",
+            DeferredTools::Observed => "observed",
+        }
+    }
 }
 
 impl Default for PromptConfig {
@@ -42,6 +72,7 @@ impl Default for PromptConfig {
             collapse_tool_runs: true,
             ignored_system_prefixes: vec!["x-anthropic-billing-header:".to_string()],
             render_config_ahead: false,
+            deferred_tools: DeferredTools::Documented,
         }
     }
 }
@@ -132,7 +163,15 @@ impl Renderer {
                 item.opens = offset == 0;
             }
         }
-        items.retain(|item| !item.info.ignored);
+        let loaded = match self.config.deferred_tools {
+            DeferredTools::Observed if items.iter().any(|item| item.info.deferred) => loaded_tools(request),
+            _ => BTreeSet::new(),
+        };
+        items.retain(|item| {
+            let unloaded = item.info.deferred
+                && !matches!(item.slot, Slot::Tool(index) if loaded.contains(&tool_name(request.tools[index as usize])));
+            !item.info.ignored && !unloaded
+        });
         Ok(())
     }
 
@@ -200,6 +239,48 @@ impl Renderer {
             .get_or_inspect(key, || inspect(&config))
             .map_err(|problem| problem_error(&problem, &path(), level))
     }
+}
+
+/// The names of the tools that `tool_reference` blocks in the messages load (only read under
+/// [`DeferredTools::Observed`], and only when a tool is deferred).
+fn loaded_tools(request: &RequestView) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let blocks = request.messages.iter().flatten().filter_map(|message| match &message.content {
+        ContentView::Blocks(blocks) => Some(blocks),
+        ContentView::Text(_) => None,
+    });
+    for raw in blocks.flatten().filter(|raw| raw.get().contains("\"tool_reference\"")) {
+        if let Ok(block) = serde_json::from_str::<serde_json::Value>(raw.get()) {
+            collect_references(&block, &mut names);
+        }
+    }
+    names
+}
+
+/// Every `{"type": "tool_reference", "tool_name": …}` inside `value`.
+fn collect_references(value: &serde_json::Value, names: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if map.get("type").and_then(serde_json::Value::as_str) == Some("tool_reference")
+                && let Some(name) = map.get("tool_name").and_then(serde_json::Value::as_str)
+            {
+                names.insert(name.to_string());
+            }
+            map.values().for_each(|inner| collect_references(inner, names));
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|inner| collect_references(inner, names)),
+        _ => {}
+    }
+}
+
+/// A tool definition's `name` (empty when it has none).
+fn tool_name(raw: &RawValue) -> String {
+    #[derive(Deserialize)]
+    struct Named {
+        #[serde(default)]
+        name: String,
+    }
+    serde_json::from_str::<Named>(raw.get()).map(|named| named.name).unwrap_or_default()
 }
 
 fn problem_error(problem: &BlockProblem, path: &str, level: &str) -> ApiError {

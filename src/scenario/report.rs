@@ -10,7 +10,7 @@ use super::engine::{RunConfig, Who};
 use super::spec::{ForkSpec, Launch, ScenarioSpec};
 use crate::agent::{ForkVariant, GuardVerdict};
 use crate::billing::{PriceTable, TokenEquivalents, Usage};
-use crate::cache::MissCause;
+use crate::cache::{MissCause, layout_notes};
 use crate::endpoint::Record;
 use crate::replay::describe_miss;
 use crate::verify::SiblingCheck;
@@ -295,6 +295,9 @@ impl ScenarioReport {
                 describe_miss(r.record.miss.as_ref())
             );
         }
+        out.push_str(&layout_notes(
+            self.records.iter().filter_map(|r| r.record.miss.as_ref().map(|m| m.cause)),
+        ));
         self.spawn_lines(&mut out);
         self.guard_lines(&mut out);
         self.totals_lines(&mut out);

@@ -70,7 +70,8 @@ async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) ->
 enum Answer {
     Message {
         request_id: String,
-        response: MessageResponse,
+        // Boxed: the message is much larger than an error.
+        response: Box<MessageResponse>,
         stream: bool,
         ending: Ending,
         first_byte_ms: u64,
@@ -165,6 +166,7 @@ fn finish_priced(
     core.log(|| request_line(&request_id, at, &record.workspace, Ok(&record)));
     core.stats.priced(&record);
     shared.count_for_shutdown(core.stats.messages_requests());
+    let response = Box::new(response);
     Answer::Message { request_id, response, stream: record.stream, ending, first_byte_ms, done_ms }
 }
 

@@ -3,14 +3,16 @@
 mod error;
 mod request;
 mod response;
+mod rules;
 mod sse;
 
 pub use error::{ApiError, ErrorKind};
 pub use request::{
-    ContentView, MessageView, OutputConfig, RequestView, Role, Thinking, ToolChoice, api_path,
-    describe_parse_error, parse_request, parse_request_str,
+    ContentView, DiagnosticsRequest, MessageView, OutputConfig, RequestView, Role, Thinking, ToolChoice,
+    api_path, describe_parse_error, parse_request, parse_request_str,
 };
 pub use response::{MessageResponse, Reply, ReplyContent, ResponseBlock, StopReason};
+pub use rules::check_model_rules;
 pub use sse::{
     Chunking, SseEvent, char_chunks, error_event, message_delta, message_events, message_start, ping,
     text_chunks,

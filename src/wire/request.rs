@@ -3,7 +3,7 @@
 //! Content blocks and tool definitions stay borrowed raw spans ([`RawValue`]): the prompt layer
 //! hashes those bytes and only looks inside a block it has not seen before. Unknown top-level keys
 //! are skipped (they stay in the caller's bytes), so real clients' `context_management`,
-//! `metadata`, `diagnostics` and the like are accepted as sent.
+//! `metadata` and the like are accepted as sent.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -141,6 +141,14 @@ pub struct OutputConfig<'a> {
     pub format: Option<&'a RawValue>,
 }
 
+/// `diagnostics` (beta `cache-diagnosis-2026-04-07`): opts in to cache diagnostics.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct DiagnosticsRequest {
+    /// The previous response's id to compare with; `null` on a first turn.
+    #[serde(default)]
+    pub previous_message_id: Option<String>,
+}
+
 /// A `POST /v1/messages` (or `count_tokens`) body, borrowed from the bytes it was read from.
 #[derive(Debug, Default)]
 pub struct RequestView<'a> {
@@ -166,6 +174,8 @@ pub struct RequestView<'a> {
     pub stream: bool,
     /// `speed` (fast mode).
     pub speed: Option<String>,
+    /// `diagnostics`: present when the request asks for cache diagnostics.
+    pub diagnostics: Option<DiagnosticsRequest>,
     /// `inference_geo` (data residency: `"us"` carries a premium on some models).
     pub inference_geo: Option<String>,
 }
@@ -190,6 +200,7 @@ impl<'a> RequestView<'a> {
             "cache_control" => self.cache_control = map.next_value()?,
             "stream" => self.stream = map.next_value::<Option<bool>>()?.unwrap_or(false),
             "speed" => self.speed = map.next_value()?,
+            "diagnostics" => self.diagnostics = map.next_value()?,
             "inference_geo" => self.inference_geo = map.next_value()?,
             _ => return Ok(false),
         }

@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::billing::Usage;
+use crate::cache::Diagnostics;
 
 /// Why generation stopped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -111,6 +112,10 @@ pub struct MessageResponse {
     pub stop_sequence: Option<String>,
     /// The computed usage.
     pub usage: Usage,
+    /// Cache diagnostics: absent unless the request asked (`diagnostics` in its body); then
+    /// `null` when nothing diverged, else the reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<Option<Diagnostics>>,
 }
 
 impl MessageResponse {

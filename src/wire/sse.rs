@@ -77,24 +77,23 @@ pub fn message_events(response: &MessageResponse, chunking: Chunking) -> Vec<Sse
 
 /// `message_start`: the message without content, with the input side of the usage and at most
 /// one output token (the rest arrive with `message_delta`).
+/// Cache diagnostics, when asked for, arrive here (the API's rule for streams).
 pub fn message_start(response: &MessageResponse) -> SseEvent {
     let usage = Usage { output_tokens: response.usage.output_tokens.min(1), ..response.usage };
-    SseEvent::new(
-        "message_start",
-        json!({
-            "type": "message_start",
-            "message": {
-                "id": response.id,
-                "type": response.kind,
-                "role": response.role,
-                "content": [],
-                "model": response.model,
-                "stop_reason": null,
-                "stop_sequence": null,
-                "usage": usage,
-            },
-        }),
-    )
+    let mut message = json!({
+        "id": response.id,
+        "type": response.kind,
+        "role": response.role,
+        "content": [],
+        "model": response.model,
+        "stop_reason": null,
+        "stop_sequence": null,
+        "usage": usage,
+    });
+    if let Some(diagnostics) = &response.diagnostics {
+        message["diagnostics"] = json!(diagnostics);
+    }
+    SseEvent::new("message_start", json!({"type": "message_start", "message": message}))
 }
 
 /// `ping`.
@@ -200,6 +199,7 @@ mod tests {
             stop_reason,
             stop_sequence: None,
             usage: Usage::new(4, 1_000, 200, 0, 15),
+            diagnostics: None,
         }
     }
 

@@ -2,6 +2,9 @@
 
 mod accounting;
 mod automatic;
+mod claude_code_shapes;
+mod diagnostics;
+mod explain_request;
 mod identity;
 mod longest_prefix;
 mod lookback;

@@ -129,10 +129,15 @@ fn own_tool_use_siblings_diverge_at_the_assistant_message() {
     // messages[3] is the spawning assistant message: each fork keeps its own tool_use, whose
     // ids differ first.
     assert_eq!((d.path.as_str(), d.cause), ("messages[3].content[0].id", DivergenceCause::ToolUse));
-    // Fork 2 reads only the history: 20,000 of its 20,250 tokens.
+    // Fork 2 reads only the history: 20,000 of its 20,250 tokens. That is the layout, not an
+    // edit: the miss says so, at fork 2's own tool_use.
     let fork2 = &report.records[2].record;
     assert_eq!(fork2.usage.cache_read_input_tokens, 20_000);
-    assert_eq!(fork2.miss.as_ref().unwrap().cause, MissCause::PrefixChanged);
+    let miss = fork2.miss.as_ref().unwrap();
+    assert_eq!(
+        (miss.cause, miss.dimension, miss.path.as_str()),
+        (MissCause::OwnToolUse, None, "messages[3].content[0]")
+    );
 }
 
 #[test]

@@ -1,0 +1,240 @@
+//! The API's own cache diagnostics (beta `cache-diagnosis-2026-04-07`): a request that carries
+//! `diagnostics: {"previous_message_id": …}` is compared with the request behind that earlier
+//! response, and the answer names where the two first parted — model, system, tools or
+//! messages — with the tokens after that point.
+//!
+//! As documented, the comparison is about the requests' structure, not about what the cache
+//! did: it holds only each request's position hashes and token counts (a *fingerprint*), and
+//! reports a divergence even when the cache read everything it could. [`miss_reason_type`] maps
+//! forkcache's own diagnosis onto the same types, so recorded diagnostics can be set beside it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+use super::miss::{Miss, MissCause};
+use crate::prompt::{Dimension, PromptRef, Salts};
+
+/// `diagnostics.cache_miss_reason.type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheMissType {
+    /// The requests name different models (the cache is per model).
+    ModelChanged,
+    /// They part inside `system`.
+    SystemChanged,
+    /// They part inside `tools`.
+    ToolsChanged,
+    /// They part inside `messages`.
+    MessagesChanged,
+    /// No fingerprint is kept under `previous_message_id`.
+    PreviousMessageNotFound,
+    /// A prompt-affecting parameter changed (`thinking`, `tool_choice`, effort, …): the prefix
+    /// is not comparable block by block.
+    Unavailable,
+}
+
+impl CacheMissType {
+    /// The type as the API spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheMissType::ModelChanged => "model_changed",
+            CacheMissType::SystemChanged => "system_changed",
+            CacheMissType::ToolsChanged => "tools_changed",
+            CacheMissType::MessagesChanged => "messages_changed",
+            CacheMissType::PreviousMessageNotFound => "previous_message_not_found",
+            CacheMissType::Unavailable => "unavailable",
+        }
+    }
+
+    /// The type of a divergence in `dimension`.
+    pub fn of_dimension(dimension: Dimension) -> CacheMissType {
+        match dimension {
+            Dimension::Tools => CacheMissType::ToolsChanged,
+            Dimension::System => CacheMissType::SystemChanged,
+            Dimension::Messages => CacheMissType::MessagesChanged,
+            Dimension::Config => CacheMissType::Unavailable,
+        }
+    }
+}
+
+/// `diagnostics.cache_miss_reason`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CacheMissReason {
+    /// What changed.
+    #[serde(rename = "type")]
+    pub kind: CacheMissType,
+    /// Tokens after the divergence point; only for the `*_changed` types (else `null`).
+    pub cache_missed_input_tokens: Option<u64>,
+}
+
+impl CacheMissReason {
+    fn changed(kind: CacheMissType, tokens: u64) -> CacheMissReason {
+        CacheMissReason { kind, cache_missed_input_tokens: Some(tokens) }
+    }
+
+    fn without_tokens(kind: CacheMissType) -> CacheMissReason {
+        CacheMissReason { kind, cache_missed_input_tokens: None }
+    }
+}
+
+/// The `diagnostics` object of a response that asked for it: `null` when nothing diverged
+/// (or on a first turn), else the reason. forkcache compares synchronously, so the API's
+/// "still pending" state (`cache_miss_reason: null`) never occurs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Diagnostics {
+    /// Why the prefix of the previous request could not be fully reused.
+    pub cache_miss_reason: CacheMissReason,
+}
+
+/// The API's type for one of forkcache's misses, when the API would name one: the `*_changed`
+/// types for a change of model or prefix (a compaction and sibling forks' own `tool_use` are
+/// message changes too); `None` for causes where the two requests' structure agrees and the
+/// cache state alone explains the miss (expired, not written, evicted, out of reach).
+pub fn miss_reason_type(miss: &Miss) -> Option<CacheMissType> {
+    match miss.cause {
+        MissCause::ModelChanged => Some(CacheMissType::ModelChanged),
+        MissCause::PrefixChanged => {
+            Some(CacheMissType::of_dimension(miss.dimension.unwrap_or(Dimension::Messages)))
+        }
+        MissCause::Compacted | MissCause::OwnToolUse => Some(CacheMissType::MessagesChanged),
+        MissCause::Cold
+        | MissCause::NotWritten
+        | MissCause::BelowMinimum
+        | MissCause::LookbackExceeded
+        | MissCause::Expired
+        | MissCause::NotYetVisible
+        | MissCause::NoBreakpoint => None,
+    }
+}
+
+/// What is kept of a request for a later comparison: hashes, never content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fingerprint {
+    model: String,
+    /// Per position: its prefix hash.
+    positions: Vec<u128>,
+    /// Its input tokens.
+    total_tokens: u64,
+    salts: Salts,
+}
+
+impl Fingerprint {
+    /// The fingerprint of a request to `model`.
+    pub fn of(model: &str, prompt: PromptRef) -> Fingerprint {
+        let positions = (0..prompt.len() as u32).map(|i| prompt.position(i).hash).collect();
+        Fingerprint {
+            model: model.to_string(),
+            positions,
+            total_tokens: prompt.total_tokens(),
+            salts: prompt.salts,
+        }
+    }
+
+    /// How `prompt` (to `model`) parts from the request this fingerprint was taken of; `None`
+    /// when one is a prefix of the other (a repeat, an extension, or a shorter request that
+    /// changes nothing it keeps). The tokens missed are the earlier request's tokens from the
+    /// divergence on (the documented example: a changed system prompt misses all 41,850 tokens
+    /// of the previous request, and the 42 new ones are not counted).
+    pub fn compare(&self, model: &str, prompt: PromptRef) -> Option<CacheMissReason> {
+        if model != self.model {
+            return Some(CacheMissReason::changed(CacheMissType::ModelChanged, self.total_tokens));
+        }
+        let diverges_at = (0..self.positions.len().min(prompt.len()) as u32)
+            .find(|&i| self.positions[i as usize] != prompt.position(i).hash)?;
+        if prompt.salt_difference_before(diverges_at, &self.salts).is_some() {
+            return Some(CacheMissReason::without_tokens(CacheMissType::Unavailable));
+        }
+        let before = diverges_at.checked_sub(1).map_or(0, |p| prompt.tokens_at(p));
+        let kind = CacheMissType::of_dimension(prompt.position(diverges_at).slot.dimension());
+        Some(CacheMissReason::changed(kind, self.total_tokens.saturating_sub(before)))
+    }
+}
+
+/// Fingerprints kept per workspace and response id, the oldest forgotten first once
+/// [`Fingerprints::LIMIT`] are held (the API keeps them "for a limited time").
+#[derive(Default)]
+pub struct Fingerprints {
+    by_id: BTreeMap<(String, String), Fingerprint>,
+    order: VecDeque<(String, String)>,
+}
+
+impl Fingerprints {
+    /// Fingerprints held before the oldest is forgotten. Each holds 16 bytes per position, so
+    /// this bounds the store at a few tens of MB even for long conversations.
+    pub const LIMIT: usize = 1 << 12;
+
+    /// The diagnostics of a request to `model` in `workspace` naming `previous` (`None` on a
+    /// first turn).
+    pub fn diagnose(
+        &self,
+        workspace: &str,
+        previous: Option<&str>,
+        model: &str,
+        prompt: PromptRef,
+    ) -> Option<Diagnostics> {
+        let previous = previous?;
+        let reason = match self.by_id.get(&(workspace.to_string(), previous.to_string())) {
+            None => Some(CacheMissReason::without_tokens(CacheMissType::PreviousMessageNotFound)),
+            Some(fingerprint) => fingerprint.compare(model, prompt),
+        };
+        reason.map(|cache_miss_reason| Diagnostics { cache_miss_reason })
+    }
+
+    /// Keeps `fingerprint` under the response id `id`.
+    pub fn keep(&mut self, workspace: &str, id: &str, fingerprint: Fingerprint) {
+        let key = (workspace.to_string(), id.to_string());
+        if self.by_id.insert(key.clone(), fingerprint).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > Self::LIMIT {
+            if let Some(oldest) = self.order.pop_front() {
+                self.by_id.remove(&oldest);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompt::{Position, Prompt, Slot};
+
+    fn prompt(hashes: &[u128]) -> Prompt {
+        let positions = hashes
+            .iter()
+            .enumerate()
+            .map(|(i, &hash)| Position {
+                hash,
+                tokens_end: 10 * (i as u64 + 1),
+                slot: Slot::System(i as u32),
+                tool_use: false,
+            })
+            .collect();
+        Prompt {
+            positions,
+            breakpoints: Vec::new(),
+            salts: Salts::default(),
+            first_after_tools: 0,
+            first_message: 0,
+        }
+    }
+
+    #[test]
+    fn the_oldest_fingerprints_are_forgotten_past_the_limit() {
+        let mut store = Fingerprints::default();
+        let p = prompt(&[1, 2]);
+        for id in 0..=Fingerprints::LIMIT {
+            store.keep("w", &format!("msg_{id}"), Fingerprint::of("m", p.as_ref()));
+        }
+        assert_eq!(store.by_id.len(), Fingerprints::LIMIT);
+        let not_found = store.diagnose("w", Some("msg_0"), "m", p.as_ref()).unwrap();
+        assert_eq!(not_found.cache_miss_reason.kind, CacheMissType::PreviousMessageNotFound);
+        // The newest is still there, and the same request repeated diverges nowhere.
+        assert_eq!(store.diagnose("w", Some(&format!("msg_{}", Fingerprints::LIMIT)), "m", p.as_ref()), None);
+        // Fingerprints are per workspace.
+        let other =
+            store.diagnose("v", Some(&format!("msg_{}", Fingerprints::LIMIT)), "m", p.as_ref()).unwrap();
+        assert_eq!(other.cache_miss_reason.kind, CacheMissType::PreviousMessageNotFound);
+    }
+}
