@@ -14,6 +14,7 @@ mod positions;
 mod prices;
 mod properties;
 mod proxy;
+mod proxy_tls;
 mod reference;
 mod rendered;
 mod replay_cli;

@@ -24,7 +24,7 @@ const MODEL: &str = "claude-sonnet-4-6";
 const KEY: &str = "sk-ant-api03-PROXY-TEST-SECRET-0123456789";
 
 /// A proxy in the test process, its request log captured.
-struct RunningProxy {
+pub struct RunningProxy {
     addr: SocketAddr,
     log: Arc<Mutex<Vec<u8>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -45,11 +45,11 @@ impl std::io::Write for SharedLog {
 }
 
 impl RunningProxy {
-    fn start(upstream: &str, trace: Option<PathBuf>) -> RunningProxy {
+    pub fn start(upstream: &str, trace: Option<PathBuf>) -> RunningProxy {
         RunningProxy::start_with(upstream, |config| config.trace = trace)
     }
 
-    fn start_with(upstream: &str, configure: impl FnOnce(&mut ProxyConfig)) -> RunningProxy {
+    pub fn start_with(upstream: &str, configure: impl FnOnce(&mut ProxyConfig)) -> RunningProxy {
         let mut config = ProxyConfig::new(upstream);
         config.addr = SocketAddr::from(([127, 0, 0, 1], 0));
         configure(&mut config);
@@ -64,12 +64,12 @@ impl RunningProxy {
         RunningProxy { addr, log, stop: Some(stop), thread: Some(thread) }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
     /// Stops the proxy once every exchange is written; returns its totals and its log.
-    fn stop(mut self) -> (ProxyStats, String) {
+    pub fn stop(mut self) -> (ProxyStats, String) {
         let _ = self.stop.take().unwrap().send(());
         let stats = self.thread.take().unwrap().join().expect("the proxy thread does not panic");
         let log = String::from_utf8(self.log.lock().unwrap().clone()).unwrap();
@@ -78,14 +78,14 @@ impl RunningProxy {
 }
 
 /// A fresh scratch directory for one test's files.
-fn scratch(name: &str) -> PathBuf {
+pub fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("forkcache-proxy-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-fn trace_lines(path: &Path) -> Vec<Value> {
+pub fn trace_lines(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
 }
