@@ -21,7 +21,8 @@ def bodies(path):
     out = []
     decoder = json.JSONDecoder()
     for line in open(path, encoding="utf-8"):
-        if not line.strip():
+        # Blank lines and lines that carry no request (a session marker) hold no body.
+        if '"body":' not in line:
             continue
         start = line.index('"body":') + len('"body":')
         _, end = decoder.raw_decode(line, start)

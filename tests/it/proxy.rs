@@ -629,3 +629,18 @@ fn calibration_fits_token_counts_and_scores_candidates_on_the_held_out_half() {
     assert_eq!(json["calibration"]["models"][0]["recorded_per_predicted_token"], 1.29995);
     assert!(calibration.to_table().contains("price table    2/2"), "{}", calibration.to_table());
 }
+
+#[test]
+fn the_command_checks_its_upstream_before_it_listens() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["proxy", "--addr", "127.0.0.1:0", "--upstream", "api.anthropic.com"])
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(r#"--upstream "api.anthropic.com": give the scheme, http:// or https://"#),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("listening"));
+}
