@@ -115,6 +115,10 @@ fn run_scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let text = read_input(&args.scenario)?;
     let mut spec =
         ScenarioSpec::from_json(&text).with_context(|| format!("in {}", args.scenario.display()))?;
+    // Custom agents' files are named relative to the scenario file.
+    let base =
+        args.scenario.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    spec.load_agent_files(base).with_context(|| format!("in {}", args.scenario.display()))?;
     args.apply(&mut spec);
     let mut config = RunConfig::for_spec(&spec);
     config.endpoint.tokenizer = args.tokenizer.into();

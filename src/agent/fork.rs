@@ -49,9 +49,14 @@ pub fn directive_text(directive: &str) -> String {
 
 /// The note a fork in its own worktree gets, after the directive.
 pub fn worktree_note(fork: usize) -> BlockRef {
+    worktree_note_at(&format!("fork-{fork}"))
+}
+
+/// The worktree note for any agent working in `.worktrees/{directory}`.
+pub fn worktree_note_at(directory: &str) -> BlockRef {
     Block::text(
         &format!(
-            "You are working in an isolated git worktree at .worktrees/fork-{fork}. Paths inherited from the conversation refer to the parent's working directory: translate them to the worktree root, and re-read files before editing them, since the parent may have changed them."
+            "You are working in an isolated git worktree at .worktrees/{directory}. Paths inherited from the conversation refer to the parent's working directory: translate them to the worktree root, and re-read files before editing them, since the parent may have changed them."
         ),
         None,
     )

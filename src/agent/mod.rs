@@ -7,18 +7,24 @@
 //! parent's last one and siblings differ only in their directive.
 
 mod block;
+mod custom;
 mod fork;
+mod memory;
 mod named;
+mod pool;
 mod render;
 mod request;
 
 pub use block::{Block, BlockKind, BlockRef, Message, with_tokens};
+pub use custom::{AgentDefinition, DefinitionError, MAX_CUSTOM_TURNS};
 pub use fork::{
     FORK_BOILERPLATE_TAG, FORK_PLACEHOLDER, FORK_QUERY_SOURCE, FORK_TEMPLATE, ForkVariant, GuardVerdict,
     build_forked_messages, directive_text, fork_guard, placeholder_result, tool_result_id, tool_use_id,
-    worktree_note,
+    worktree_note, worktree_note_at,
 };
-pub use named::{NamedAgent, SectionKind, SidecarKind, Tool, named_system, named_tools, sidecar_prompt};
+pub use memory::{MemoryPosition, MemoryScope, memory_block};
+pub use named::{NamedAgent, SectionKind, SidecarKind, Tool, named_system, sidecar_prompt};
+pub use pool::{ToolRules, agent_tools};
 pub use render::{Rendered, RequestRenderer};
 pub use request::{AgentRequest, Mark, ThinkingConfig};
 

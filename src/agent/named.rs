@@ -1,4 +1,4 @@
-//! Named sub-agents (Explore, Plan, general-purpose) and sidecar prompts.
+//! Named sub-agents (every type of seed 002's table, and custom ones) and sidecar prompts.
 //!
 //! A named sub-agent shares nothing with the parent on purpose: its own system prompt, a trimmed
 //! tool set, often a cheaper model, fresh messages. It saves by carrying less context, not by
@@ -31,6 +31,8 @@ pub struct Tool {
     pub name: String,
     /// Read-only tools are the ones Explore and Plan keep.
     pub read_only: bool,
+    /// Allowed for agents launched in the background (the third filtering layer drops the rest).
+    pub async_safe: bool,
     /// The definition as serialized.
     pub block: BlockRef,
 }
@@ -45,6 +47,14 @@ pub enum NamedAgent {
     Plan,
     /// Every tool but `Agent`, the parent's model, its own system prompt.
     GeneralPurpose,
+    /// Documentation Q&A: Glob, Grep, Read, WebFetch, WebSearch.
+    ClaudeCodeGuide,
+    /// Status line configuration: Read and Edit.
+    StatuslineSetup,
+    /// Result verification: tools configurable (all by default).
+    Verification,
+    /// A user's agent from `.claude/agents/*.md` (its definition gives prompt, tools, model).
+    Custom,
 }
 
 impl NamedAgent {
@@ -54,19 +64,47 @@ impl NamedAgent {
             NamedAgent::Explore => "explore",
             NamedAgent::Plan => "plan",
             NamedAgent::GeneralPurpose => "general-purpose",
+            NamedAgent::ClaudeCodeGuide => "claude-code-guide",
+            NamedAgent::StatuslineSetup => "statusline-setup",
+            NamedAgent::Verification => "verification",
+            NamedAgent::Custom => "custom",
         }
     }
 
+    /// The most requests the agent makes before it is stopped (seed 002's table; a custom agent
+    /// without `maxTurns` gets general-purpose's limit).
+    pub fn max_turns(self) -> u32 {
+        match self {
+            NamedAgent::GeneralPurpose | NamedAgent::Custom => 200,
+            NamedAgent::Explore | NamedAgent::Plan => 50,
+            NamedAgent::ClaudeCodeGuide => 30,
+            NamedAgent::Verification => 20,
+            NamedAgent::StatuslineSetup => 10,
+        }
+    }
+
+    /// Whether the agent keeps a section of the parent's system prompt. The seeds say which
+    /// sections Explore and Plan drop; the newer types are assumed to keep what general-purpose
+    /// keeps when they work on the project (verification, custom) and nothing when they do not.
     fn keeps(self, section: SectionKind) -> bool {
         match section {
             SectionKind::Identity | SectionKind::Main => false,
-            SectionKind::ProjectConventions => self != NamedAgent::Explore,
-            SectionKind::GitStatus => self == NamedAgent::GeneralPurpose,
+            SectionKind::ProjectConventions => self.works_on_project() && self != NamedAgent::Explore,
+            SectionKind::GitStatus => self.works_on_project() && !self.read_only(),
             SectionKind::Other => true,
         }
     }
 
-    fn instructions(self) -> &'static str {
+    fn works_on_project(self) -> bool {
+        !matches!(self, NamedAgent::ClaudeCodeGuide | NamedAgent::StatuslineSetup)
+    }
+
+    fn read_only(self) -> bool {
+        matches!(self, NamedAgent::Explore | NamedAgent::Plan)
+    }
+
+    /// The agent's own instructions (a custom agent's come from its definition's body).
+    pub fn instructions(self) -> &'static str {
         match self {
             NamedAgent::Explore => {
                 "You are a file search specialist. Find files and code with Glob, Grep and Read; never modify anything. Report paths and findings concisely."
@@ -74,32 +112,33 @@ impl NamedAgent {
             NamedAgent::Plan => {
                 "You are a software architect. Explore the codebase read-only and return a step-by-step implementation plan with the files to change."
             }
-            NamedAgent::GeneralPurpose => {
+            NamedAgent::GeneralPurpose | NamedAgent::Custom => {
                 "You are an agent for a coding assistant. Complete the task you are given fully, using the tools available, then report back."
+            }
+            NamedAgent::ClaudeCodeGuide => {
+                "You are the Claude Code guide. Answer questions about Claude Code from its documentation, citing the pages you read."
+            }
+            NamedAgent::StatuslineSetup => {
+                "You configure the user's Claude Code status line. Read their shell configuration and write the statusLine setting."
+            }
+            NamedAgent::Verification => {
+                "You verify another agent's result. Check the claims against the code and the tests, and report what holds and what does not."
             }
         }
     }
 }
 
-/// The agent's system prompt: its own instructions (`own_tokens` declared), then the parent's
+/// The agent's system prompt: its own `instructions` (`own_tokens` declared, else counted), then the parent's
 /// sections it keeps, byte for byte.
 pub fn named_system(
     agent: NamedAgent,
+    instructions: &str,
     sections: &[(SectionKind, BlockRef)],
-    own_tokens: u64,
+    own_tokens: Option<u64>,
 ) -> Vec<BlockRef> {
-    let mut system = vec![Block::text(agent.instructions(), Some(own_tokens))];
+    let mut system = vec![Block::text(instructions, own_tokens)];
     system.extend(sections.iter().filter(|(kind, _)| agent.keeps(*kind)).map(|(_, block)| block.clone()));
     system
-}
-
-/// The agent's tools: read-only ones for Explore and Plan, all but `Agent` for general-purpose.
-pub fn named_tools(agent: NamedAgent, tools: &[Tool]) -> Vec<BlockRef> {
-    let keep = |tool: &&Tool| match agent {
-        NamedAgent::Explore | NamedAgent::Plan => tool.read_only,
-        NamedAgent::GeneralPurpose => tool.name != "Agent",
-    };
-    tools.iter().filter(keep).map(|tool| tool.block.clone()).collect()
 }
 
 /// The side requests made after a main-loop turn.
@@ -154,7 +193,7 @@ mod tests {
     #[test]
     fn named_agents_keep_only_the_sections_they_need() {
         let kept = |agent| {
-            named_system(agent, &sections(), 5)
+            named_system(agent, agent.instructions(), &sections(), Some(5))
                 .iter()
                 .skip(1)
                 .map(|b| b.json().to_string())
@@ -166,17 +205,5 @@ mod tests {
         assert_eq!(kept(NamedAgent::Plan).len(), 1);
         assert!(kept(NamedAgent::Plan)[0].contains("ProjectConventions"));
         assert_eq!(kept(NamedAgent::GeneralPurpose).len(), 2);
-    }
-
-    #[test]
-    fn explore_and_plan_get_read_only_tools_general_purpose_all_but_agent() {
-        let tool =
-            |name: &str, read_only| Tool { name: name.into(), read_only, block: Block::text(name, None) };
-        let tools = [tool("Agent", false), tool("Read", true), tool("Edit", false), tool("Grep", true)];
-        assert_eq!(named_tools(NamedAgent::Explore, &tools).len(), 2);
-        assert_eq!(named_tools(NamedAgent::Plan, &tools).len(), 2);
-        let general = named_tools(NamedAgent::GeneralPurpose, &tools);
-        assert_eq!(general.len(), 3);
-        assert!(general.iter().all(|b| !b.json().contains("Agent")));
     }
 }

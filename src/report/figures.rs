@@ -364,6 +364,8 @@ fn role_mark(role: RequestRole) -> Option<&'static str> {
         RequestRole::Parent => None,
         RequestRole::Fork => Some("F"),
         RequestRole::Named => Some("N"),
+        RequestRole::Task => Some("T"),
+        RequestRole::Teammate => Some("M"),
         RequestRole::Sidecar => Some("S"),
         RequestRole::Compaction => Some("C"),
     }

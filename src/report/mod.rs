@@ -8,6 +8,7 @@
 
 pub mod chart;
 mod curves;
+mod delegation;
 mod figures;
 pub(crate) mod format;
 mod notes;
@@ -135,6 +136,7 @@ pub fn build(
     artifacts.extend(sweep_artifacts(&options.sweep, &sweep));
     artifacts.extend(sweep_charts(&options.sweep, &sweep)?);
     artifacts.extend(cost_curve_artifacts(&curves)?);
+    artifacts.extend(delegation_artifacts(prices)?);
     let notes = notes::readme(&notes::Inputs {
         artifacts: &artifacts,
         sweep: (&options.sweep, &sweep),
@@ -177,6 +179,15 @@ fn sweep_charts(spec: &SweepSpec, sweep: &SweepResult) -> Result<Vec<Artifact>, 
 pub fn cost_curve_artifacts(result: &SweepResult) -> Result<Vec<Artifact>, ReportError> {
     let mut artifacts = vec![Artifact::new("cost_curves.csv", curves::curves_csv(result))];
     artifacts.extend(drawn("cost_curves", curves::curves_chart(result)?));
+    Ok(artifacts)
+}
+
+/// `delegation.csv` and its two charts: one unit of delegated work, five ways.
+fn delegation_artifacts(prices: &PriceTable) -> Result<Vec<Artifact>, ReportError> {
+    let rows = delegation::rows(prices)?;
+    let mut artifacts = vec![Artifact::new("delegation.csv", delegation::csv(&rows))];
+    artifacts.extend(drawn("delegation_vs_history", delegation::vs_history(&rows, prices)?));
+    artifacts.extend(drawn("delegation_vs_idle", delegation::vs_idle(&rows, prices)?));
     Ok(artifacts)
 }
 

@@ -51,6 +51,16 @@ const CHARTS: &[(&str, &str, &str)] = &[
         "what one fork costs, sharing and not, as the history grows (log-log)",
         "cost_curves.csv",
     ),
+    (
+        "delegation_vs_history",
+        "one unit of delegated work, five ways (fork, named agent, teammate, background agent, s06 sub-agent): what delegating added to the session's cost, by history size",
+        "delegation.csv: `added_token_equivalents`, `idle_ms` 1000",
+    ),
+    (
+        "delegation_vs_idle",
+        "the same five ways by the idle gap between the delegate's requests, at a 100,000-token history",
+        "delegation.csv: `added_token_equivalents`, `history_tokens` 100000",
+    ),
 ];
 
 /// The CSV files, in reading order, with what one row is.
@@ -64,6 +74,10 @@ const TABLES: &[(&str, &str)] = &[
     ),
     ("sweep.csv", "one cell of the default grid (`fixtures/sweeps/default.json`)"),
     ("cost_curves.csv", "one cell of the cost-curve grid (`fixtures/sweeps/cost-curves.json`)"),
+    (
+        "delegation.csv",
+        "one way of delegating one unit of work (`scenario::delegation_spec`) at one history size and idle gap",
+    ),
 ];
 
 /// The notes, as Markdown.
@@ -170,6 +184,10 @@ pub(crate) fn describe(file: &str, column: &str) -> &'static str {
         ("cost_curves.csv", "savings_pct") => "the forks' cost saved against no sharing (%)",
         ("sweep.csv", "savings_pct") => "the whole session's cost saved against no sharing (%)",
         ("seed_example.csv", "requests") => "requests replayed, the parent's included",
+        ("delegation.csv", "idle_ms") => {
+            "the gap between the delegate's requests (ms): its tools' time, or a teammate's wait for the leader's next message"
+        }
+        ("delegation.csv", "token_equivalents") => "the whole session's cost in token-equivalents",
         (_, "write_tokens") => "tokens written to the cache",
         _ => describe_shared(column),
     }
@@ -205,7 +223,9 @@ fn describe_shared(column: &str) -> &'static str {
             "per spawn (`;`-separated): the forks' common prefix ÷ the longest fork, in bytes (%)"
         }
         "index" => "the request's place in start order, from 0",
-        "role" => "who sent it: `parent`, `fork`, `named`, `sidecar` or `compaction`",
+        "role" => {
+            "who sent it: `parent`, `fork`, `named`, `task` (s06 sub-agent), `teammate`, `sidecar` or `compaction`"
+        }
         "agent" => "which agent and turn",
         "spawn" => "the spawn a fork belongs to, from 0",
         "fork" => "the fork's place in its spawn, from 0",
@@ -263,6 +283,14 @@ fn describe_sweep(column: &str) -> &'static str {
         "cost_per_fork_nanousd" => "the forks' cost ÷ forks, rounded",
         "naive_per_fork_nanousd" => "the forks' naive cost ÷ forks, rounded",
         "naive_over_shared" => "naive cost ÷ shared cost (×, three decimals)",
+        "way" => {
+            "how the work is delegated: `fork`, `named` (sync general-purpose), `teammate`, `background` or `subagent` (s06)"
+        }
+        "delegate_requests" => "the delegate's requests (everything but the parent's)",
+        "baseline_token_equivalents" => "the same session without the delegation, in token-equivalents",
+        "added_token_equivalents" => "what delegating added: the session's cost less the baseline's",
+        "delegate_token_equivalents" => "the delegate's cost in token-equivalents",
+        "delegate_hit_rate_pct" => "the delegate's tokens read ÷ its input tokens (%)",
         _ => "",
     }
 }

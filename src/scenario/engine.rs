@@ -8,48 +8,28 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+mod delegate;
+mod team;
+
+pub use delegate::TASK_MAX_ROUNDS;
+
 use super::ScenarioError;
 use super::generate::Generator;
-use super::report::{GuardEvent, RequestRole, ScenarioRecord, ScenarioReport, SpawnReport};
-use super::spec::{
-    EventSpec, ForkSpec, ForkTools, GenerateSpec, Launch, NamedSpec, ScenarioSpec, SidecarSpec,
-};
+use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport, Who};
+use super::report::ScenarioReport;
+use super::spec::{EventSpec, ForkSpec, ForkTools, GenerateSpec, Launch, ScenarioSpec, SidecarSpec};
 use crate::agent::{
-    AgentRequest, Block, BlockRef, CacheSafeParams, FORK_QUERY_SOURCE, Mark, Message, NamedAgent,
+    AgentRequest, Block, BlockRef, CacheSafeParams, FORK_QUERY_SOURCE, Mark, MemoryScope, Message,
     ReplacementPolicy, ReplacementState, RequestRenderer, SectionKind, ThinkingConfig, Tool,
-    build_forked_messages, compacted_history, compaction_prompt, directive_text, fork_guard, named_system,
-    named_tools, placeholder_result, redecide_fresh, sidecar_prompt, with_tokens, worktree_note,
+    build_forked_messages, compacted_history, compaction_prompt, directive_text, fork_guard,
+    placeholder_result, redecide_fresh, sidecar_prompt, with_tokens, worktree_note,
 };
 use crate::billing::PriceTable;
 use crate::clock::SimTime;
-use crate::endpoint::{Call, EndpointConfig, MockEndpoint};
+use crate::endpoint::{Call, MockEndpoint};
 use crate::prompt::Ttl;
 use crate::verify::{SiblingCheck, check_siblings, request_segments};
 use crate::wire::{Reply, Role};
-
-/// How a scenario runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunConfig {
-    /// The endpoint every request goes through.
-    pub endpoint: EndpointConfig,
-    /// Check byte identity across each spawn's forks (renders their bodies). Default true.
-    pub verify: bool,
-    /// Price every request again alone in its own workspace, for the naive cost. Default true.
-    pub naive: bool,
-    /// Keep every request's full body in its record (for byte-level checks). Default false.
-    pub keep_bodies: bool,
-}
-
-impl RunConfig {
-    /// The settings a spec names (policy, billing, identity, visibility), everything else default.
-    pub fn for_spec(spec: &ScenarioSpec) -> RunConfig {
-        let mut endpoint = EndpointConfig { billing: spec.billing, ..EndpointConfig::default() };
-        endpoint.cache.policy = spec.policy;
-        endpoint.cache.visibility = spec.visibility;
-        endpoint.prompt.identity = spec.identity;
-        RunConfig { endpoint, verify: true, naive: true, keep_bodies: false }
-    }
-}
 
 /// Runs a scenario.
 pub fn run(
@@ -93,6 +73,14 @@ struct Child {
     compacts_first: bool,
     report_tokens: u64,
     finished_at: Option<SimTime>,
+    /// Milliseconds its tools take between its requests.
+    tool_ms: u64,
+    /// Whether each request marks its last block (the s06 sub-agent sends no markers).
+    marks_last: bool,
+    /// Sends from another workspace (a remote agent).
+    remote: bool,
+    /// Its type's limit on requests per run (a resume is a new run).
+    max_turns: u32,
 }
 
 /// What sending one request gave.
@@ -128,6 +116,13 @@ struct Engine<'s> {
     tools_arc: Arc<Vec<BlockRef>>,
     schema_renders: u64,
     named_count: usize,
+    /// The child of each `named` event, in timeline order (what `resume` refers to).
+    named_children: Vec<usize>,
+    /// Background agents whose `<task-notification>` the parent has not seen yet.
+    notices: Vec<delegate::Notice>,
+    task_count: usize,
+    /// The newest memory snapshot per (agent name, scope); 1 until a refresh.
+    memory_snapshots: BTreeMap<(String, MemoryScope), u32>,
 }
 
 fn generate_spec(spec: &ScenarioSpec) -> GenerateSpec {
@@ -181,6 +176,10 @@ impl<'s> Engine<'s> {
             tools_arc,
             schema_renders: 0,
             named_count: 0,
+            named_children: Vec::new(),
+            notices: Vec::new(),
+            task_count: 0,
+            memory_snapshots: BTreeMap::new(),
         };
         engine.snapshot = engine.params_now(Arc::clone(&engine.pending), None);
         Ok(engine)
@@ -204,7 +203,14 @@ impl<'s> Engine<'s> {
                 Ok(())
             }
             EventSpec::Fork(fork) => self.fork(index, fork),
-            EventSpec::Named(named) => self.named(named),
+            EventSpec::Named(named) => self.named(index, named),
+            EventSpec::Resume(resume) => self.resume(resume),
+            EventSpec::Task(task) => self.task(task),
+            EventSpec::Team(team) => self.team(team),
+            EventSpec::MemoryRefresh(refresh) => {
+                *self.memory_snapshots.entry((refresh.agent.clone(), refresh.scope)).or_insert(1) += 1;
+                Ok(())
+            }
             EventSpec::Sidecar(sidecar) => self.sidecar(sidecar),
             EventSpec::Compact(_) => self.compact_parent(),
         }
@@ -224,7 +230,8 @@ impl<'s> Engine<'s> {
         }
         let output_tokens = if self.spec.bill_output { reply_tokens } else { 0 };
         let reply = Reply { content: Vec::new(), stop_reason: None, output_tokens: Some(output_tokens) };
-        let call = Call { body: &[], api_key: None, at, first_byte: None, reply };
+        let api_key = who.remote.then_some(delegate::REMOTE_API_KEY);
+        let call = Call { body: &[], api_key, at, first_byte: None, reply };
         let index = self.records.len();
         let rejected = |e: crate::wire::ApiError| ScenarioError::Rejected {
             index,
@@ -330,6 +337,7 @@ impl<'s> Engine<'s> {
 
     /// The main loop's next request, its markers placed as the agent (or a knob) decides.
     fn main_request(&mut self) -> AgentRequest {
+        self.deliver_notices();
         let params = self.params_now(Arc::clone(&self.pending), None);
         let mut request = params.request(Vec::new());
         if let Some(tokens) = self.spec.agent.reminder_tokens {
@@ -619,6 +627,10 @@ impl<'s> Engine<'s> {
                 compacts_first: spec.child_compacts_first,
                 report_tokens: 0,
                 finished_at: None,
+                tool_ms: spec.tool_ms.unwrap_or(self.spec.agent.tool_ms),
+                marks_last: true,
+                remote: false,
+                max_turns: spec.child_turns,
             });
             let at = match spec.launch {
                 Launch::Parallel => launch_at,
@@ -669,6 +681,7 @@ impl<'s> Engine<'s> {
                 label: format!("{} turn {}", c.label, c.turn),
                 spawn: c.spawn,
                 fork: c.fork,
+                remote: c.remote,
             };
             (c.next.clone(), who)
         };
@@ -682,13 +695,16 @@ impl<'s> Engine<'s> {
         };
         let sent = self.send(&request, who, at, reply.tokens())?;
         if last {
-            self.children[child].finished_at = Some(sent.completes_at);
+            // The final reply stays in its transcript: a resume continues from it.
+            let c = &mut self.children[child];
+            c.finished_at = Some(sent.completes_at);
+            c.next = extended_with(&c.next, vec![reply], c.marks_last);
             return Ok(sent.first_token_at);
         }
         let answer = self.child_answer(child, &reply, sent.completes_at)?;
         let c = &mut self.children[child];
-        c.next = extended(&c.next, vec![reply, answer]);
-        let next_at = sent.completes_at.plus_ms(self.spec.agent.tool_ms);
+        c.next = extended_with(&c.next, vec![reply, answer], c.marks_last);
+        let next_at = sent.completes_at.plus_ms(c.tool_ms);
         self.schedule(next_at, child);
         Ok(sent.first_token_at)
     }
@@ -741,6 +757,7 @@ impl<'s> Engine<'s> {
             label: format!("{} compaction", c.label),
             spawn: c.spawn,
             fork: c.fork,
+            remote: c.remote,
         };
         self.send(&request, who, at, self.spec.agent.summary_tokens)?;
         let c = &mut self.children[child];
@@ -750,70 +767,6 @@ impl<'s> Engine<'s> {
         ));
         c.next.tail.clear();
         Ok(())
-    }
-
-    fn named(&mut self, spec: &NamedSpec) -> Result<(), ScenarioError> {
-        self.drain(Some(self.now))?;
-        self.named_count += 1;
-        let id = format!("toolu_named{}", self.named_count);
-        let input = json!({"description": spec.agent.name(), "prompt": spec.prompt, "subagent_type": spec.agent.name()});
-        let call = Message::assistant(vec![Block::from_value(
-            &json!({"type": "tool_use", "id": id, "name": "Agent", "input": input}),
-        )]);
-        let request = self.main_request();
-        let who = Who::new(
-            RequestRole::Parent,
-            format!("parent {} (calls {})", self.parent_turns + 1, spec.agent.name()),
-        );
-        let sent = self.send(&request, who, self.now, call.tokens())?;
-        self.after_main_request(request, call.clone(), &sent);
-        let child = self.named_child(spec, self.named_count);
-        self.schedule(sent.completes_at, child);
-        while self.children[child].finished_at.is_none() {
-            let (&(at, seq), &next) =
-                self.queue.iter().next().expect("the named agent is queued until it finishes");
-            self.queue.remove(&(at, seq));
-            self.child_step(next, at)?;
-        }
-        let done = self.children[child].finished_at.expect("checked by the loop");
-        let report = Block::from_value(&with_tokens(
-            json!({"type": "tool_result", "tool_use_id": id, "content": format!("{} report", spec.agent.name())}),
-            Some(spec.result_tokens),
-        ));
-        let pending = Arc::make_mut(&mut self.pending);
-        pending.push(call);
-        pending.push(Message::user(vec![report]));
-        self.now = done;
-        Ok(())
-    }
-
-    fn named_child(&mut self, spec: &NamedSpec, number: usize) -> usize {
-        let sections: Vec<(SectionKind, BlockRef)> = self
-            .sections
-            .iter()
-            .map(|(kind, text, tokens)| {
-                (*kind, Block::text(&self.render_section(*kind, text, self.now), *tokens))
-            })
-            .collect();
-        let model = match spec.agent {
-            NamedAgent::Explore => self.spec.agent.explore_model.clone(),
-            _ => self.spec.model.clone(),
-        };
-        let label = format!("{} {number}", spec.agent.name());
-        let prompt = Block::text(&spec.prompt, spec.prompt_tokens);
-        let mut next = AgentRequest {
-            model,
-            max_tokens: self.spec.agent.max_tokens,
-            thinking: None,
-            system: Arc::new(named_system(spec.agent, &sections, self.spec.agent.named_system_tokens)),
-            tools: Arc::new(named_tools(spec.agent, &self.tools)),
-            head: Arc::new(vec![Message::user(vec![prompt])]),
-            tail: Vec::new(),
-            marks: vec![Mark::System(0)],
-            ttl: self.spec.ttl,
-        };
-        next.mark_last_block();
-        self.push_child(RequestRole::Named, label, next, spec.turns, spec.result_tokens)
     }
 
     fn push_child(
@@ -839,6 +792,10 @@ impl<'s> Engine<'s> {
             compacts_first: false,
             report_tokens,
             finished_at: None,
+            tool_ms: self.spec.agent.tool_ms,
+            marks_last: true,
+            remote: false,
+            max_turns: turns,
         });
         self.children.len() - 1
     }
@@ -861,20 +818,6 @@ impl<'s> Engine<'s> {
     }
 }
 
-/// Who sent a request.
-pub(super) struct Who {
-    pub role: RequestRole,
-    pub label: String,
-    pub spawn: Option<usize>,
-    pub fork: Option<usize>,
-}
-
-impl Who {
-    fn new(role: RequestRole, label: String) -> Who {
-        Who { role, label, spawn: None, fork: None }
-    }
-}
-
 /// The assistant message's `tool_use` blocks.
 fn tool_uses(assistant: &Message) -> impl Iterator<Item = &BlockRef> {
     assistant.blocks.iter().filter(|b| b.kind == crate::agent::BlockKind::ToolUse)
@@ -892,10 +835,17 @@ fn placeholders(spec: &ForkSpec, assistant: &Message) -> Vec<BlockRef> {
 
 /// `request` followed by `messages`: system markers kept, the last block marked.
 fn extended(request: &AgentRequest, messages: Vec<Message>) -> AgentRequest {
+    extended_with(request, messages, true)
+}
+
+/// `request` followed by `messages`: system markers kept, the last block marked when `mark_last`.
+fn extended_with(request: &AgentRequest, messages: Vec<Message>, mark_last: bool) -> AgentRequest {
     let mut next = request.clone();
     next.tail.extend(messages);
     next.marks.retain(|m| matches!(m, Mark::System(_)));
-    next.mark_last_block();
+    if mark_last {
+        next.mark_last_block();
+    }
     next
 }
 
@@ -963,7 +913,7 @@ fn build_tools(spec: &ScenarioSpec) -> Vec<Tool> {
             let definition = json!({"name": tool.name, "description": format!("The {} tool.", tool.name),
                 "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "query": {"type": "string"},
                     "limit": {"type": "integer"}, "offset": {"type": "integer"}}, "required": ["path"]}});
-            Tool { name: tool.name.clone(), read_only: tool.read_only, block: Block::from_value(&with_tokens(definition, tool.tokens)) }
+            Tool { name: tool.name.clone(), read_only: tool.read_only, async_safe: tool.async_safe, block: Block::from_value(&with_tokens(definition, tool.tokens)) }
         })
         .collect()
 }

@@ -6,24 +6,30 @@
 //! [`ScenarioReport`]. A sweep builds specs programmatically (every field has a default) and
 //! calls it per grid point.
 
+mod delegation;
 mod engine;
 mod generate;
+mod record;
 mod report;
 mod spec;
 mod suite;
 
-pub use engine::{RunConfig, run};
+pub use delegation::{REPORT_TOKENS, TASK_TOKENS, WAYS, Way, baseline_spec, delegation_spec};
+pub use engine::TASK_MAX_ROUNDS;
+pub use engine::run;
 pub use generate::{Generator, stream, tool_mix};
-pub use report::{GuardEvent, RequestRole, ScenarioRecord, ScenarioReport, ScenarioTotals, SpawnReport};
+pub use record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
+pub use report::{ScenarioReport, ScenarioTotals};
 pub use spec::{
     AgentSpec, CompactSpec, ContentMode, EventSpec, FlagFlipSpec, ForkSpec, ForkTools, GenerateSpec,
-    HistorySpec, IdleSpec, Knobs, Launch, NamedSpec, Range, ScenarioSpec, SectionSpec, SidecarSpec, Sizes,
-    ToolSpec, TurnSpec,
+    HistorySpec, IdleSpec, Knobs, Launch, MemoryRefreshSpec, MemorySpec, NamedLaunch, NamedSpec, Range,
+    ResumeSpec, ScenarioSpec, SectionSpec, SidecarSpec, Sizes, TaskSpec, TeamSpec, ToolSpec, TurnSpec,
 };
 pub use suite::{
     FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, suite_table,
 };
 
+use crate::agent::{AgentDefinition, NamedAgent};
 use crate::tokenize::TokenizerUnavailable;
 
 /// Why a scenario could not run.
@@ -68,6 +74,22 @@ impl ScenarioSpec {
         Ok(spec)
     }
 
+    /// Reads every `named.definition_file` (a path relative to `base`, the scenario file's
+    /// directory) into `definition`; errors name the event and the file.
+    pub fn load_agent_files(&mut self, base: &std::path::Path) -> Result<(), ScenarioError> {
+        for (index, event) in self.timeline.iter_mut().enumerate() {
+            let EventSpec::Named(named) = event else { continue };
+            let Some(file) = named.definition_file.take() else { continue };
+            let at = format!("timeline[{index}].named.definition_file");
+            let text = std::fs::read_to_string(base.join(&file))
+                .map_err(|e| ScenarioError::spec(&at, format!("cannot read {file}: {e}")))?;
+            AgentDefinition::from_markdown(&text)
+                .map_err(|e| ScenarioError::spec(&at, format!("{file}: {e}")))?;
+            named.definition = Some(text);
+        }
+        Ok(())
+    }
+
     /// Checks what serde cannot: ranges, the history's shape, knobs that need a setting.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         validate_history(&self.history)?;
@@ -77,8 +99,19 @@ impl ScenarioSpec {
                 "needs agent.reminder_tokens: the varying block is the per-request reminder",
             ));
         }
+        let mut named_so_far = 0;
         for (index, event) in self.timeline.iter().enumerate() {
             validate_event(index, event)?;
+            match event {
+                EventSpec::Named(named) => {
+                    validate_named(index, named)?;
+                    named_so_far += 1;
+                }
+                EventSpec::Resume(resume) => validate_resume(index, resume, named_so_far)?,
+                EventSpec::Task(task) => validate_task(index, task)?,
+                EventSpec::Team(team) => validate_team(index, team)?,
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -86,6 +119,9 @@ impl ScenarioSpec {
 
 /// Limits that keep a typo from asking for more memory than any machine has.
 const MAX_FORKS: u32 = 4_096;
+/// The largest declared size of one block in the runtimes' fields (prompts, reports,
+/// notifications, system prompts): a million tokens is beyond any context window.
+pub const MAX_BLOCK_TOKENS: u64 = 1_000_000;
 const MAX_GENERATED_TURNS: u32 = 100_000;
 const MAX_FILLER_TOKENS: u64 = 10_000_000;
 
@@ -156,4 +192,116 @@ fn validate_event(index: usize, event: &EventSpec) -> Result<(), ScenarioError> 
         }
         _ => Ok(()),
     }
+}
+
+fn check_block_tokens(path: String, tokens: Option<u64>) -> Result<(), ScenarioError> {
+    match tokens {
+        Some(tokens) if tokens > MAX_BLOCK_TOKENS => Err(ScenarioError::spec(
+            path,
+            format!("expected at most {MAX_BLOCK_TOKENS} tokens, got {tokens}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn validate_named(index: usize, named: &NamedSpec) -> Result<(), ScenarioError> {
+    let at = |field: &str| format!("timeline[{index}].named.{field}");
+    if named.definition.is_some() && named.definition_file.is_some() {
+        return Err(ScenarioError::spec(
+            at("definition_file"),
+            "give `definition` or `definition_file`, not both",
+        ));
+    }
+    if named.definition_file.is_some() && named.agent != NamedAgent::Custom {
+        return Err(ScenarioError::spec(at("definition_file"), "only a `custom` agent takes a definition"));
+    }
+    match (&named.definition, named.agent) {
+        // Read later, relative to the scenario file (`load_agent_files`).
+        (None, NamedAgent::Custom) if named.definition_file.is_some() => {}
+        (None, NamedAgent::Custom) => {
+            return Err(ScenarioError::spec(
+                at("definition"),
+                "a custom agent needs its `.claude/agents/*.md` text (or `definition_file`)",
+            ));
+        }
+        (Some(_), agent) if agent != NamedAgent::Custom => {
+            return Err(ScenarioError::spec(at("definition"), "only a `custom` agent takes a definition"));
+        }
+        (Some(text), _) => {
+            AgentDefinition::from_markdown(text)
+                .map_err(|e| ScenarioError::spec(at("definition"), e.to_string()))?;
+        }
+        (None, _) => {}
+    }
+    if named.tools.is_some() && !matches!(named.agent, NamedAgent::Verification | NamedAgent::Custom) {
+        return Err(ScenarioError::spec(
+            at("tools"),
+            "only verification and custom agents have configurable tools",
+        ));
+    }
+    check_block_tokens(at("prompt_tokens"), named.prompt_tokens)?;
+    check_block_tokens(at("result_tokens"), Some(named.result_tokens))?;
+    check_block_tokens(at("notification_tokens"), named.notification_tokens)?;
+    check_block_tokens(at("memory.tokens"), named.memory.as_ref().and_then(|m| m.tokens))
+}
+
+fn validate_resume(index: usize, resume: &ResumeSpec, named_so_far: usize) -> Result<(), ScenarioError> {
+    let at = |field: &str| format!("timeline[{index}].resume.{field}");
+    if resume.named == 0 || resume.named > named_so_far {
+        return Err(ScenarioError::spec(
+            at("named"),
+            format!("expected a `named` event before this one, 1 to {named_so_far}, got {}", resume.named),
+        ));
+    }
+    if resume.turns == 0 {
+        return Err(ScenarioError::spec(at("turns"), "expected at least 1"));
+    }
+    check_block_tokens(at("prompt_tokens"), resume.prompt_tokens)?;
+    check_block_tokens(at("result_tokens"), Some(resume.result_tokens))
+}
+
+fn validate_task(index: usize, task: &TaskSpec) -> Result<(), ScenarioError> {
+    let at = |field: &str| format!("timeline[{index}].task.{field}");
+    if task.rounds == 0 {
+        return Err(ScenarioError::spec(at("rounds"), "expected at least 1"));
+    }
+    check_block_tokens(at("description_tokens"), task.description_tokens)?;
+    check_block_tokens(at("system_tokens"), task.system_tokens)?;
+    check_block_tokens(at("result_tokens"), Some(task.result_tokens))
+}
+
+/// The most teammates in one team.
+pub const MAX_TEAMMATES: u32 = 64;
+/// The most mailbox messages per teammate.
+pub const MAX_TEAM_MESSAGES: u32 = 1_000;
+
+fn validate_team(index: usize, team: &TeamSpec) -> Result<(), ScenarioError> {
+    let at = |field: &str| format!("timeline[{index}].team.{field}");
+    if team.size == 0 || team.size > MAX_TEAMMATES {
+        return Err(ScenarioError::spec(
+            at("size"),
+            format!("expected 1 to {MAX_TEAMMATES}, got {}", team.size),
+        ));
+    }
+    if team.messages > MAX_TEAM_MESSAGES {
+        return Err(ScenarioError::spec(
+            at("messages"),
+            format!("expected at most {MAX_TEAM_MESSAGES}, got {}", team.messages),
+        ));
+    }
+    if team.poll_ms == 0 {
+        return Err(ScenarioError::spec(at("poll_ms"), "expected at least 1"));
+    }
+    for (field, tokens) in [
+        ("prompt_tokens", team.prompt_tokens),
+        ("addendum_tokens", team.addendum_tokens),
+        ("message_tokens", team.message_tokens),
+        ("notification_tokens", team.notification_tokens),
+        ("permission_tokens", team.permission_tokens),
+        ("leader_reply_tokens", Some(team.leader_reply_tokens)),
+        ("summary_tokens", Some(team.summary_tokens)),
+    ] {
+        check_block_tokens(at(field), tokens)?;
+    }
+    Ok(())
 }

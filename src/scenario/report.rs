@@ -1,131 +1,14 @@
-//! What a scenario run reports: every request with its role, each spawn's byte-identity check,
-//! the recursion guard's verdicts, and totals (overall and per role) against the naive cost.
+//! What a scenario run reports: the run's records (`record`) with totals, overall and per role,
+//! against the naive cost; JSON and a table.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
-
-use super::engine::{RunConfig, Who};
-use super::spec::{ForkSpec, Launch, ScenarioSpec};
-use crate::agent::{ForkVariant, GuardVerdict};
+use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
+use super::spec::{Launch, ScenarioSpec};
 use crate::billing::{PriceTable, TokenEquivalents, Usage};
 use crate::cache::{MissCause, layout_notes};
-use crate::endpoint::Record;
 use crate::replay::describe_miss;
-use crate::verify::SiblingCheck;
-
-/// Who sent a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RequestRole {
-    /// The main loop.
-    Parent,
-    /// A fork child.
-    Fork,
-    /// A named sub-agent.
-    Named,
-    /// A post-turn side request.
-    Sidecar,
-    /// A compaction summary.
-    Compaction,
-}
-
-impl RequestRole {
-    /// Snake-case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            RequestRole::Parent => "parent",
-            RequestRole::Fork => "fork",
-            RequestRole::Named => "named",
-            RequestRole::Sidecar => "sidecar",
-            RequestRole::Compaction => "compaction",
-        }
-    }
-}
-
-/// One priced request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScenarioRecord {
-    /// 0-based, in start order.
-    pub index: usize,
-    /// Who sent it.
-    pub role: RequestRole,
-    /// `parent 3`, `fork 1.2 turn 1`, `explore 1 turn 2`, …
-    pub agent: String,
-    /// The spawn a fork belongs to (0-based).
-    pub spawn: Option<usize>,
-    /// The fork's index in its spawn (0-based).
-    pub fork: Option<usize>,
-    /// What the endpoint did.
-    pub record: Record,
-    /// The same request alone in its own workspace (nothing shared), in nano-dollars.
-    pub naive_nanousd: u64,
-    /// …and in token-equivalents.
-    pub naive_token_equivalents: TokenEquivalents,
-    /// The full body, when [`RunConfig::keep_bodies`] is set.
-    pub body: Option<String>,
-}
-
-impl ScenarioRecord {
-    pub(super) fn new(index: usize, who: Who, record: Record, naive: Option<&Record>) -> ScenarioRecord {
-        let naive_nanousd = naive.map_or(0, |n| n.cost.total_nanousd());
-        let naive_token_equivalents = naive.map_or(TokenEquivalents(0), |n| n.token_equivalents);
-        ScenarioRecord {
-            index,
-            role: who.role,
-            agent: who.label,
-            spawn: who.spawn,
-            fork: who.fork,
-            record,
-            naive_nanousd,
-            naive_token_equivalents,
-            body: None,
-        }
-    }
-}
-
-/// A spawn and its byte-identity check.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SpawnReport {
-    /// Index of the timeline event.
-    pub event: usize,
-    /// 0-based spawn number.
-    pub spawn: usize,
-    /// Forks.
-    pub forks: usize,
-    /// Which tool uses each fork kept.
-    pub variant: ForkVariant,
-    /// How they started.
-    pub launch: Launch,
-    /// The check (absent when verification is off).
-    pub verification: Option<SiblingCheck>,
-}
-
-impl SpawnReport {
-    pub(super) fn new(
-        event: usize,
-        spawn: usize,
-        spec: &ForkSpec,
-        forks: usize,
-        verification: Option<SiblingCheck>,
-    ) -> SpawnReport {
-        SpawnReport { event, spawn, forks, variant: spec.variant, launch: spec.launch, verification }
-    }
-}
-
-/// A fork child that asked to fork.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct GuardEvent {
-    /// Which child.
-    pub agent: String,
-    /// Its turn.
-    pub turn: u32,
-    /// Its history had been compacted before it asked.
-    pub compacted: bool,
-    /// What each layer of the guard said.
-    pub verdict: GuardVerdict,
-}
 
 /// Sums over a set of requests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -236,6 +119,15 @@ impl ScenarioReport {
             totals,
             by_role,
         }
+    }
+
+    /// Totals of the requests `keep` picks.
+    pub fn totals_of(&self, keep: impl Fn(&ScenarioRecord) -> bool) -> ScenarioTotals {
+        let mut totals = ScenarioTotals::default();
+        for record in self.records.iter().filter(|record| keep(record)) {
+            totals.add(record);
+        }
+        totals
     }
 
     /// Totals of one role (empty when it sent nothing).

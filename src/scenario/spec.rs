@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::{ForkVariant, NamedAgent, SectionKind, SidecarKind};
+use crate::agent::{ForkVariant, MemoryPosition, MemoryScope, NamedAgent, SectionKind, SidecarKind};
 use crate::billing::BillingProfile;
 use crate::cache::Policy;
 use crate::clock::Visibility;
@@ -94,6 +94,13 @@ pub struct ToolSpec {
     /// Explore and Plan keep only read-only tools. Default false.
     #[serde(default)]
     pub read_only: bool,
+    /// Agents launched in the background keep it (the third filtering layer). Default true.
+    #[serde(default = "yes")]
+    pub async_safe: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The main loop.
@@ -128,13 +135,29 @@ pub struct AgentSpec {
     pub explore_model: String,
     /// Size of a named agent's own instructions. Default 1,500.
     pub named_system_tokens: u64,
+    /// Tools removed for every sub-agent (the first filtering layer). Default: Agent,
+    /// AskUserQuestion, EnterPlanMode, ExitPlanMode, TaskOutput, TaskStop (Claude Code's list as
+    /// read from its source; replace it with your version's).
+    pub disallowed_for_agents: Vec<String>,
+    /// Tools removed for custom agents on top (the second layer). Default none.
+    pub disallowed_for_custom_agents: Vec<String>,
+    /// Model aliases a custom agent's `model:` may use. Default haiku → `claude-haiku-4-5`,
+    /// sonnet → `claude-sonnet-4-6`, opus → `claude-opus-4-6`.
+    pub model_aliases: BTreeMap<String, String>,
 }
 
 impl Default for AgentSpec {
     fn default() -> Self {
         let section = |kind, tokens| SectionSpec { kind, tokens: Some(tokens), text: None };
-        let tool =
-            |name: &str, tokens, read_only| ToolSpec { name: name.into(), tokens: Some(tokens), read_only };
+        let tool = |name: &str, tokens, read_only| ToolSpec {
+            name: name.into(),
+            tokens: Some(tokens),
+            read_only,
+            async_safe: true,
+        };
+        let names = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
+        let aliases =
+            [("haiku", "claude-haiku-4-5"), ("sonnet", "claude-sonnet-4-6"), ("opus", "claude-opus-4-6")];
         AgentSpec {
             system: vec![
                 section(SectionKind::Identity, 100),
@@ -162,6 +185,16 @@ impl Default for AgentSpec {
             replacement_min_result_tokens: 2_000,
             explore_model: "claude-haiku-4-5".into(),
             named_system_tokens: 1_500,
+            disallowed_for_agents: names(&[
+                "Agent",
+                "AskUserQuestion",
+                "EnterPlanMode",
+                "ExitPlanMode",
+                "TaskOutput",
+                "TaskStop",
+            ]),
+            disallowed_for_custom_agents: Vec::new(),
+            model_aliases: aliases.iter().map(|(alias, id)| (alias.to_string(), id.to_string())).collect(),
         }
     }
 }
@@ -247,6 +280,14 @@ pub enum EventSpec {
     Fork(ForkSpec),
     /// The parent calls a named sub-agent.
     Named(NamedSpec),
+    /// The parent resumes a named sub-agent from its sidechain transcript.
+    Resume(ResumeSpec),
+    /// The teaching sub-agent (seed 003, s06): the parent calls its `task` tool.
+    Task(TaskSpec),
+    /// A newer snapshot of an agent's memory.
+    MemoryRefresh(MemoryRefreshSpec),
+    /// The parent leads a team of teammates until every one is done.
+    Team(TeamSpec),
     /// A side request from the last main-loop turn's snapshot.
     Sidecar(SidecarSpec),
     /// Compaction now, whatever the threshold.
@@ -352,6 +393,8 @@ pub struct ForkSpec {
     pub child_tries_to_fork: bool,
     /// …after its history was compacted (so only `query_source` still tells it is a fork).
     pub child_compacts_first: bool,
+    /// Milliseconds each child's tools take between its requests. Default `agent.tool_ms`.
+    pub tool_ms: Option<u64>,
 }
 
 impl Default for ForkSpec {
@@ -372,6 +415,7 @@ impl Default for ForkSpec {
             preamble_tokens: None,
             child_tries_to_fork: false,
             child_compacts_first: false,
+            tool_ms: None,
         }
     }
 }
@@ -380,7 +424,7 @@ impl Default for ForkSpec {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NamedSpec {
-    /// Which agent.
+    /// Which agent type (`custom` needs `definition`).
     pub agent: NamedAgent,
     /// Its task.
     #[serde(default)]
@@ -388,12 +432,201 @@ pub struct NamedSpec {
     /// Declared size of the task prompt.
     #[serde(default)]
     pub prompt_tokens: Option<u64>,
-    /// Requests it makes. Default 3.
+    /// Requests it makes, at most its type's max turns (it is stopped there). Default 3.
     #[serde(default = "three")]
     pub turns: u32,
     /// Size of the report it returns to the parent. Default 500.
     #[serde(default = "five_hundred")]
     pub result_tokens: u64,
+    /// A custom agent's `.claude/agents/NAME.md`, the file's whole text.
+    #[serde(default)]
+    pub definition: Option<String>,
+    /// Or that file's path, relative to the scenario file: `forkcache run` reads it
+    /// ([`ScenarioSpec::load_agent_files`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_file: Option<String>,
+    /// Its model, overriding the type's (Explore: `agent.explore_model`; others inherit).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Its tool names (`*` for all), for types whose tools are configurable (verification,
+    /// custom). Default: the type's own pool.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// How it runs. Default `sync`.
+    #[serde(default)]
+    pub launch: NamedLaunch,
+    /// It works in its own git worktree (a note follows its prompt). Default false.
+    #[serde(default)]
+    pub worktree: bool,
+    /// Milliseconds its tools take between its requests. Default `agent.tool_ms`.
+    #[serde(default)]
+    pub tool_ms: Option<u64>,
+    /// The `<task-notification>` a background agent's end puts in the parent's conversation
+    /// (`{id}` and `{name}` are filled in). The seeds give no template: replace it with the real
+    /// text.
+    #[serde(default = "notification_template")]
+    pub notification: String,
+    /// Declared size of that notification. Default: counted from its text.
+    #[serde(default)]
+    pub notification_tokens: Option<u64>,
+    /// Its persistent memory, loaded into its prompt. Default none.
+    #[serde(default)]
+    pub memory: Option<MemorySpec>,
+}
+
+/// An agent's memory (seed 002).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySpec {
+    /// Which scope. Default `project`.
+    #[serde(default = "project_scope")]
+    pub scope: MemoryScope,
+    /// Where it sits in the prompt. Default `system-end`.
+    #[serde(default)]
+    pub position: MemoryPosition,
+    /// Declared size of the loaded memory. Default: counted from the text.
+    #[serde(default)]
+    pub tokens: Option<u64>,
+    /// The block's text (`{scope}`, `{path}`, `{snapshot}` filled in). The seeds give no
+    /// template: replace it with the real text.
+    #[serde(default = "memory_template")]
+    pub template: String,
+}
+
+fn project_scope() -> MemoryScope {
+    MemoryScope::Project
+}
+
+fn memory_template() -> String {
+    "# Agent memory ({scope})\nContents of {path}MEMORY.md, snapshot {snapshot}:\n[the agent's notes from earlier runs]".into()
+}
+
+/// `memory_refresh`: a newer snapshot of an agent's memory appears (`checkAgentMemorySnapshot`
+/// pulls it before the agent's next start).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryRefreshSpec {
+    /// The agent's name (its type's, or a custom agent's `name`).
+    pub agent: String,
+    /// Which scope. Default `project`.
+    #[serde(default = "project_scope")]
+    pub scope: MemoryScope,
+}
+
+impl Default for NamedSpec {
+    fn default() -> Self {
+        NamedSpec {
+            agent: NamedAgent::GeneralPurpose,
+            prompt: String::new(),
+            prompt_tokens: None,
+            turns: three(),
+            result_tokens: five_hundred(),
+            definition: None,
+            definition_file: None,
+            model: None,
+            tools: None,
+            launch: NamedLaunch::Sync,
+            worktree: false,
+            tool_ms: None,
+            notification: notification_template(),
+            notification_tokens: None,
+            memory: None,
+        }
+    }
+}
+
+fn notification_template() -> String {
+    "<task-notification>\n<task-id>{id}</task-id>\n<status>completed</status>\n<summary>Agent \"{name}\" completed</summary>\n</task-notification>".into()
+}
+
+/// How the Agent tool runs a named sub-agent (seed 004's control plane).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NamedLaunch {
+    /// The parent waits for the report (its cache ages meanwhile). Default.
+    #[default]
+    Sync,
+    /// The parent goes on; a `<task-notification>` reaches it when the agent ends. The agent's
+    /// tools lose those not async-safe.
+    Background,
+    /// In another workspace: a background agent that shares no cache with the parent.
+    Remote,
+}
+
+impl NamedLaunch {
+    /// Kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            NamedLaunch::Sync => "sync",
+            NamedLaunch::Background => "background",
+            NamedLaunch::Remote => "remote",
+        }
+    }
+}
+
+/// `resume`: a named agent continues its own conversation (its sidechain transcript) with a new
+/// prompt; the parent waits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeSpec {
+    /// Which named agent, 1-based in timeline order.
+    pub named: usize,
+    /// The new prompt.
+    #[serde(default)]
+    pub prompt: String,
+    /// Its declared size.
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Requests it makes (at most its type's max turns). Default 1.
+    #[serde(default = "one")]
+    pub turns: u32,
+    /// Size of its new report. Default 500.
+    #[serde(default = "five_hundred")]
+    pub result_tokens: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// `task`: seed 003's teaching sub-agent. A fresh `messages[]` holding only the task, its own
+/// system prompt, the parent's tools without `task`, `max_tokens` 8,000, no cache markers (the
+/// seed's code sends none), at most 30 rounds; only its final text returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TaskSpec {
+    /// The `description` the parent passes.
+    pub description: String,
+    /// Its declared size.
+    pub description_tokens: Option<u64>,
+    /// The sub-agent's system prompt (the seed's `SUB_SYSTEM`).
+    pub system: String,
+    /// Its declared size. Default: counted from the text.
+    pub system_tokens: Option<u64>,
+    /// Rounds it runs; the loop stops at 30 whatever this says. Default 3.
+    pub rounds: u32,
+    /// Size of the final text it returns. Default 300.
+    pub result_tokens: u64,
+    /// Mark the system prompt and the last block as named agents do (the seed does not).
+    /// Default false.
+    pub cache_markers: bool,
+    /// Milliseconds its tools take between its rounds. Default `agent.tool_ms`.
+    pub tool_ms: Option<u64>,
+}
+
+impl Default for TaskSpec {
+    fn default() -> Self {
+        TaskSpec {
+            description: "Find what testing framework this project uses.".into(),
+            description_tokens: None,
+            system: "You are a coding subagent in the project's directory. Complete the given task, then summarize your findings.".into(),
+            system_tokens: None,
+            rounds: 3,
+            result_tokens: 300,
+            cache_markers: false,
+            tool_ms: None,
+        }
+    }
 }
 
 fn three() -> u32 {
@@ -464,4 +697,98 @@ pub struct Knobs {
     pub breakpoint_on_varying_block: bool,
     /// No extra marker when a turn appends more blocks than a breakpoint looks back over.
     pub no_lookback_guard: bool,
+}
+
+/// `team` (seed 002): the parent is the leader; each teammate has its own name, prompt and
+/// conversation (the parent's system prompt and tools, then a teammate addendum). Messages go
+/// through a file mailbox and appear in the recipient's conversation as a new user turn when it
+/// next wakes. A teammate's first wake asks the leader's permission for a tool (the leader polls
+/// every 500 ms, answers in a turn, and the answer returns as the tool's result); on Stop a
+/// teammate goes idle and notifies the leader, who sends its next message after `idle_gap_ms`.
+/// The last notifications reach the leader on its next turn after the team.
+///
+/// The seeds give no byte templates for these messages: each is a field here (`{name}`, `{id}`,
+/// `{team}`, `{lead}` filled in) for the real text to replace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TeamSpec {
+    /// The team's name (agent ids are `name@team`). Default `team`.
+    pub name: String,
+    /// Teammates. Default 2.
+    pub size: u32,
+    /// Mailbox messages from the leader to each teammate after its first task. Default 1.
+    pub messages: u32,
+    /// From a teammate's idle notification to its next wake, in milliseconds. Default 60,000.
+    pub idle_gap_ms: u64,
+    /// The backend's start overhead (in-process 0, tmux about 200 for the shell's start, iTerm2
+    /// a process fork). Default 0.
+    pub start_overhead_ms: u64,
+    /// Each teammate asks the leader's permission on its first wake. Default true.
+    pub permission_request: bool,
+    /// How often the leader reads its mailbox, in milliseconds. Default 500.
+    pub poll_ms: u64,
+    /// Declared size of each teammate's first task.
+    pub prompt_tokens: Option<u64>,
+    /// Declared size of the teammate addendum to the system prompt.
+    pub addendum_tokens: Option<u64>,
+    /// Declared size of each mailbox message.
+    pub message_tokens: Option<u64>,
+    /// Declared size of each idle notification.
+    pub notification_tokens: Option<u64>,
+    /// Declared size of each permission request.
+    pub permission_tokens: Option<u64>,
+    /// Size of the leader's reply to what it read. Default 100.
+    pub leader_reply_tokens: u64,
+    /// Size of a teammate's closing summary. Default 300.
+    pub summary_tokens: u64,
+    /// The teammate's system-prompt addendum.
+    pub addendum: String,
+    /// A teammate's first task.
+    pub prompt: String,
+    /// A mailbox message from the leader.
+    pub message: String,
+    /// A teammate's permission request, as the leader reads it.
+    pub permission: String,
+    /// The leader's answer, as the teammate's tool result.
+    pub permission_answer: String,
+    /// A teammate's idle notification, with its last peer-DM summary.
+    pub notification: String,
+}
+
+impl Default for TeamSpec {
+    fn default() -> Self {
+        TeamSpec {
+            name: "team".into(),
+            size: 2,
+            messages: 1,
+            idle_gap_ms: 60_000,
+            start_overhead_ms: 0,
+            permission_request: true,
+            poll_ms: 500,
+            prompt_tokens: None,
+            addendum_tokens: None,
+            message_tokens: None,
+            notification_tokens: None,
+            permission_tokens: None,
+            leader_reply_tokens: 100,
+            summary_tokens: 300,
+            addendum: "# Agent teams\nYou are {name} ({id}), a teammate in team \"{team}\"; the team lead is {lead}. Messages from the lead and your teammates arrive as <teammate-message> turns; when you finish, stop and you will be woken for the next one.".into(),
+            prompt: "You are {name}. Take the part of the plan the lead assigned to {name} and carry it out.".into(),
+            message: "<teammate-message teammate_id=\"{lead}\">\n[the lead's next request for {name}]\n</teammate-message>".into(),
+            permission: "<permission-request teammate_id=\"{id}\">\n{name} asks to run a tool that needs approval.\n</permission-request>".into(),
+            permission_answer: "Permission granted by {lead}.".into(),
+            notification: "<idle-notification teammate_id=\"{id}\">\n{name} is idle. Last peer DM summary: [what {name} told its teammates]\n</idle-notification>".into(),
+        }
+    }
+}
+
+impl TeamSpec {
+    /// A template with a teammate's names filled in.
+    pub fn fill(&self, template: &str, name: &str) -> String {
+        template
+            .replace("{name}", name)
+            .replace("{id}", &format!("{name}@{}", self.name))
+            .replace("{team}", &self.name)
+            .replace("{lead}", &format!("team-lead@{}", self.name))
+    }
 }

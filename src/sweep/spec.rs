@@ -47,6 +47,7 @@ impl Default for SweepSpec {
                 prompt_tokens: Some(1_000),
                 turns: 1,
                 result_tokens: 500,
+                ..NamedSpec::default()
             },
             grid: Grid::default(),
         }

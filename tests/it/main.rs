@@ -19,6 +19,7 @@ mod reference;
 mod rendered;
 mod replay_cli;
 mod reports;
+mod runtimes;
 mod salts;
 mod scenario_engine;
 mod scenario_mistakes;

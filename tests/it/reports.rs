@@ -62,7 +62,7 @@ fn text<'a>(artifacts: &'a [Artifact], name: &str) -> &'a str {
     std::str::from_utf8(&artifact(artifacts, name).bytes).expect("UTF-8")
 }
 
-const CHARTS: [&str; 7] = [
+const CHARTS: [&str; 9] = [
     "antipatterns",
     "cost_curves",
     "cost_vs_forks",
@@ -70,10 +70,19 @@ const CHARTS: [&str; 7] = [
     "policy_gap",
     "savings_vs_history",
     "session_timeline",
+    "delegation_vs_history",
+    "delegation_vs_idle",
 ];
 
-const TABLES: [&str; 6] =
-    ["antipatterns.csv", "cost_curves.csv", "requests.csv", "seed_example.csv", "summary.csv", "sweep.csv"];
+const TABLES: [&str; 7] = [
+    "antipatterns.csv",
+    "cost_curves.csv",
+    "delegation.csv",
+    "requests.csv",
+    "seed_example.csv",
+    "summary.csv",
+    "sweep.csv",
+];
 
 #[test]
 fn the_report_holds_every_file_in_name_order() {
@@ -108,7 +117,7 @@ fn two_reports_are_byte_identical_on_one_thread_and_two() {
     write(&first, &small_report(1)).unwrap();
     write(&second, shared_report()).unwrap();
     let (a, b) = (read_dir(&first), read_dir(&second));
-    assert_eq!(a.len(), 22);
+    assert_eq!(a.len(), 27);
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     for (name, bytes) in &a {
         assert!(b[name] == *bytes, "{name} differs between the two runs");
@@ -332,6 +341,20 @@ fn summary_rows_checked_by_hand() {
     assert_eq!(cell("correct_token_equivalents"), "32380.000");
     assert_eq!(cell("mistake_token_equivalents"), "79875.000");
     assert_eq!(cell("multiplier"), "2.467"); // 79,875 / 32,380 = 2.4668…
+}
+
+#[test]
+fn the_delegation_table_has_five_ways_at_every_point() {
+    let artifacts = shared_report();
+    let (header, rows) = parse(text(artifacts, "delegation.csv"));
+    assert_eq!(header[..3], ["way", "history_tokens", "idle_ms"]);
+    // 5 history sizes at no idle gap and 4 more idle gaps at 100,000 tokens, for each of 5 ways.
+    assert_eq!(rows.len(), 5 * (5 + 4));
+    let ways: std::collections::BTreeSet<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(ways.into_iter().collect::<Vec<_>>(), ["background", "fork", "named", "subagent", "teammate"]);
+    for name in ["delegation_vs_history.png", "delegation_vs_idle.svg"] {
+        assert!(artifacts.iter().any(|a| a.name == name), "{name}");
+    }
 }
 
 #[test]
