@@ -10,8 +10,8 @@
 //!   (auto-compaction at 200K) spawning 8 forks every turn: 9,004 requests through the scenario
 //!   engine, naive pricing on, byte verification off.
 //! - `scenario/per_request/{10K,100K,1M}`: 40 spawns of 8 forks on a history of that size.
-//! - `sweep/default_grid_tenth/{1,2}_threads`: the first tenth of the default sweep grid
-//!   (`fixtures/sweeps/default.json`), on one and on two worker threads.
+//!
+//! Sweep speed (cells per second on one and two threads) is `benches/sweep.rs`.
 //!
 //! After criterion's own report, a short summary prints the ratios measured in this run (median
 //! of several passes each) — replay against its floors, and the marginal cost of one scenario
@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use forkcache::scenario::{RunConfig, ScenarioSpec, run};
-use forkcache::sweep::{self, Shard, SweepOptions, SweepSpec};
 use forkcache::synth::{ConversationSpec, growing_conversation};
 use forkcache::{PriceTable, ReplayConfig, replay};
 
@@ -100,24 +99,6 @@ fn scenario_group(c: &mut Criterion, prices: &PriceTable) {
     group.finish();
 }
 
-fn sweep_group(c: &mut Criterion, prices: &PriceTable) {
-    let spec = SweepSpec::default_grid();
-    let shard = Shard::parse("1/10").expect("a valid shard");
-    let mut group = c.benchmark_group("sweep");
-    group.sample_size(10);
-    group.measurement_time(Duration::from_secs(10));
-    group.throughput(Throughput::Elements(shard.range(spec.cells().len()).len() as u64));
-    for threads in [1, 2] {
-        let options = SweepOptions { threads: Some(threads), shard };
-        group.bench_function(format!("default_grid_tenth/{threads}_threads"), |b| {
-            b.iter(|| {
-                black_box(sweep::run(&spec, &options, prices, || {}).expect("the sweep runs").rows.len())
-            })
-        });
-    }
-    group.finish();
-}
-
 fn print_scenario_costs(prices: &PriceTable) {
     let session = forking_session(200_000, 1_000, Some(200_000));
     let requests = simulate(&session, prices);
@@ -181,7 +162,6 @@ fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     replay_group(&mut criterion, &trace, &prices);
     scenario_group(&mut criterion, &prices);
-    sweep_group(&mut criterion, &prices);
     criterion.final_summary();
     if std::env::args().any(|arg| arg == "--bench") {
         print_ratios(&trace, &prices);

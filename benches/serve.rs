@@ -138,6 +138,15 @@ fn start_server() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread:
 
 fn over_http(requests: &Workload) -> Duration {
     let (addr, stop, thread) = start_server();
+    let elapsed = run_clients(addr, requests);
+    drop(stop);
+    thread.join().unwrap();
+    elapsed
+}
+
+/// One keep-alive client per conversation, all at once: from the first request to the last
+/// response.
+fn run_clients(addr: SocketAddr, requests: &Workload) -> Duration {
     let url = format!("http://{addr}/v1/messages");
     let ready = Barrier::new(requests.len() + 1);
     let started = std::thread::scope(|scope| {
@@ -157,10 +166,66 @@ fn over_http(requests: &Workload) -> Duration {
         ready.wait();
         Instant::now()
     });
-    let elapsed = started.elapsed();
+    started.elapsed()
+}
+
+/// Sockets that keep a server busy doing nothing: each sends a request line and then one header
+/// byte per second, never finishing its headers (slowloris), until `stop` drops.
+fn hold_slow_sockets(
+    addr: SocketAddr,
+    count: usize,
+) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<usize>) {
+    use std::io::Write as _;
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let mut sockets: Vec<std::net::TcpStream> = (0..count)
+            .filter_map(|_| std::net::TcpStream::connect(addr).ok())
+            .filter_map(|mut s| s.write_all(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\n").ok().map(|()| s))
+            .collect();
+        let opened = sockets.len();
+        // Until `stop` is dropped (a disconnect, not a timeout).
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            stopped.recv_timeout(Duration::from_secs(1))
+        {
+            sockets.retain_mut(|s| s.write_all(b"X").is_ok());
+        }
+        opened
+    });
+    (stop, thread)
+}
+
+/// 8 keep-alive clients' throughput with `slow` slowloris sockets held open on the same server.
+fn with_slow_sockets(requests: &Workload, slow: usize) -> Duration {
+    let (addr, stop, thread) = start_server();
+    let (stop_slow, slow_thread) = hold_slow_sockets(addr, slow);
+    // Let the slow sockets connect before the clock starts.
+    std::thread::sleep(Duration::from_millis(if slow > 0 { 500 } else { 0 }));
+    let elapsed = run_clients(addr, requests);
+    drop(stop_slow);
+    let opened = slow_thread.join().unwrap();
+    assert_eq!(opened, slow, "every slow socket was accepted");
     drop(stop);
     thread.join().unwrap();
     elapsed
+}
+
+/// Issue 12's figure: 8 normal clients beside 1,000 slow sockets keep what share of their
+/// unloaded throughput (the two functions' ratio)?
+fn bench_slow_sockets(c: &mut Criterion) {
+    // The client and server ends of 1,000 sockets, in this one process.
+    let _ = rlimit::increase_nofile_limit(8_192);
+    let requests: Workload = chat().into_iter().take(8).collect();
+    let count: usize = requests.iter().map(Vec::len).sum();
+    let mut group = c.benchmark_group("serve/slow_sockets");
+    group.throughput(Throughput::Elements(count as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    for slow in [0, 1_000] {
+        group.bench_function(format!("8_clients_{slow}_slow_sockets"), |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| with_slow_sockets(&requests, slow)).sum())
+        });
+    }
+    group.finish();
 }
 
 fn bench(c: &mut Criterion) {
@@ -187,5 +252,6 @@ fn main() {
     forkcache::report::chart::register_font();
     let mut criterion = Criterion::default().configure_from_args();
     bench(&mut criterion);
+    bench_slow_sockets(&mut criterion);
     criterion.final_summary();
 }

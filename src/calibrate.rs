@@ -79,7 +79,7 @@ pub struct Calibration {
 pub fn calibrate(
     config: &ReplayConfig,
     prices: &PriceTable,
-    trace: &str,
+    trace: &(impl AsRef<[u8]> + ?Sized),
 ) -> Result<Calibration, ReplayError> {
     let baseline = replay(config, prices.clone(), trace)?;
     let models = fit_models(&baseline.records);

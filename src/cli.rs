@@ -42,6 +42,23 @@ pub enum Command {
     Proxy(ProxyArgs),
     /// Print the price table: every model's prices, modifiers, constants, source and date.
     Prices(PricesArgs),
+    /// Price real sessions: their recorded bill, every cache break, the prediction beside it.
+    #[command(subcommand)]
+    Import(ImportSource),
+    /// Check a sweep's shards (from `sweep --shard i/n`, at any depth under DIR: every shard
+    /// once, one sweep, one version, every row) and join them into sweep.csv and sweep.meta.json.
+    MergeShards(MergeShardsArgs),
+}
+
+/// `merge-shards`.
+#[derive(Args, Debug)]
+pub struct MergeShardsArgs {
+    /// Directory holding the shards' files (sweep-I-of-N.csv and .meta.json), in any
+    /// subdirectories.
+    pub dir: PathBuf,
+    /// Directory sweep.csv and sweep.meta.json are written to. Default: DIR.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// `prices`.
@@ -55,7 +72,60 @@ pub struct PricesArgs {
     pub prices: Option<PathBuf>,
 }
 
+/// `import`'s sources.
+#[derive(Subcommand, Debug)]
+pub enum ImportSource {
+    /// Claude Code transcripts (~/.claude/projects/…): session files, sub-agent files, session or
+    /// project directories.
+    ClaudeCode(ClaudeCodeArgs),
+}
+
+/// `import claude-code`.
+#[derive(Args, Debug)]
+pub struct ClaudeCodeArgs {
+    /// Session files, sub-agent files, session directories or project directories.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Only requests on or after this day (UTC, YYYY-MM-DD).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only requests on or before this day (UTC, YYYY-MM-DD).
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Write requests.csv and breaks.csv (a row per request and per break) to this directory.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<PathBuf>,
+    /// Write two charts per session (PNG and SVG) to this directory: real usage per request with
+    /// breaks marked, and real beside predicted read over time.
+    #[arg(long, value_name = "DIR")]
+    pub chart: Option<PathBuf>,
+    /// Re-run the prediction under a changed setting: ttl=1h, ttl=5m, subagent-ttl=1h,
+    /// no-model-switch, max-idle=5m (repeatable).
+    #[arg(long = "what-if", value_name = "SETTING")]
+    pub what_if: Vec<String>,
+    /// A proxy's trace (envelopes with `request_id` and `body`): joined by request id, each break
+    /// gets the first byte where its prompt left its chain's previous request.
+    #[arg(long, value_name = "PROXY.jsonl")]
+    pub trace: Option<PathBuf>,
+    /// Write the simulated requests as a trace `replay` and `sweep` can read.
+    #[arg(long, value_name = "FILE")]
+    pub emit_trace: Option<PathBuf>,
+    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+}
+
 impl PricesArgs {
+    /// The price table named by `--prices`.
+    pub fn prices(&self) -> anyhow::Result<PriceTable> {
+        load_prices(self.prices.as_deref())
+    }
+}
+
+impl ClaudeCodeArgs {
     /// The price table named by `--prices`.
     pub fn prices(&self) -> anyhow::Result<PriceTable> {
         load_prices(self.prices.as_deref())
@@ -177,6 +247,9 @@ pub struct ReplayArgs {
     /// agreement of each candidate minimum cacheable length and first-token delay.
     #[arg(long)]
     pub calibrate: bool,
+    /// Stop at the first unreadable line (exit 1) instead of reporting it and going on (exit 3).
+    #[arg(long)]
+    pub strict: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -206,6 +279,23 @@ pub struct ServeArgs {
     /// Print no line per request (the summary is still printed at shutdown).
     #[arg(long)]
     pub quiet: bool,
+    /// Time a client has to send a request's headers (also the longest wait for the next request
+    /// on a kept-alive connection), e.g. `30s`, `500ms`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+    pub header_timeout: std::time::Duration,
+    /// Time a client has to send a request's body once its headers arrived (408 after).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    pub body_timeout: std::time::Duration,
+    /// Close a connection when no bytes moved either way for this long.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "120s")]
+    pub idle_timeout: std::time::Duration,
+    /// Refuse top-level request fields the API does not document (400), instead of counting
+    /// them in the stats.
+    #[arg(long)]
+    pub strict: bool,
+    /// Connections served at once; more wait to be accepted.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -257,7 +347,7 @@ pub struct EngineArgs {
     /// Render thinking/effort ahead of the tools (the "model-specific" rows of the docs).
     #[arg(long)]
     pub render_config_ahead: bool,
-    /// Cache capacity in entries.
+    /// Cache capacity in entries, per workspace (one workspace never evicts another's entries).
     #[arg(long, default_value_t = 1 << 20)]
     pub capacity: usize,
     /// Loading a deferred tool (a `tool_reference`) renders it among the tools, breaking the
@@ -475,6 +565,10 @@ pub struct ProxyArgs {
     /// Print no comparison line per request (the summary is still printed at shutdown).
     #[arg(long)]
     pub quiet: bool,
+    /// `GET /forkcache/stats` needs a key (`x-api-key` or a bearer token) and shows only the
+    /// workspaces that key's requests were counted in.
+    #[arg(long)]
+    pub require_key: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -7,7 +7,9 @@ use anyhow::Context;
 use forkcache::demo;
 use forkcache::replay::{ReplayConfig, replay};
 
-use crate::cli::{Cli, Command, DemoArgs, ExplainArgs, ReplayArgs, ReportArgs, RunArgs, SweepArgs};
+use crate::cli::{
+    Cli, Command, DemoArgs, ExplainArgs, ImportSource, ReplayArgs, ReportArgs, RunArgs, SweepArgs,
+};
 use crate::progress;
 
 /// Runs one command; the exit code says whether it succeeded.
@@ -22,6 +24,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => crate::serve_command::run_serve(&args),
         Command::Proxy(args) => crate::proxy_command::run_proxy(&args),
         Command::Prices(args) => run_prices(&args),
+        Command::Import(ImportSource::ClaudeCode(args)) => crate::import_command::run_claude_code(&args),
+        Command::MergeShards(args) => run_merge_shards(&args),
     }
 }
 
@@ -72,36 +76,88 @@ fn run_sweep(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let options = SweepOptions { threads: args.threads, shard };
     let cells = shard.range(spec.cells().len()).len();
     let bar = progress::bar(cells as u64, "cells");
-    let result = sweep::run(&spec, &options, &args.prices()?, || bar.inc(1))
+    let written = sweep::write(&args.out, &spec, &options, &args.prices()?, || bar.inc(1))
         .with_context(|| format!("sweeping {}", args.sweep.display()))?;
     bar.finish_and_clear();
-    let written = forkcache::report::write_sweep(&args.out, &spec, &result)?;
-    for path in written {
-        println!("wrote {}", path.display());
-    }
-    println!("{} of {} cells (shard {}/{})", result.rows.len(), result.cells_total, shard.index, shard.count);
+    println!("wrote {}", written.csv.display());
+    println!("wrote {}", written.meta.display());
+    println!("{} of {} cells (shard {}/{})", written.rows, written.cells_total, shard.index, shard.count);
     Ok(ExitCode::SUCCESS)
 }
 
+fn run_merge_shards(args: &crate::cli::MergeShardsArgs) -> anyhow::Result<ExitCode> {
+    // The shards are the user's input: a missing, duplicated or foreign one is exit 1.
+    let merged = match forkcache::sweep::merge_shards(&args.dir) {
+        Ok(merged) => merged,
+        Err(err) => {
+            eprintln!("forkcache: merge-shards: {err}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let out = args.out.as_deref().unwrap_or(&args.dir);
+    let artifacts = [
+        forkcache::report::Artifact { name: "sweep.csv".into(), bytes: merged.csv },
+        forkcache::report::Artifact { name: "sweep.meta.json".into(), bytes: merged.meta.into_bytes() },
+    ];
+    for path in
+        forkcache::report::write(out, &artifacts).with_context(|| format!("writing {}", out.display()))?
+    {
+        println!("wrote {}", path.display());
+    }
+    println!("{} shards, {} cells", merged.shards, merged.rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Exit code of a command that finished but skipped unreadable input lines.
+const EXIT_SOME_LINES_UNREADABLE: u8 = 3;
+/// Exit code of invalid input.
+const EXIT_INVALID_INPUT: u8 = 1;
+
+/// Exit 0 when every line was read (requests the API would reject are results); 3 when some
+/// lines were unreadable (each named on stderr); 1 when `--strict` stopped at one.
 fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
-    let trace = read_input(&args.trace)?;
-    let config = ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms };
+    let trace = read_input_bytes(&args.trace)?;
+    let config =
+        ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms, strict: args.strict };
     if args.calibrate {
         return run_calibrate(args, &config, &trace);
     }
-    let report = replay(&config, args.engine.prices()?, &trace)
-        .with_context(|| format!("replaying {}", args.trace.display()))?;
+    let report = match replay(&config, args.engine.prices()?, &trace) {
+        Ok(report) => report,
+        Err(err) => return replay_failed(args, err),
+    };
     if args.json {
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_table());
     }
-    Ok(ExitCode::SUCCESS)
+    for line in &report.unreadable {
+        eprintln!("forkcache: {}: skipped unreadable {line}", args.trace.display());
+    }
+    if report.unreadable.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(EXIT_SOME_LINES_UNREADABLE))
+    }
 }
 
-fn run_calibrate(args: &ReplayArgs, config: &ReplayConfig, trace: &str) -> anyhow::Result<ExitCode> {
-    let calibration = forkcache::calibrate::calibrate(config, &args.engine.prices()?, trace)
-        .with_context(|| format!("calibrating against {}", args.trace.display()))?;
+/// A replay that stopped: at an unreadable line under `--strict` (exit 1, the line on stderr), or
+/// before it began.
+fn replay_failed(args: &ReplayArgs, err: forkcache::replay::ReplayError) -> anyhow::Result<ExitCode> {
+    match err {
+        forkcache::replay::ReplayError::Unreadable(line) => {
+            eprintln!("forkcache: {}: {line}", args.trace.display());
+            Ok(ExitCode::from(EXIT_INVALID_INPUT))
+        }
+        err => Err(err).with_context(|| format!("replaying {}", args.trace.display())),
+    }
+}
+
+fn run_calibrate(args: &ReplayArgs, config: &ReplayConfig, trace: &[u8]) -> anyhow::Result<ExitCode> {
+    let calibration = match forkcache::calibrate::calibrate(config, &args.engine.prices()?, trace) {
+        Ok(calibration) => calibration,
+        Err(err) => return replay_failed(args, err),
+    };
     if args.json {
         println!("{}", calibration.to_json());
     } else {
@@ -163,7 +219,7 @@ fn run_explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
 fn run_explain_request(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let index = args.request.context("--request is required with a single file")?;
     let trace = read_input(&args.a)?;
-    let config = ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms };
+    let config = ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms, strict: false };
     let explanation = forkcache::explain::explain_request(&config, args.engine.prices()?, &trace, index)
         .with_context(|| format!("explaining {}", args.a.display()))?;
     if args.json {
@@ -190,6 +246,16 @@ fn request_body(text: &str) -> anyhow::Result<String> {
             Err(_) => Ok(body.get().to_string()),
         },
     }
+}
+
+/// A file (or `-`, standard input) as bytes: a trace may hold lines that are not UTF-8.
+fn read_input_bytes(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).context("reading standard input")?;
+        return Ok(bytes);
+    }
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
 }
 
 fn read_input(path: &std::path::Path) -> anyhow::Result<String> {

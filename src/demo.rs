@@ -213,6 +213,7 @@ struct SeedRow {
 }
 
 /// The comparison as CSV, one row per case × policy × billing.
+#[allow(clippy::expect_used)] // CSV written from UTF-8 strings is UTF-8
 pub fn seed_example_csv(runs: &[SeedRun]) -> Result<String, csv::Error> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     for run in runs {

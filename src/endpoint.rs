@@ -21,6 +21,7 @@ use crate::prompt::{
     validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
+use crate::trace::key_fingerprint;
 use crate::wire::{
     ApiError, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock,
     StopReason, check_model_rules, parse_request,
@@ -40,7 +41,9 @@ pub struct EndpointConfig {
     pub tokenizer: TokenizerKind,
     /// Workspace of requests without an API key. Default `"default"`.
     pub default_workspace: String,
-    /// API key → workspace; a key not listed is its own workspace.
+    /// API key → workspace; a key not listed is its own workspace, named by its
+    /// [`crate::trace::key_fingerprint`] (so no key is ever shown, and no key reaches the
+    /// default workspace).
     pub workspaces: BTreeMap<String, String>,
     /// Mixed into message and tool ids. Default 0.
     pub id_seed: u64,
@@ -75,6 +78,9 @@ pub struct Call<'a> {
     pub body: &'a [u8],
     /// The API key (`x-api-key` or bearer token), which picks the workspace.
     pub api_key: Option<&'a str>,
+    /// The workspace, when the caller already knows it (a trace's `workspace`); it wins over
+    /// `api_key`.
+    pub workspace: Option<&'a str>,
     /// When the request started.
     pub at: SimTime,
     /// When its response really began, if known.
@@ -86,7 +92,7 @@ pub struct Call<'a> {
 impl<'a> Call<'a> {
     /// A call with the default workspace, no known first byte and the default reply.
     pub fn new(body: &'a [u8], at: SimTime) -> Call<'a> {
-        Call { body, api_key: None, at, first_byte: None, reply: Reply::default_text() }
+        Call { body, api_key: None, workspace: None, at, first_byte: None, reply: Reply::default_text() }
     }
 }
 
@@ -199,11 +205,19 @@ impl MockEndpoint {
         self.cache.stats()
     }
 
-    /// The workspace an API key belongs to.
+    /// The workspace an API key belongs to: its configured workspace, else its fingerprint.
     pub fn workspace_of(&self, api_key: Option<&str>) -> String {
         match api_key {
             None => self.config.default_workspace.clone(),
-            Some(key) => self.config.workspaces.get(key).cloned().unwrap_or_else(|| key.to_string()),
+            Some(key) => self.config.workspaces.get(key).cloned().unwrap_or_else(|| key_fingerprint(key)),
+        }
+    }
+
+    /// The workspace a call is priced in.
+    fn workspace_of_call(&self, call: &Call) -> String {
+        match call.workspace {
+            Some(workspace) => workspace.to_string(),
+            None => self.workspace_of(call.api_key),
         }
     }
 
@@ -228,11 +242,26 @@ impl MockEndpoint {
             stream: view.stream,
             max_tokens,
         };
+        self.check_context(&request)?;
         let mut exchange = self.serve(&request, call, settings);
         if let Some(asked) = &view.diagnostics {
             exchange.response.diagnostics = Some(self.diagnose(&request, asked, &exchange));
         }
         Ok(exchange)
+    }
+
+    /// The API's refusal of a prompt past the model's context window. Token counts here are
+    /// estimates (not Claude's tokenizer), so only a prompt past the window by a clear margin
+    /// ([`CONTEXT_MARGIN_PERCENT`]) is refused; a declared 15e9-token context never is priced.
+    fn check_context(&self, request: &RenderedRequest) -> Result<(), ApiError> {
+        let resolved = self.prices.resolve(request.model);
+        let Some(window) = resolved.price.context_window.filter(|_| resolved.known) else { return Ok(()) };
+        let tokens = request.prompt.total_tokens();
+        let limit = u128::from(window) * u128::from(100 + CONTEXT_MARGIN_PERCENT) / 100;
+        if u128::from(tokens) > limit {
+            return Err(ApiError::invalid(format!("prompt is too long: {tokens} tokens > {window} maximum")));
+        }
+        Ok(())
     }
 
     /// The request's `speed` and `inference_geo`, refused as the API would where the model has
@@ -289,6 +318,7 @@ impl MockEndpoint {
         let prompt = request.prompt;
         let marked = prompt.breakpoints.iter().map(|bp| (prompt.position(bp.position).slot, bp.ttl));
         validate_breakpoints(marked)?;
+        self.check_context(request)?;
         Ok(self.serve(request, call, PriceSettings::default()))
     }
 
@@ -315,7 +345,7 @@ impl MockEndpoint {
         // No scope: an empty cache is never looked into.
         let lookup = lookup(ScopeId(u32::MAX), request, resolved.price, call, output_tokens);
         let outcome = self.cache.price_alone(lookup);
-        let workspace = self.workspace_of(call.api_key);
+        let workspace = self.workspace_of_call(call);
         Pricing { config: &self.config, resolved, settings, workspace, outcome, output_tokens }
             .record(request, call)
             .0
@@ -353,7 +383,7 @@ impl MockEndpoint {
 
     fn serve(&mut self, request: &RenderedRequest, call: &Call, settings: PriceSettings) -> Exchange {
         let (reply, output_tokens) = self.reply_of(request, call);
-        let workspace = self.workspace_of(call.api_key);
+        let workspace = self.workspace_of_call(call);
         let resolved = self.prices.resolve(request.model);
         // The cache is per model: a known id (or alias) shares its model's cache; an unknown id
         // is its own model, whatever prices it.
@@ -511,7 +541,12 @@ impl Pricing<'_> {
     }
 }
 
-fn required_max_tokens(view: &RequestView) -> Result<u64, ApiError> {
+/// How far past a model's context window an estimated prompt may go before it is refused, in
+/// percent: the estimate is not Claude's tokenizer (later models count up to 30% more or less).
+pub const CONTEXT_MARGIN_PERCENT: u64 = 30;
+
+/// `max_tokens`, or the API's error when the field is missing.
+pub(crate) fn required_max_tokens(view: &RequestView) -> Result<u64, ApiError> {
     view.max_tokens.ok_or_else(|| ApiError::invalid("max_tokens: Field required"))
 }
 
@@ -592,5 +627,5 @@ fn base62(mut value: u128) -> String {
         *slot = DIGITS[(value % 62) as usize];
         value /= 62;
     }
-    String::from_utf8(out.to_vec()).expect("ascii digits")
+    out.iter().map(|&digit| char::from(digit)).collect()
 }

@@ -11,9 +11,9 @@ use serde::Serialize;
 use crate::billing::{Modifiers, PriceTable, Usage};
 use crate::cache::{Miss, MissCause};
 use crate::prompt::Dimension;
-use crate::replay::{ReplayConfig, ReplayRecord, replay};
+use crate::replay::{ReplayConfig, ReplayError, ReplayRecord, replay};
 use crate::tokenize::TokenizerUnavailable;
-use crate::trace::{TraceBody, TraceLine, read_trace};
+use crate::trace::{TraceBody, TraceEntry, TraceLine, read_trace};
 use crate::verify::{
     DivergenceCause, Explanation, Loc, Segment, common_prefix_bytes, first_divergence, segments, total_bytes,
 };
@@ -25,6 +25,9 @@ pub enum ExplainError {
     /// The configured tokenizer is not compiled in.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerUnavailable),
+    /// The trace could not be replayed (`strict` and an unreadable line).
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
     /// The index is past the trace's end.
     #[error("request {index} does not exist: the trace holds {count} requests (0-based)")]
     NoSuchRequest {
@@ -93,7 +96,14 @@ pub fn explain_request(
         line: record.line,
         error: error.clone(),
     })?;
-    let lines: Vec<TraceLine> = read_trace(trace).collect();
+    // The records are the trace's requests in file order: session markers and unreadable lines
+    // have none.
+    let lines: Vec<TraceLine> = read_trace(trace.as_bytes())
+        .filter_map(|entry| match entry {
+            TraceEntry::Request(line) => Some(line),
+            TraceEntry::Session { .. } | TraceEntry::Unreadable(_) => None,
+        })
+        .collect();
     let ignored = &config.endpoint.prompt.ignored_system_prefixes;
     let laid: Vec<Option<Vec<Segment>>> = lines.iter().map(|line| cache_segments(line, ignored)).collect();
     let this = laid[index].as_deref().unwrap_or_default();

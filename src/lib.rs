@@ -7,6 +7,9 @@
 //! point; [`replay()`] drives it over a recorded trace, and [`serve`] puts it behind HTTP for
 //! real clients.
 #![deny(missing_docs)]
+// Input-derived data is never unwrapped: a bad input is an error naming it, never a panic. The
+// few sites that cannot fail carry an `allow` saying why.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod agent;
 pub mod agreement;
@@ -17,6 +20,7 @@ pub mod clock;
 pub mod demo;
 pub mod endpoint;
 pub mod explain;
+pub mod ingest;
 mod json;
 pub mod prompt;
 pub mod proxy;

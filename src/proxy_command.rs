@@ -17,6 +17,7 @@ pub fn run_proxy(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
     config.addr = args.addr;
     config.trace = args.trace.clone();
     config.redact = args.redact;
+    config.require_key = args.require_key;
     if let Some(path) = &args.upstream_ca {
         let pem = std::fs::read(path).with_context(|| format!("reading --upstream-ca {}", path.display()))?;
         config.upstream_ca_pem = Some(pem);

@@ -12,7 +12,7 @@ use crate::cache::{CacheMissType, Miss, MissCause, StoreStats, layout_notes, mis
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
 use crate::tokenize::TokenizerUnavailable;
-use crate::trace::{TraceBody, TraceLine, read_trace};
+use crate::trace::{TraceBody, TraceEntry, TraceLine, UnreadableLine, read_trace};
 use crate::wire::{ApiError, Reply, parse_request};
 
 /// Replay settings.
@@ -24,11 +24,13 @@ pub struct ReplayConfig {
     /// (longer than the time to first token of a 1M-token uncached prompt, so a line sees the
     /// writes of the line before it).
     pub gap_ms: u64,
+    /// Stop at the first unreadable line instead of reporting it and going on. Default false.
+    pub strict: bool,
 }
 
 impl Default for ReplayConfig {
     fn default() -> Self {
-        ReplayConfig { endpoint: EndpointConfig::default(), gap_ms: 30_000 }
+        ReplayConfig { endpoint: EndpointConfig::default(), gap_ms: 30_000, strict: false }
     }
 }
 
@@ -155,11 +157,54 @@ impl Totals {
         }
     }
 
+    /// Counts one priced request, or leaves the totals as they were and returns false when a sum
+    /// would pass 2^64.
+    pub fn checked_add(&mut self, record: &Record) -> bool {
+        let missed = record.miss.as_ref().map_or(0, |miss| miss.tokens_missed);
+        let fits = sums_fit(&counts(&self.usage, &self.cost), &counts(&record.usage, &record.cost))
+            && self.token_equivalents.0.checked_add(record.token_equivalents.0).is_some()
+            && self.tokens_missed.checked_add(missed).is_some();
+        if fits {
+            self.add(record);
+        }
+        fits
+    }
+
     /// Token-weighted hit rate: tokens read ÷ total input tokens.
     pub fn hit_rate(&self) -> f64 {
         let total = self.usage.total_input_tokens();
         if total == 0 { 0.0 } else { self.usage.cache_read_input_tokens as f64 / total as f64 }
     }
+}
+
+/// Every count a total keeps, then the two sums of them it reports (total input tokens, total
+/// cost), widened so they cannot wrap here.
+fn counts(usage: &Usage, cost: &Cost) -> Vec<u128> {
+    let input = [usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens];
+    let parts = [
+        cost.uncached_nanousd,
+        cost.write_5m_nanousd,
+        cost.write_1h_nanousd,
+        cost.read_nanousd,
+        cost.output_nanousd,
+    ];
+    let creation =
+        [usage.cache_creation.ephemeral_5m_input_tokens, usage.cache_creation.ephemeral_1h_input_tokens];
+    let mut counts: Vec<u128> = input
+        .iter()
+        .chain(&parts)
+        .chain(&creation)
+        .chain([&usage.output_tokens])
+        .map(|&v| u128::from(v))
+        .collect();
+    counts.push(input.iter().map(|&v| u128::from(v)).sum());
+    counts.push(parts.iter().map(|&v| u128::from(v)).sum());
+    counts
+}
+
+/// Whether every `a + b` fits in a u64.
+fn sums_fit(a: &[u128], b: &[u128]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x + y <= u128::from(u64::MAX))
 }
 
 /// A whole replay.
@@ -173,43 +218,128 @@ pub struct ReplayReport {
     pub config: ReplayConfig,
     /// The price table's date.
     pub prices_date: String,
-    /// Cache counters at the end.
+    /// Cache counters at the end, summed over the trace's sessions.
     pub cache: StoreStats,
     /// Recorded usage and agreement, when the trace recorded any usage.
     pub recorded: Option<RecordedTotals>,
+    /// Lines that are not requests at all (not UTF-8, not JSON, not an object, a broken
+    /// envelope), in file order. Requests the API would reject are records, not these.
+    pub unreadable: Vec<UnreadableLine>,
+    /// Server runs the trace holds (session markers; lines before the first count as one run).
+    pub sessions: usize,
 }
 
-/// A replay that could not run: the configured tokenizer is not compiled in. (Broken lines do
-/// not stop a replay; they are reported as rejected requests.)
-pub type ReplayError = TokenizerUnavailable;
+/// A replay that could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The configured tokenizer is not compiled in.
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerUnavailable),
+    /// `strict` was set and this line is not a request.
+    #[error("{0}")]
+    Unreadable(UnreadableLine),
+}
 
-/// Replays a JSONL trace. Lines run in start-time order (file order among equal times); the
-/// records come back in file order.
-pub fn replay(config: &ReplayConfig, prices: PriceTable, trace: &str) -> Result<ReplayReport, ReplayError> {
-    let lines: Vec<TraceLine> = read_trace(trace).collect();
-    let starts = start_times(&lines, config.gap_ms);
+/// Replays a JSONL trace, read as bytes. Each server run in it (from one session marker to the
+/// next) is its own timeline on an empty cache; within one, lines run in start-time order (file
+/// order among equal times). The records come back in file order. An unreadable line is
+/// reported and skipped, unless `strict` asks to stop there.
+pub fn replay(
+    config: &ReplayConfig,
+    prices: PriceTable,
+    trace: &(impl AsRef<[u8]> + ?Sized),
+) -> Result<ReplayReport, ReplayError> {
+    let mut sessions: Vec<Vec<TraceLine>> = Vec::new();
+    let mut current = Vec::new();
+    let mut unreadable = Vec::new();
+    for entry in read_trace(trace.as_ref()) {
+        match entry {
+            TraceEntry::Request(line) => current.push(line),
+            // Requests before the first marker (an old trace, raw bodies) are a run of their own;
+            // an empty one is no run.
+            TraceEntry::Session { .. } if current.is_empty() && sessions.is_empty() => {}
+            TraceEntry::Session { .. } => sessions.push(std::mem::take(&mut current)),
+            TraceEntry::Unreadable(line) if config.strict => return Err(ReplayError::Unreadable(line)),
+            TraceEntry::Unreadable(line) => unreadable.push(line),
+        }
+    }
+    sessions.push(current);
+    let prices_date = prices.date.clone();
+    let mut records = Vec::new();
+    let mut cache = StoreStats::default();
+    for lines in &sessions {
+        let mut endpoint = MockEndpoint::new(config.endpoint.clone(), prices.clone())?;
+        records.extend(replay_session(&mut endpoint, lines, config.gap_ms, records.len()));
+        add_store_stats(&mut cache, &endpoint.cache_stats());
+    }
+    let totals = sum_records(&mut records);
+    let recorded = recorded_totals(&records);
+    Ok(ReplayReport {
+        records,
+        totals,
+        config: config.clone(),
+        prices_date,
+        cache,
+        recorded,
+        unreadable,
+        sessions: sessions.len(),
+    })
+}
+
+/// The recorded usage and agreement summed, when the trace recorded any usage.
+fn recorded_totals(records: &[ReplayRecord]) -> Option<RecordedTotals> {
+    let mut recorded: Option<RecordedTotals> = None;
+    for line in records.iter().filter_map(|record| record.recorded.as_ref()) {
+        recorded.get_or_insert_with(RecordedTotals::default).add(line);
+    }
+    recorded
+}
+
+/// One server run's lines, on one endpoint, in start-time order; records in file order, indexed
+/// from `first_index`.
+fn replay_session(
+    endpoint: &mut MockEndpoint,
+    lines: &[TraceLine],
+    gap_ms: u64,
+    first_index: usize,
+) -> Vec<ReplayRecord> {
+    let starts = start_times(lines, gap_ms);
     let mut order: Vec<usize> = (0..lines.len()).collect();
     order.sort_by_key(|&index| starts[index]);
-    let prices_date = prices.date.clone();
-    let mut endpoint = MockEndpoint::new(config.endpoint.clone(), prices)?;
     let mut records: Vec<Option<ReplayRecord>> = vec![None; lines.len()];
     for index in order {
-        records[index] = Some(replay_line(&mut endpoint, index, &lines[index], starts[index]));
+        records[index] = Some(replay_line(endpoint, first_index + index, &lines[index], starts[index]));
     }
-    let records: Vec<ReplayRecord> = records.into_iter().map(|r| r.expect("every line replayed")).collect();
+    // `order` is a permutation of the indexes, so every slot was filled.
+    records.into_iter().flatten().collect()
+}
+
+/// The totals of every record. A priced request that would carry a sum past 2^64 is not added:
+/// it becomes an error naming its line (every count is bounded, so only an absurdly long trace
+/// gets there).
+fn sum_records(records: &mut [ReplayRecord]) -> Totals {
     let mut totals = Totals::default();
-    let mut recorded: Option<RecordedTotals> = None;
-    for record in &records {
-        match &record.result {
-            Ok(priced) => totals.add(priced),
-            Err(_) => totals.rejected += 1,
+    for record in records {
+        let fits = match &record.result {
+            Ok(priced) => totals.checked_add(priced),
+            Err(_) => true,
+        };
+        if !fits {
+            let message = format!("line {}: the replay's token or cost totals would pass 2^64", record.line);
+            record.result = Err(ApiError::invalid(message));
         }
-        if let Some(line) = &record.recorded {
-            recorded.get_or_insert_with(RecordedTotals::default).add(line);
+        if record.result.is_err() {
+            totals.rejected += 1;
         }
     }
-    let cache = endpoint.cache_stats();
-    Ok(ReplayReport { records, totals, config: config.clone(), prices_date, cache, recorded })
+    totals
+}
+
+fn add_store_stats(into: &mut StoreStats, session: &StoreStats) {
+    into.entries += session.entries;
+    into.writes += session.writes;
+    into.reads += session.reads;
+    into.evictions += session.evictions;
 }
 
 /// `at_ms` where given; otherwise the previous line's start plus the gap.
@@ -233,8 +363,8 @@ fn replay_line(endpoint: &mut MockEndpoint, index: usize, line: &TraceLine, at: 
     let reply = Reply { output_tokens: Some(line.output_tokens.unwrap_or(0)), ..Reply::input_only() };
     let call = Call {
         body: &[],
-        // A recorded workspace scopes the cache as its key did.
-        api_key: line.workspace.as_deref().or(line.api_key.as_deref()),
+        api_key: line.api_key.as_deref(),
+        workspace: line.workspace.as_deref(),
         at,
         first_byte: line.first_byte_ms.map(SimTime),
         reply,
@@ -279,6 +409,8 @@ fn score(
 #[derive(Serialize)]
 struct ReplayJson<'r> {
     requests: Vec<RequestJson<'r>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unreadable: Vec<UnreadableJson<'r>>,
     totals: ReplayTotalsJson,
     settings: SettingsJson<'r>,
 }
@@ -355,6 +487,12 @@ struct RequestJson<'r> {
     recorded: Option<RecordedJson<'r>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     agreement: Option<AgreementJson<'r>>,
+}
+
+#[derive(Serialize)]
+struct UnreadableJson<'r> {
+    line: usize,
+    message: &'r str,
 }
 
 #[derive(Serialize)]
@@ -480,11 +618,17 @@ fn recorded_totals_json(recorded: &RecordedTotals) -> (RecordedTotalsJson, Agree
 
 impl ReplayReport {
     /// The `--json` document (one line).
+    #[allow(clippy::expect_used)] // the report is strings, integers and finite floats: serializing it cannot fail
     pub fn to_json(&self) -> String {
         let totals = &self.totals;
         let endpoint = &self.config.endpoint;
         let json = ReplayJson {
             requests: self.records.iter().map(request_json).collect(),
+            unreadable: self
+                .unreadable
+                .iter()
+                .map(|line| UnreadableJson { line: line.line, message: &line.message })
+                .collect(),
             totals: {
                 let (recorded, agreement) = self.recorded.as_ref().map(recorded_totals_json).unzip();
                 ReplayTotalsJson { predicted: TotalsJson::from(totals), recorded, agreement }
@@ -544,6 +688,9 @@ impl ReplayReport {
         );
         if let Some(recorded) = &self.recorded {
             out.push_str(&recorded_footer(recorded));
+        }
+        for line in &self.unreadable {
+            let _ = writeln!(out, "unreadable {line}");
         }
         if !t.unpriced_models.is_empty() {
             let models: Vec<&str> = t.unpriced_models.iter().map(String::as_str).collect();

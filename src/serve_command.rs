@@ -29,6 +29,12 @@ pub fn run_serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     config.require_key = args.require_key;
     config.max_requests = args.max_requests;
+    config.header_timeout_ms = millis(args.header_timeout);
+    config.body_timeout_ms = millis(args.body_timeout);
+    config.idle_timeout_ms = millis(args.idle_timeout);
+    config.strict = args.strict;
+    config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    raise_open_file_limit(config.max_connections);
     if !args.quiet {
         config.request_log = Some(Box::new(std::io::stdout()));
     }
@@ -48,6 +54,23 @@ pub(crate) fn on_runtime<T>(edge: impl std::future::Future<Output = anyhow::Resu
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(edge)
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Lifts the soft limit on open files as far as the hard limit allows, so `--max-connections`
+/// sockets (plus the trace, the log and the listener) fit; warns when they still cannot.
+fn raise_open_file_limit(max_connections: usize) {
+    let needed = max_connections as u64 + 64;
+    match rlimit::increase_nofile_limit(needed) {
+        Ok(limit) if limit < needed => eprintln!(
+            "forkcache: warning: only {limit} open files allowed; --max-connections {max_connections} may run out"
+        ),
+        Ok(_) => {}
+        Err(err) => eprintln!("forkcache: warning: cannot raise the open-file limit: {err}"),
+    }
 }
 
 /// Ctrl-C, or SIGTERM where there is one (what `kill` and CI harnesses send).

@@ -1,15 +1,25 @@
 //! JSONL traces: what `serve` logs, what `proxy` records and what `replay` reads.
 //!
-//! A line is either a raw request body, or an envelope
-//! `{"at_ms": u64, "api_key": "…"?, "workspace": "…"?, "first_byte_ms": u64?, "request_id": "…"?,
-//! "usage": {…}?, "diagnostics": {…}?, "error": {…}?, "incomplete": true?, "body": {…} | "…"}`.
-//! A line is an envelope exactly when it has a `body` member. An envelope with an `error` records
-//! a request turned away before it was priced (a scripted error, a missing key, a body over the
-//! size limit, an upstream's error): it replays as that error, whatever its body. `usage` is the
-//! response's usage as returned — the *recorded* usage replay scores its prediction against —
-//! and `diagnostics` the API's cache diagnostics; `workspace` scopes the cache as a key would.
-//! Lines are read in one pass: a raw body (or an object `body`) is parsed straight into a
-//! [`RequestView`] borrowing the line.
+//! A line is either a raw request body, an envelope
+//! `{"at_ms": u64, "workspace": "…"?, "first_byte_ms": u64?, "request_id": "…"?, "usage": {…}?,
+//! "diagnostics": {…}?, "error": {…}?, "incomplete": true?, "body": {…} | "…"}`, or a session
+//! marker `{"forkcache_session": {"started", "version", "settings"}}`. A line is an envelope
+//! exactly when it has a `body` member. An envelope with an `error` records a request turned away
+//! before it was priced (a scripted error, a missing key, a body over the size limit, an
+//! upstream's error): it replays as that error, whatever its body. `usage` is the response's usage
+//! as returned — the *recorded* usage replay scores its prediction against — and `diagnostics`
+//! the API's cache diagnostics. Lines are read in one pass: a raw body (or an object `body`) is
+//! parsed straight into a [`RequestView`] borrowing the line.
+//!
+//! A trace never holds an API key: `workspace` is the key's workspace (for `proxy`, the API's
+//! workspace id when the response names one), which for a key without a configured workspace is
+//! its [`key_fingerprint`]. Old traces' `api_key` is still read.
+//!
+//! Each `serve` or `proxy` run starts with a session marker, so a file appended to by several runs
+//! (whose `at_ms` each restart from 0) replays as several timelines, each on an empty cache. A line
+//! that is not a request at all (not UTF-8, not JSON, not an object, a broken envelope: typically
+//! the torn last line of a crashed run) is [`TraceEntry::Unreadable`], and the lines after it are
+//! still read.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -18,7 +28,10 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use xxhash_rust::xxh3::xxh3_64;
+
 use crate::billing::{RecordedUsage, Usage};
+use crate::prompt::MAX_DECLARED_TOKENS;
 use crate::wire::{ApiError, ErrorKind, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
@@ -39,8 +52,10 @@ pub struct TraceLine<'a> {
     pub line: usize,
     /// When the request started, if the line says.
     pub at_ms: Option<u64>,
-    /// The API key, if the line says.
+    /// The API key, if an old line says (traces written now carry `workspace` instead).
     pub api_key: Option<Cow<'a, str>>,
+    /// The workspace the request ran in (an id or a key fingerprint), if the line says.
+    pub workspace: Option<Cow<'a, str>>,
     /// When its response began, if the line says.
     pub first_byte_ms: Option<u64>,
     /// Output tokens of the response that was returned, if logged.
@@ -49,8 +64,6 @@ pub struct TraceLine<'a> {
     pub recorded: Option<RecordedUsage>,
     /// The response's `diagnostics.cache_miss_reason.type`, if logged.
     pub recorded_miss_reason: Option<String>,
-    /// The workspace the request ran in (an id or a key fingerprint), if the line says.
-    pub workspace: Option<Cow<'a, str>>,
     /// The request.
     pub body: TraceBody<'a>,
 }
@@ -83,33 +96,127 @@ impl LoggedError {
     }
 }
 
-/// A line that is not a request at all.
+/// A line that is not a request at all: not UTF-8, not JSON, not an object, or a broken envelope.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
-struct TraceError {
+pub struct UnreadableLine {
     /// 1-based line number.
     pub line: usize,
     /// What is wrong.
     pub message: String,
 }
 
-/// Reads one non-blank line. A line that is not a request at all (not JSON, a bad envelope) comes
-/// back as a rejected request whose message starts with `line N:`, so one broken line — such as
-/// the half-written last line of a crashed run — never hides the others.
-pub fn read_line(line: usize, text: &str) -> TraceLine<'_> {
-    let read = match serde_json::from_str::<LineParts>(text) {
-        Ok(parts) => parts.into_line(line),
-        Err(_) => explain_line(line, text),
-    };
-    read.unwrap_or_else(|error| rejected(line, None, ApiError::invalid(error.to_string())))
+/// One non-blank line of a trace.
+#[derive(Debug)]
+pub enum TraceEntry<'a> {
+    /// A request (which the API may have rejected: that is a result, not an unreadable line).
+    Request(TraceLine<'a>),
+    /// A server run began here: a new timeline on an empty cache.
+    Session {
+        /// 1-based line number.
+        line: usize,
+        /// What the marker says.
+        marker: SessionMarker,
+    },
+    /// Not a request at all.
+    Unreadable(UnreadableLine),
 }
 
-/// Every non-blank line of a trace, in file order.
-pub fn read_trace(text: &str) -> impl Iterator<Item = TraceLine<'_>> {
-    text.lines()
+/// The first line `serve` writes to its trace on each start.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionMarker {
+    /// When the server started (RFC 3339, UTC).
+    #[serde(default)]
+    pub started: String,
+    /// The forkcache version that wrote the trace.
+    #[serde(default)]
+    pub version: String,
+    /// The settings the run priced with.
+    #[serde(default)]
+    pub settings: serde_json::Value,
+}
+
+/// The session marker line (no trailing newline): `{"forkcache_session": {…}}`.
+pub fn session_line(marker: &SessionMarker) -> String {
+    serde_json::json!({ "forkcache_session": marker }).to_string()
+}
+
+/// A trace file being appended to, one line per request, flushed per line so a crash loses at
+/// most the line being written. Opening it starts a session: if the file ends in a torn line (no
+/// final newline) a newline is written first, so lines are never glued, then the session marker.
+pub struct TraceWriter {
+    out: std::io::BufWriter<std::fs::File>,
+}
+
+impl TraceWriter {
+    /// Opens (or creates, readable by its owner only: it holds prompts) `path` for appending and
+    /// writes `marker`'s line.
+    pub fn open(path: &std::path::Path, marker: &SessionMarker) -> std::io::Result<TraceWriter> {
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).read(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(path)?;
+        let torn = ends_without_newline(&mut file)?;
+        let mut writer = TraceWriter { out: std::io::BufWriter::new(file) };
+        if torn {
+            std::io::Write::write_all(&mut writer.out, b"\n")?;
+        }
+        writer.append(&session_line(marker))?;
+        Ok(writer)
+    }
+
+    /// Appends one line and flushes it.
+    pub fn append(&mut self, line: &str) -> std::io::Result<()> {
+        use std::io::Write as _;
+        self.out.write_all(line.as_bytes())?;
+        self.out.write_all(b"\n")?;
+        self.out.flush()
+    }
+}
+
+/// Whether a non-empty file's last byte is not a newline.
+fn ends_without_newline(file: &mut std::fs::File) -> std::io::Result<bool> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    if file.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
+/// The fingerprint a trace, the stats and the logs carry in place of an API key: `key-` and 16
+/// lowercase hex digits of the key's xxh3-64. It tells tenants apart without revealing a key.
+pub fn key_fingerprint(key: &str) -> String {
+    format!("key-{:016x}", xxh3_64(key.as_bytes()))
+}
+
+/// Reads one non-blank line (already known to be UTF-8).
+pub fn read_line(line: usize, text: &str) -> TraceEntry<'_> {
+    let read = match serde_json::from_str::<LineParts>(text) {
+        Ok(parts) => parts.into_entry(line),
+        Err(_) => explain_line(line, text),
+    };
+    read.unwrap_or_else(TraceEntry::Unreadable)
+}
+
+/// Every non-blank line of a trace, in file order. The trace is read as bytes: a line that is not
+/// UTF-8 (such as one torn inside a character) is unreadable on its own.
+pub fn read_trace(bytes: &[u8]) -> impl Iterator<Item = TraceEntry<'_>> {
+    bytes
+        .split(|&byte| byte == b'\n')
         .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(index, line)| read_line(index + 1, line))
+        .map(|(index, line)| (index + 1, line.strip_suffix(b"\r").unwrap_or(line)))
+        .filter(|(_, line)| !line.trim_ascii().is_empty())
+        .map(|(number, line)| match std::str::from_utf8(line) {
+            Ok(text) => read_line(number, text),
+            Err(err) => TraceEntry::Unreadable(UnreadableLine {
+                line: number,
+                message: format!("not UTF-8 (byte {})", err.valid_up_to() + 1),
+            }),
+        })
 }
 
 /// Envelope fields and request fields of a line, gathered in one pass.
@@ -117,11 +224,12 @@ pub fn read_trace(text: &str) -> impl Iterator<Item = TraceLine<'_>> {
 struct LineParts<'a> {
     at_ms: Option<u64>,
     api_key: Option<Cow<'a, str>>,
+    workspace: Option<Cow<'a, str>>,
+    session: Option<SessionMarker>,
     first_byte_ms: Option<u64>,
     output_tokens: Option<u64>,
     recorded: Option<RecordedUsage>,
     recorded_miss_reason: Option<String>,
-    workspace: Option<Cow<'a, str>>,
     body: Option<TraceBody<'a>>,
     error: Option<LoggedError>,
     request: RequestView<'a>,
@@ -129,10 +237,13 @@ struct LineParts<'a> {
 }
 
 impl<'a> LineParts<'a> {
-    fn into_line(self, line: usize) -> Result<TraceLine<'a>, TraceError> {
+    fn into_entry(self, line: usize) -> Result<TraceEntry<'a>, UnreadableLine> {
+        if let Some(marker) = self.session {
+            return Ok(TraceEntry::Session { line, marker });
+        }
         let body = match (self.body, self.request_fields) {
             (Some(_), true) => {
-                return Err(TraceError {
+                return Err(UnreadableLine {
                     line,
                     message: "an envelope carries its request in \"body\", but request fields (model, messages, …) were also found at the top level".into(),
                 });
@@ -143,17 +254,17 @@ impl<'a> LineParts<'a> {
             },
             (None, _) => TraceBody::Parsed(Box::new(self.request)),
         };
-        Ok(TraceLine {
+        Ok(TraceEntry::Request(TraceLine {
             line,
             at_ms: self.at_ms,
             api_key: self.api_key,
+            workspace: self.workspace,
             first_byte_ms: self.first_byte_ms,
             output_tokens: self.output_tokens,
             recorded: self.recorded,
             recorded_miss_reason: self.recorded_miss_reason,
-            workspace: self.workspace,
             body,
-        })
+        }))
     }
 }
 
@@ -178,10 +289,12 @@ impl<'de> Visitor<'de> for LineVisitor {
             match &*key {
                 "at_ms" => parts.at_ms = map.next_value()?,
                 "api_key" => parts.api_key = map.next_value()?,
+                "workspace" => parts.workspace = map.next_value()?,
+                "forkcache_session" => parts.session = Some(map.next_value()?),
                 "first_byte_ms" => parts.first_byte_ms = map.next_value()?,
                 "usage" => {
-                    let raw = map.next_value::<Option<&'de RawValue>>()?;
-                    parts.recorded = raw.and_then(|raw| crate::agreement::read_recorded(raw.get()));
+                    parts.recorded =
+                        bounded_recorded(map.next_value::<Option<&'de RawValue>>()?.map(RawValue::get))?;
                     parts.output_tokens =
                         parts.recorded.as_ref().map(|recorded| recorded.usage.output_tokens);
                 }
@@ -190,7 +303,6 @@ impl<'de> Visitor<'de> for LineVisitor {
                     parts.recorded_miss_reason =
                         diagnostics.and_then(|d| d.cache_miss_reason).map(|r| r.kind);
                 }
-                "workspace" => parts.workspace = map.next_value()?,
                 "body" => parts.body = Some(map.next_value::<BodyField>()?.0),
                 "error" => parts.error = map.next_value()?,
                 other => {
@@ -217,6 +329,25 @@ struct LoggedDiagnostics {
 struct LoggedMissReason {
     #[serde(rename = "type")]
     kind: String,
+}
+
+/// A logged `usage` read as the recorded usage, with every count at most [`MAX_DECLARED_TOKENS`]
+/// (so no sum over a trace can wrap). `None` for a usage that is not an object of counts.
+fn bounded_recorded<E: de::Error>(raw: Option<&str>) -> Result<Option<RecordedUsage>, E> {
+    let Some(recorded) = raw.and_then(crate::agreement::read_recorded) else {
+        return Ok(None);
+    };
+    let usage = &recorded.usage;
+    let counts = [
+        ("input_tokens", usage.input_tokens),
+        ("cache_creation_input_tokens", usage.cache_creation_input_tokens),
+        ("cache_read_input_tokens", usage.cache_read_input_tokens),
+        ("output_tokens", usage.output_tokens),
+    ];
+    if let Some((field, tokens)) = counts.into_iter().find(|(_, tokens)| *tokens > MAX_DECLARED_TOKENS) {
+        return Err(E::custom(format_args!("usage.{field}: {tokens} is more than {MAX_DECLARED_TOKENS}")));
+    }
+    Ok(Some(recorded))
 }
 
 /// `body`: an object parsed in place, or a string holding the bytes as sent.
@@ -247,21 +378,43 @@ impl<'de: 'a, 'a> Deserialize<'de> for BodyField<'a> {
 
 /// The slow path, after the one-pass read failed: is the line broken, its envelope, or only the
 /// request in it (which the endpoint would have rejected)?
-fn explain_line(line: usize, text: &str) -> Result<TraceLine<'_>, TraceError> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|err| TraceError {
-        line,
-        message: format!("not JSON (column {}): {}", err.column(), crate::json::without_position(&err)),
-    })?;
+fn explain_line(line: usize, text: &str) -> Result<TraceEntry<'_>, UnreadableLine> {
+    let value: serde_json::Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        // Nesting past serde_json's limit is JSON the API itself refuses with a 400: a result.
+        Err(err) if is_too_deep(&err) => return Ok(rejected(line, None, describe_parse_error(text))),
+        Err(err) => {
+            return Err(UnreadableLine {
+                line,
+                message: format!(
+                    "not JSON (column {}): {}",
+                    err.column(),
+                    crate::json::without_position(&err)
+                ),
+            });
+        }
+    };
     let Some(object) = value.as_object() else {
-        return Err(TraceError {
+        return Err(UnreadableLine {
             line,
             message: "expected a JSON object: a request body or an envelope".into(),
         });
     };
+    if let Some(marker) = object.get("forkcache_session") {
+        let message = match SessionMarker::deserialize(marker) {
+            Ok(_) => "a session marker carries nothing else".to_string(),
+            Err(err) => format!("session marker: {err}"),
+        };
+        return Err(UnreadableLine { line, message });
+    }
     let Some(body) = object.get("body") else {
         return Ok(rejected(line, None, describe_parse_error(text)));
     };
-    let envelope: Envelope = serde_json::from_value(value.clone()).map_err(|err| TraceError {
+    if let Some(usage) = object.get("usage").filter(|usage| !usage.is_null()) {
+        bounded_recorded::<serde_json::Error>(Some(&usage.to_string()))
+            .map_err(|err| UnreadableLine { line, message: format!("envelope: {err}") })?;
+    }
+    let envelope: Envelope = serde_json::from_value(value.clone()).map_err(|err| UnreadableLine {
         line,
         message: format!("envelope: {}", crate::json::without_position(&err)),
     })?;
@@ -272,45 +425,76 @@ fn explain_line(line: usize, text: &str) -> Result<TraceLine<'_>, TraceError> {
     Ok(rejected(line, Some(envelope), error))
 }
 
-fn rejected<'a>(line: usize, envelope: Option<Envelope>, error: ApiError) -> TraceLine<'a> {
+/// serde_json's recursion limit (128 levels), which it reports only in its message.
+fn is_too_deep(err: &serde_json::Error) -> bool {
+    err.to_string().starts_with("recursion limit exceeded")
+}
+
+fn rejected<'a>(line: usize, envelope: Option<Envelope>, error: ApiError) -> TraceEntry<'a> {
     let envelope = envelope.unwrap_or_default();
-    TraceLine {
+    TraceEntry::Request(TraceLine {
         line,
         at_ms: envelope.at_ms,
         api_key: envelope.api_key.map(Cow::Owned),
+        workspace: envelope.workspace.map(Cow::Owned),
         first_byte_ms: envelope.first_byte_ms,
         output_tokens: None,
         recorded: None,
         recorded_miss_reason: None,
-        workspace: None,
         body: TraceBody::Rejected(error),
-    }
+    })
 }
 
-/// A trace envelope, as `serve` writes it.
+/// A trace envelope, as `serve` and `proxy` write it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     /// Milliseconds since the start of the run.
     #[serde(default)]
     pub at_ms: Option<u64>,
-    /// The API key used.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The API key of an old trace (read, never written: see `workspace`).
+    #[serde(default, skip_serializing)]
     pub api_key: Option<String>,
+    /// The workspace the request was priced in ([`key_fingerprint`] for a key without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
     /// When the response began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_byte_ms: Option<u64>,
-    /// The usage returned (absent for a rejected request).
+    /// The upstream's `request-id` (`proxy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub request_id: Option<String>,
+    /// The usage returned (absent for a rejected request): serve's own, or, from `proxy`, the
+    /// upstream's exactly as it returned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<serde_json::Value>,
+    /// The upstream's cache diagnostics as it returned them (`proxy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<serde_json::Value>,
     /// The error the request was turned away with before it was priced, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<LoggedError>,
+    /// `true` when the response ended early (`proxy`: the upstream failed mid-stream, or the
+    /// client hung up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<bool>,
+}
+
+impl Envelope {
+    /// `usage` as serve writes its own.
+    #[allow(clippy::expect_used)] // a usage is integers and strings: it always serializes
+    pub fn usage_of(usage: &Usage) -> serde_json::Value {
+        serde_json::to_value(usage).expect("a usage serializes")
+    }
 }
 
 /// Writes one envelope line (no trailing newline) around `body`: the body is kept byte for byte
 /// when it is a one-line JSON object, and written as a string otherwise (so even a malformed
 /// request is logged exactly).
-pub fn envelope_line(envelope: &impl Serialize, body: &[u8]) -> String {
+///
+/// A body that is not UTF-8 is never logged altered: its envelope should carry the `error` it was
+/// refused with, and the body is logged empty.
+#[allow(clippy::expect_used)] // an envelope is strings, integers and JSON values: it serializes
+pub fn envelope_line(envelope: &Envelope, body: &[u8]) -> String {
     let fields = serde_json::to_string(envelope).expect("an envelope serializes");
     let mut line = String::with_capacity(fields.len() + body.len() + 16);
     line.push_str(&fields[..fields.len() - 1]);
@@ -320,8 +504,8 @@ pub fn envelope_line(envelope: &impl Serialize, body: &[u8]) -> String {
     line.push_str("\"body\":");
     match std::str::from_utf8(body) {
         Ok(text) if is_one_line_object(text) => line.push_str(text.trim()),
-        _ => line
-            .push_str(&serde_json::to_string(&String::from_utf8_lossy(body)).expect("a string serializes")),
+        Ok(text) => line.push_str(&serde_json::Value::from(text).to_string()),
+        Err(_) => line.push_str("\"\""),
     }
     line.push('}');
     line
@@ -337,10 +521,26 @@ fn is_one_line_object(text: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn request(entry: TraceEntry) -> TraceLine {
+        match entry {
+            TraceEntry::Request(line) => line,
+            other => panic!("expected a request, got {other:?}"),
+        }
+    }
+
+    fn unreadable(entry: TraceEntry) -> String {
+        match entry {
+            TraceEntry::Unreadable(error) => error.to_string(),
+            other => panic!("expected an unreadable line, got {other:?}"),
+        }
+    }
+
     #[test]
     fn raw_body_line_is_parsed_in_place() {
-        let line =
-            read_line(1, r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#);
+        let line = request(read_line(
+            1,
+            r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#,
+        ));
         assert!(line.at_ms.is_none());
         let TraceBody::Parsed(view) = line.body else { panic!("parsed") };
         assert_eq!(view.require_model().unwrap(), "m");
@@ -348,29 +548,30 @@ mod tests {
 
     #[test]
     fn envelope_with_object_and_string_bodies() {
-        let line = read_line(
+        let line = request(read_line(
             2,
             r#"{"at_ms":1500,"api_key":"k","first_byte_ms":1502,"body":{"model":"m","messages":[]},"usage":{"output_tokens":9}}"#,
-        );
+        ));
         assert_eq!((line.at_ms, line.first_byte_ms, line.output_tokens), (Some(1500), Some(1502), Some(9)));
         assert_eq!(line.api_key.as_deref(), Some("k"));
         assert!(matches!(line.body, TraceBody::Parsed(_)));
-        let line = read_line(3, r#"{"at_ms":7,"body":"{\"model\":\"m\"}"}"#);
+        let line = request(read_line(3, r#"{"at_ms":7,"workspace":"key-00","body":"{\"model\":\"m\"}"}"#));
+        assert_eq!(line.workspace.as_deref(), Some("key-00"));
         assert!(matches!(line.body, TraceBody::Text(_)));
     }
 
     #[test]
     fn broken_lines_and_bodies_are_told_apart() {
-        let rejection = |line: TraceLine| match line.body {
-            TraceBody::Rejected(error) => error.message,
-            other => panic!("expected a rejection, got {other:?}"),
-        };
-        let message = rejection(read_line(4, r#"{"at_ms":1,"body":"#));
+        let message = unreadable(read_line(4, r#"{"at_ms":1,"body":"#));
         assert!(message.starts_with("line 4: not JSON"), "{message}");
-        let message = rejection(read_line(5, r#"{"at_ms":"soon","body":{}}"#));
+        let message = unreadable(read_line(5, r#"{"at_ms":"soon","body":{}}"#));
         assert!(message.starts_with("line 5: envelope: invalid type: string \"soon\""), "{message}");
-        let line =
-            read_line(6, r#"{"at_ms":1,"body":{"model":"m","messages":[{"role":"user","content":5}]}}"#);
+        let message = unreadable(read_line(5, "[1]"));
+        assert_eq!(message, "line 5: expected a JSON object: a request body or an envelope");
+        let line = request(read_line(
+            6,
+            r#"{"at_ms":1,"body":{"model":"m","messages":[{"role":"user","content":5}]}}"#,
+        ));
         let TraceBody::Rejected(error) = line.body else { panic!("rejected") };
         assert!(error.message.starts_with("messages.0.content: invalid type"), "{}", error.message);
         assert_eq!(line.at_ms, Some(1));
@@ -378,17 +579,17 @@ mod tests {
 
     #[test]
     fn logged_error_replays_as_that_error_whatever_the_body() {
-        let line = read_line(
+        let line = request(read_line(
             7,
             r#"{"at_ms":9,"error":{"status":529,"type":"overloaded_error","message":"Overloaded"},"body":{"model":"m","max_tokens":1,"messages":[]}}"#,
-        );
+        ));
         let TraceBody::Rejected(error) = line.body else { panic!("rejected") };
         assert_eq!((error.kind, error.message.as_str()), (ErrorKind::Overloaded, "Overloaded"));
         assert_eq!(line.at_ms, Some(9));
-        let line = read_line(
+        let line = request(read_line(
             8,
             r#"{"at_ms":9,"error":{"status":413,"type":"request_too_large","message":"too big"},"body":""}"#,
-        );
+        ));
         let TraceBody::Rejected(error) = line.body else { panic!("rejected") };
         assert_eq!(error.kind, ErrorKind::RequestTooLarge);
     }
@@ -400,5 +601,62 @@ mod tests {
         assert_eq!(line, r#"{"at_ms":3,"body":{"model":"m", "messages":[]}}"#);
         let line = envelope_line(&Envelope { at_ms: Some(3), ..Envelope::default() }, b"not json");
         assert_eq!(line, r#"{"at_ms":3,"body":"not json"}"#);
+    }
+
+    #[test]
+    fn envelope_line_never_writes_a_key_or_altered_bytes() {
+        let envelope = Envelope {
+            at_ms: Some(1),
+            api_key: Some("sk-secret".into()),
+            workspace: Some(key_fingerprint("sk-secret")),
+            ..Envelope::default()
+        };
+        let line = envelope_line(&envelope, b"{\"model\":\"m\xff\"}");
+        assert!(!line.contains("sk-secret"), "{line}");
+        assert!(!line.contains('\u{fffd}'), "{line}");
+        assert_eq!(
+            line,
+            format!(r#"{{"at_ms":1,"workspace":"{}","body":""}}"#, key_fingerprint("sk-secret"))
+        );
+    }
+
+    #[test]
+    fn key_fingerprint_is_key_dash_16_hex_of_xxh3() {
+        // xxh3_64("") is 0x2d06800538d394c2 (the published test vector for the empty input).
+        assert_eq!(key_fingerprint(""), "key-2d06800538d394c2");
+        let print = key_fingerprint("sk-ant-test");
+        assert_eq!(print.len(), 20);
+        assert!(print[4..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert_ne!(print, key_fingerprint("sk-ant-test2"));
+    }
+
+    #[test]
+    fn session_marker_round_trips_and_is_told_apart() {
+        let marker = SessionMarker {
+            started: "2026-11-24T12:00:00Z".into(),
+            version: "0.1.0".into(),
+            settings: serde_json::json!({"policy": "anthropic"}),
+        };
+        let line = session_line(&marker);
+        assert!(line.starts_with(r#"{"forkcache_session":{"started":"2026-11-24T12:00:00Z""#), "{line}");
+        match read_line(1, &line) {
+            TraceEntry::Session { line: 1, marker: read } => assert_eq!(read, marker),
+            other => panic!("expected a session, got {other:?}"),
+        }
+        let message = unreadable(read_line(2, r#"{"forkcache_session":5}"#));
+        assert!(message.starts_with("line 2: session marker: invalid type"), "{message}");
+    }
+
+    #[test]
+    fn trace_torn_inside_a_utf8_character_loses_only_that_line() {
+        let mut trace =
+            br#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#.to_vec();
+        trace.extend_from_slice(b"\n{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"caf\xc3");
+        let entries: Vec<TraceEntry> = read_trace(&trace).collect();
+        assert_eq!(entries.len(), 2);
+        assert!(matches!(entries[0], TraceEntry::Request(_)));
+        let TraceEntry::Unreadable(error) = &entries[1] else { panic!("unreadable") };
+        assert_eq!(error.line, 2);
+        assert!(error.message.starts_with("not UTF-8 (byte "), "{}", error.message);
     }
 }

@@ -225,7 +225,8 @@ fn content_segments(content: &ContentView, out: &mut Vec<Segment<'static>>, loc:
 }
 
 fn unmarked(raw: &str) -> String {
-    String::from_utf8(without_own_marker(raw)).expect("cutting a member keeps UTF-8")
+    // Cutting a member cuts at ASCII bytes, so valid UTF-8 stays valid (lossy never changes it).
+    String::from_utf8_lossy(&without_own_marker(raw)).into_owned()
 }
 
 /// An agent's request in cache order, borrowing its shared blocks (stored without markers), so
@@ -263,6 +264,7 @@ fn config_text(thinking: Option<&crate::wire::Thinking>, view: &RequestView) -> 
     format!("thinking={thinking};effort={effort};tool_choice={choice}")
 }
 
+#[allow(clippy::expect_used)] // serializing a string cannot fail
 fn json_string(text: &str) -> String {
     serde_json::to_string(text).expect("a string serializes")
 }
@@ -294,6 +296,7 @@ fn common_len(a: &[u8], b: &[u8]) -> usize {
 }
 
 /// The first place B's cache prefix leaves A's; `None` when they are identical.
+#[allow(clippy::expect_used)] // past the shorter list one side still has segments
 pub fn first_divergence(a: &[Segment], b: &[Segment]) -> Option<Divergence> {
     let mut offset = 0u64;
     for index in 0..a.len().max(b.len()) {
@@ -510,6 +513,7 @@ pub fn check_siblings(laid: &[Vec<Segment>], parent: Option<&[Segment]>) -> Sibl
     }
 }
 
+#[allow(clippy::expect_used)] // the index is below the longer length
 fn differing_paths(a: &[Segment], b: &[Segment]) -> Vec<String> {
     let count = a.len().max(b.len());
     let same = |i: usize| matches!((a.get(i), b.get(i)), (Some(x), Some(y)) if x.same(y));

@@ -46,7 +46,9 @@ def role_of(body):
     return "other"
 
 
+# Session markers (one per server start) are not requests.
 trace = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+trace = [line for line in trace if "forkcache_session" not in line]
 replayed = json.load(open(sys.argv[2]))
 claude = json.load(open(sys.argv[3]))
 requests = replayed["requests"]

@@ -21,7 +21,8 @@ fi
 build_forkcache
 RUN="$(mktemp -d)"
 trap 'stop_server; rm -rf "$RUN"' EXIT
-start_server "$RUN/serve.log" --script "$ROOT/fixtures/scripts/sdk-clients.json" --trace "$RUN/trace.jsonl"
+# --strict: every body the SDK sends must use only fields the API documents.
+start_server "$RUN/serve.log" --strict --script "$ROOT/fixtures/scripts/sdk-clients.json" --trace "$RUN/trace.jsonl"
 echo "python SDK $VERSION against $BASE_URL"
 "$VENV/bin/python" "$ROOT/scripts/clients/python_sdk.py" "$BASE_URL" "$RUN/client.json"
 stop_server

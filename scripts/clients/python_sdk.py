@@ -128,11 +128,14 @@ ids = [model.id for model in client.models.list()]
 check(MODEL in ids, f"models: {ids}")
 
 # The server's own totals for this key equal the sum of what the SDK parsed (asked of the server
-# itself when a proxy stands in front of it).
+# itself when a proxy stands in front of it). Asked with the key, the stats show that key's
+# workspace alone (named by the key's fingerprint, never the key).
 STATS_URL = os.environ.get("FORKCACHE_STATS_URL", BASE_URL)
-with urllib.request.urlopen(f"{STATS_URL}/forkcache/stats") as response:
+stats_request = urllib.request.Request(f"{STATS_URL}/forkcache/stats", headers={"x-api-key": KEY})
+with urllib.request.urlopen(stats_request) as response:
     stats = json.load(response)
-mine = stats["workspaces"][KEY]
+check(len(stats["workspaces"]) == 1, f"one workspace for one key: {list(stats['workspaces'])}")
+(mine,) = stats["workspaces"].values()
 parsed = [call["usage"] for call in calls if "usage" in call]
 for field in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"):
     total = sum(usage[field] for usage in parsed)

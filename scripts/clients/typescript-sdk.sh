@@ -11,7 +11,8 @@ npm_install "$DIR" "@anthropic-ai/sdk@$VERSION" "TypeScript SDK check" || exit 0
 build_forkcache
 RUN="$(mktemp -d)"
 trap 'stop_server; rm -rf "$RUN"' EXIT
-start_server "$RUN/serve.log" --script "$ROOT/fixtures/scripts/sdk-clients.json" --trace "$RUN/trace.jsonl"
+# --strict: every body the SDK sends must use only fields the API documents.
+start_server "$RUN/serve.log" --strict --script "$ROOT/fixtures/scripts/sdk-clients.json" --trace "$RUN/trace.jsonl"
 echo "TypeScript SDK $VERSION against $BASE_URL"
 # The script imports the SDK from the install directory's node_modules.
 cp "$ROOT/scripts/clients/typescript_sdk.mjs" "$DIR/check.mjs"

@@ -47,6 +47,7 @@ pub type BlockRef = Arc<Block>;
 impl Block {
     /// A block from a JSON object (compact, key order kept). `cache_control` must not be in it:
     /// requests decide where their markers go.
+    #[allow(clippy::expect_used)] // the agent serializes its own JSON values, which always form valid JSON
     pub fn from_value(value: &Value) -> BlockRef {
         let text = serde_json::to_string(value).expect("a JSON value serializes");
         let kind = kind_of(value);
@@ -120,6 +121,7 @@ fn kind_of(value: &Value) -> BlockKind {
 }
 
 /// `{…}` → `{…,"cache_control":{"type":"ephemeral"}}`.
+#[allow(clippy::expect_used)] // the agent marks blocks it serialized itself: always one JSON object
 fn marked_copy(raw: &str, ttl: Ttl) -> Box<RawValue> {
     let marker = match ttl {
         Ttl::FiveMinutes => r#""cache_control":{"type":"ephemeral"}"#,

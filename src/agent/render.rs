@@ -117,6 +117,7 @@ pub struct RequestRenderer {
 impl RequestRenderer {
     /// Renders `request` with `endpoint`'s settings (its identity mode, tokenizer and prices);
     /// `None` when the request has content the fast path declines (see the module docs).
+    #[allow(clippy::expect_used)] // the infos were built from these same blocks, one each
     pub fn render<'r>(
         &'r mut self,
         endpoint: &mut MockEndpoint,
@@ -315,6 +316,7 @@ impl RequestRenderer {
 
     /// Renders `head`'s messages beyond those lineage `index` has, appending to it; false when
     /// one of them turns on a salt (the lineage is then left half-extended: drop it).
+    #[allow(clippy::expect_used)] // the infos were built from these same blocks, one each
     fn extend(
         &mut self,
         endpoint: &mut MockEndpoint,

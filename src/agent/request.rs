@@ -186,6 +186,7 @@ impl AgentRequest {
     }
 }
 
+#[allow(clippy::expect_used)] // serializing a string cannot fail
 fn json_string(text: &str) -> String {
     serde_json::to_string(text).expect("a string serializes")
 }

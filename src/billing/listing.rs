@@ -101,6 +101,7 @@ fn model_json<'t>(table: &'t PriceTable, model: &'t ModelPrice) -> ModelJson<'t>
 
 impl PriceTable {
     /// `prices --json`: one document, every row with its source.
+    #[allow(clippy::expect_used)] // the table is strings and numbers: serializing it cannot fail
     pub fn to_json(&self) -> String {
         let json = TableJson {
             date: &self.date,

@@ -435,6 +435,7 @@ fn default_effort() -> String {
 
 impl PriceTable {
     /// The table shipped in `fixtures/pricing.json`.
+    #[allow(clippy::expect_used)] // the compiled-in table is checked by the tests
     pub fn builtin() -> PriceTable {
         PriceTable::from_json(BUILTIN_PRICES_JSON).expect("the shipped price table is valid")
     }

@@ -54,7 +54,8 @@ pub struct CacheConfig {
     pub latency: LatencyModel,
     /// Positions each breakpoint checks, itself included. Default 20.
     pub lookback_positions: u32,
-    /// Entries held before eviction (expired first, then least recently used). Default 2²⁰.
+    /// Entries each workspace may hold before eviction (its expired first, then its least
+    /// recently used; never another workspace's). Default 2²⁰.
     pub capacity_entries: usize,
     /// TTL of `longest-prefix` writes in a request without markers. Default 5m.
     pub default_ttl: Ttl,
@@ -195,9 +196,11 @@ impl PrefixCache {
         &self.config
     }
 
-    /// The scope of `model` in `workspace`.
+    /// The scope of `model` in `workspace`; its entries count against the workspace's capacity.
     pub fn scope(&mut self, workspace: &str, model: &str) -> ScopeId {
-        self.scopes.get(workspace, model)
+        let scope = self.scopes.get(workspace, model);
+        self.store.set_tenant(scope, self.scopes.workspace_of[scope.0 as usize]);
+        scope
     }
 
     /// Entry counters.

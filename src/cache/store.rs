@@ -1,6 +1,7 @@
-//! Cache entries, bounded: when full, an expired entry goes first, else the least recently used.
+//! Cache entries, bounded per tenant (workspace): when a tenant is full, its expired entry goes
+//! first, else its least recently used — one tenant's writes never evict another's entries.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::clock::SimTime;
 use crate::prompt::{BuildPassThrough, Ttl};
@@ -54,26 +55,47 @@ pub struct StoreStats {
 
 /// The entries of every scope.
 pub struct EntryStore {
-    // Point lookups only; eviction order comes from the two ordered sets.
+    // Point lookups only; eviction order comes from each tenant's two ordered sets.
     map: HashMap<EntryKey, Entry, BuildPassThrough>,
-    by_expiry: BTreeSet<(SimTime, EntryKey)>,
-    by_use: BTreeSet<(u64, EntryKey)>,
+    tenants: BTreeMap<u32, Tenant>,
+    /// Scope index → its tenant (scopes not registered belong to tenant 0).
+    tenant_of: Vec<u32>,
     capacity: usize,
     tick: u64,
     stats: StoreStats,
 }
 
+/// One tenant's eviction order.
+#[derive(Default)]
+struct Tenant {
+    by_expiry: BTreeSet<(SimTime, EntryKey)>,
+    by_use: BTreeSet<(u64, EntryKey)>,
+}
+
 impl EntryStore {
-    /// An empty store holding at most `capacity` entries (at least 1).
+    /// An empty store holding at most `capacity` entries (at least 1) per tenant.
     pub fn new(capacity: usize) -> EntryStore {
         EntryStore {
             map: HashMap::default(),
-            by_expiry: BTreeSet::new(),
-            by_use: BTreeSet::new(),
+            tenants: BTreeMap::new(),
+            tenant_of: Vec::new(),
             capacity: capacity.max(1),
             tick: 0,
             stats: StoreStats::default(),
         }
+    }
+
+    /// Puts `scope`'s entries in `tenant`'s share of the capacity.
+    pub fn set_tenant(&mut self, scope: ScopeId, tenant: u32) {
+        let index = scope.0 as usize;
+        if self.tenant_of.len() <= index {
+            self.tenant_of.resize(index + 1, 0);
+        }
+        self.tenant_of[index] = tenant;
+    }
+
+    fn tenant(&self, key: &EntryKey) -> u32 {
+        self.tenant_of.get(key.scope.0 as usize).copied().unwrap_or(0)
     }
 
     /// The entry at `key`, in whatever state, without touching it.
@@ -107,7 +129,7 @@ impl EntryStore {
             },
             Some(_) => fresh,
             None => {
-                self.make_room(now);
+                self.make_room(self.tenant(&key), now);
                 fresh
             }
         };
@@ -116,26 +138,31 @@ impl EntryStore {
     }
 
     fn put(&mut self, key: EntryKey, mut entry: Entry) {
-        if let Some(old) = self.map.get(&key) {
-            self.by_expiry.remove(&(old.expires_at, key));
-            self.by_use.remove(&(old.last_used, key));
-        }
+        let old = self.map.get(&key).map(|old| (old.expires_at, old.last_used));
         self.tick += 1;
         entry.last_used = self.tick;
-        self.by_expiry.insert((entry.expires_at, key));
-        self.by_use.insert((entry.last_used, key));
+        let tenant = self.tenants.entry(self.tenant(&key)).or_default();
+        if let Some((expires_at, last_used)) = old {
+            tenant.by_expiry.remove(&(expires_at, key));
+            tenant.by_use.remove(&(last_used, key));
+        }
+        tenant.by_expiry.insert((entry.expires_at, key));
+        tenant.by_use.insert((entry.last_used, key));
         self.map.insert(key, entry);
     }
 
-    fn make_room(&mut self, now: SimTime) {
-        while self.map.len() >= self.capacity {
+    /// Evicts from `tenant` alone until it has room for one more entry.
+    fn make_room(&mut self, tenant: u32, now: SimTime) {
+        let Some(indexes) = self.tenants.get_mut(&tenant) else { return };
+        while indexes.by_use.len() >= self.capacity {
             let expired =
-                self.by_expiry.first().filter(|(expires_at, _)| *expires_at <= now).map(|(_, key)| *key);
-            let victim = expired.or_else(|| self.by_use.first().map(|(_, key)| *key));
-            let Some(victim) = victim else { return };
-            let entry = self.map.remove(&victim).expect("indexed entries exist");
-            self.by_expiry.remove(&(entry.expires_at, victim));
-            self.by_use.remove(&(entry.last_used, victim));
+                indexes.by_expiry.first().filter(|(expires_at, _)| *expires_at <= now).map(|(_, key)| *key);
+            let Some(victim) = expired.or_else(|| indexes.by_use.first().map(|(_, key)| *key)) else {
+                return;
+            };
+            let Some(entry) = self.map.remove(&victim) else { return };
+            indexes.by_expiry.remove(&(entry.expires_at, victim));
+            indexes.by_use.remove(&(entry.last_used, victim));
             self.stats.evictions += 1;
         }
     }
@@ -175,5 +202,22 @@ mod tests {
         let entry = store.peek(&key(1)).unwrap();
         assert_eq!(entry.visible_at, SimTime(500));
         assert_eq!(entry.expires_at, SimTime(300_100));
+    }
+
+    #[test]
+    fn capacity_is_per_tenant_and_one_tenant_never_evicts_another() {
+        let mut store = EntryStore::new(2);
+        let in_scope = |scope: u32, prefix: u128| EntryKey { scope: ScopeId(scope), prefix };
+        store.set_tenant(ScopeId(0), 0);
+        store.set_tenant(ScopeId(1), 1);
+        store.write(in_scope(0, 1), 10, Ttl::FiveMinutes, SimTime(0), SimTime(0));
+        store.write(in_scope(0, 2), 10, Ttl::FiveMinutes, SimTime(1), SimTime(1));
+        // Tenant 1 fills its own share: tenant 0's two entries stay.
+        for prefix in 1..=5 {
+            store.write(in_scope(1, prefix), 10, Ttl::FiveMinutes, SimTime(2), SimTime(2));
+        }
+        assert!(store.peek(&in_scope(0, 1)).is_some() && store.peek(&in_scope(0, 2)).is_some());
+        assert_eq!(store.stats().entries, 4, "2 per tenant");
+        assert_eq!(store.stats().evictions, 3, "tenant 1 evicted its own 3 oldest");
     }
 }

@@ -123,6 +123,11 @@ const USER_JSON_KEYS: [&str; 3] = ["input_schema", "input", "input_examples"];
 /// The member that declares a synthetic block's token count instead of counting it.
 pub const DECLARED_TOKENS_KEY: &str = "forkcache_tokens";
 
+/// The largest token count a block may declare (and a trace may log as output): far above any
+/// context window, and low enough that no request's sums can overflow (32 MB of blocks, each at
+/// this size, stay below 2^64 tokens and nano-dollars).
+pub const MAX_DECLARED_TOKENS: u64 = 1_000_000_000;
+
 /// The memo key of a raw block: its bytes, namespaced by where it sits.
 pub fn raw_memo_key(context: BlockContext, raw: &str) -> u128 {
     namespaced_hash(context.namespace(), raw.as_bytes())
@@ -139,7 +144,11 @@ pub fn inspect_raw(
     context: BlockContext,
     config: &InspectConfig,
 ) -> Result<BlockInfo, BlockProblem> {
-    let value: Value = serde_json::from_str(raw.get()).expect("a RawValue is valid JSON");
+    // A RawValue is valid JSON, but it was read without a depth limit: a block nested past
+    // serde_json's recursion limit is refused here, as the API refuses it, never a panic.
+    let value: Value = serde_json::from_str(raw.get()).map_err(|err| {
+        BlockProblem::at("", format!("the block could not be read: {}", crate::json::without_position(&err)))
+    })?;
     let Value::Object(block) = &value else {
         return Err(BlockProblem::at("", "Input should be an object"));
     };
@@ -285,9 +294,17 @@ fn parse_marker(marker: &Value, at: &str) -> Result<Ttl, BlockProblem> {
 fn tokens_of(block: &Map<String, Value>, tokenizer: &dyn Tokenizer) -> Result<u64, BlockProblem> {
     match block.get(DECLARED_TOKENS_KEY) {
         None => Ok(tokenizer.count(&canonical(block, false))),
-        Some(declared) => declared.as_u64().ok_or_else(|| {
-            BlockProblem::at(format!(".{DECLARED_TOKENS_KEY}"), "Input should be a non-negative integer")
-        }),
+        Some(declared) => match declared.as_u64() {
+            Some(tokens) if tokens <= MAX_DECLARED_TOKENS => Ok(tokens),
+            Some(_) => Err(BlockProblem::at(
+                format!(".{DECLARED_TOKENS_KEY}"),
+                format!("Input should be less than or equal to {MAX_DECLARED_TOKENS}"),
+            )),
+            None => Err(BlockProblem::at(
+                format!(".{DECLARED_TOKENS_KEY}"),
+                "Input should be a non-negative integer",
+            )),
+        },
     }
 }
 
@@ -379,10 +396,12 @@ fn write_array(items: &[Value], out: &mut Vec<u8>, mut write: impl FnMut(&Value,
     out.push(b']');
 }
 
+#[allow(clippy::expect_used)] // writing JSON to a Vec cannot fail
 fn write_scalar(value: &Value, out: &mut Vec<u8>) {
     serde_json::to_writer(&mut *out, value).expect("writing to a Vec cannot fail");
 }
 
+#[allow(clippy::expect_used)] // writing JSON to a Vec cannot fail
 fn write_string(text: &str, out: &mut Vec<u8>) {
     serde_json::to_writer(&mut *out, text).expect("writing to a Vec cannot fail");
 }

@@ -15,8 +15,9 @@ mod render;
 use serde::{Deserialize, Serialize};
 
 pub use block::{
-    BlockContext, BlockInfo, BlockKind, BlockProblem, DECLARED_TOKENS_KEY, InspectConfig, canonical,
-    inspect_raw, inspect_text, raw_memo_key, text_memo_key, without_own_marker,
+    BlockContext, BlockInfo, BlockKind, BlockProblem, DECLARED_TOKENS_KEY, InspectConfig,
+    MAX_DECLARED_TOKENS, canonical, inspect_raw, inspect_text, raw_memo_key, text_memo_key,
+    without_own_marker,
 };
 pub use builder::{Checkpoint, PromptBuilder};
 pub use hash::{BuildPassThrough, PassThrough, chain, content_hash, namespaced_hash, salt_hash};

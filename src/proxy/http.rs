@@ -26,9 +26,21 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
     Router::new().route("/forkcache/stats", get(stats)).fallback(forward).with_state(shared)
 }
 
-/// `GET /forkcache/stats`: recorded and predicted totals per workspace so far.
-async fn stats(State(shared): SharedState) -> Response {
-    let json = shared.stats.lock().unwrap_or_else(PoisonError::into_inner).to_json();
+/// `GET /forkcache/stats`: recorded and predicted totals per workspace so far. As in `serve`:
+/// asked with a key, it shows that key's workspaces alone; under `require_key` it must be asked
+/// with one, so one tenant never sees another's traffic.
+async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
+    let key = crate::serve::api_key(&headers);
+    if key.is_none() && shared.require_key {
+        let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
+        return refuse(None, error, StatusCode::UNAUTHORIZED);
+    }
+    let stats = shared.stats.lock().unwrap_or_else(PoisonError::into_inner);
+    let json = match key {
+        Some(key) => stats.key_json(&crate::trace::key_fingerprint(&key)),
+        None => stats.to_json(),
+    };
+    drop(stats);
     let mut reply = (StatusCode::OK, json).into_response();
     reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     reply

@@ -2,28 +2,24 @@
 //! compared, written to the trace and counted — on its own thread, off the forwarding path.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::io::Write;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, header};
-use serde::Serialize;
-use serde_json::value::RawValue;
 
 use super::capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
-use super::key_fingerprint;
 use super::redact::redact;
 use super::stats::{Comparison, ProxyStats};
 use crate::agreement::read_recorded;
 use crate::billing::{Cost, RecordedUsage};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, MockEndpoint, Record};
+use crate::serve::api_key;
 use crate::tokenize::Tokenizer;
-use crate::trace::{LoggedError, envelope_line};
+use crate::trace::{Envelope, LoggedError, TraceWriter, envelope_line, key_fingerprint};
 use crate::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
 use crate::wire::Reply;
 
@@ -68,7 +64,7 @@ impl Tickets {
         let exchange = Exchange {
             seq,
             at_ms,
-            key_workspace: api_key(headers).map(key_fingerprint),
+            key_workspace: api_key(headers).as_deref().map(key_fingerprint),
             body: Bytes::new(),
             response: None,
             refused: None,
@@ -85,6 +81,7 @@ pub(super) struct Ticket {
 }
 
 impl Ticket {
+    #[allow(clippy::expect_used)] // the exchange is taken only in `drop`
     fn exchange(&mut self) -> &mut Exchange {
         self.exchange.as_mut().expect("a ticket holds its exchange until dropped")
     }
@@ -111,6 +108,7 @@ impl Ticket {
         });
     }
 
+    #[allow(clippy::expect_used)] // `http` passes response bytes on only after the head
     fn response(&mut self) -> &mut Response {
         self.exchange().response.as_mut().expect("response bytes come after the head")
     }
@@ -148,21 +146,6 @@ impl Drop for Ticket {
     }
 }
 
-/// `x-api-key`, else the token of `Authorization: Bearer …`.
-fn api_key(headers: &HeaderMap) -> Option<&str> {
-    let bearer = || {
-        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-        let (scheme, token) = value.split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then_some(token.trim())
-    };
-    headers
-        .get("x-api-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .or_else(bearer)
-        .filter(|k| !k.is_empty())
-}
-
 /// The running journal.
 pub(super) struct Handle {
     sender: Sender<Exchange>,
@@ -182,18 +165,9 @@ impl Handle {
     }
 }
 
-/// Opens (appends to) a trace file, readable by its owner only: it holds prompts.
-pub(super) fn open_trace(path: &Path) -> std::io::Result<BufWriter<File>> {
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).append(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    Ok(BufWriter::new(options.open(path)?))
-}
-
 /// The trace file and how bodies are written to it.
 pub(super) struct TraceOut {
-    pub(super) out: BufWriter<File>,
+    pub(super) out: TraceWriter,
     /// Bodies go through [`redact`], counted with this tokenizer (the endpoint's).
     pub(super) redact_with: Option<Box<dyn Tokenizer>>,
 }
@@ -204,7 +178,7 @@ pub(super) fn start(
     trace: Option<TraceOut>,
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
-) -> Handle {
+) -> std::io::Result<Handle> {
     let (sender, receiver) = channel();
     let journal = Journal {
         endpoint,
@@ -217,9 +191,8 @@ pub(super) fn start(
     };
     let thread = std::thread::Builder::new()
         .name("forkcache-proxy-journal".into())
-        .spawn(move || journal.run(receiver))
-        .expect("a thread can be started");
-    Handle { sender, thread }
+        .spawn(move || journal.run(receiver))?;
+    Ok(Handle { sender, thread })
 }
 
 struct Journal {
@@ -279,7 +252,7 @@ impl Journal {
 
     fn write(&mut self, exchange: Exchange) {
         let entry = Entry::of(&exchange);
-        let predicted = entry.usage.is_some().then(|| self.predict(&exchange, &entry)).flatten();
+        let predicted = entry.envelope.usage.is_some().then(|| self.predict(&exchange, &entry)).flatten();
         let recorded = entry
             .recorded
             .as_ref()
@@ -302,8 +275,7 @@ impl Journal {
                 }
                 None => envelope_line(&entry.envelope, &exchange.body),
             };
-            let written = writeln!(trace.out, "{line}").and_then(|()| trace.out.flush());
-            if written.is_err() {
+            if trace.out.append(&line).is_err() {
                 self.stats.lock().unwrap_or_else(PoisonError::into_inner).trace_write_errors += 1;
             }
         }
@@ -312,7 +284,11 @@ impl Journal {
             // The log is for watching; a closed terminal must not stop the proxy.
             let _ = writeln!(log, "{line}").and_then(|()| log.flush());
         }
-        self.stats.lock().unwrap_or_else(PoisonError::into_inner).add(&comparison);
+        let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        stats.add(&comparison);
+        if let Some(key) = &exchange.key_workspace {
+            stats.key_used(key, &entry.workspace);
+        }
     }
 
     /// What the recorded usage costs at the endpoint's prices (none for an unpriced model, or
@@ -327,8 +303,9 @@ impl Journal {
     fn predict(&mut self, exchange: &Exchange, entry: &Entry) -> Option<Record> {
         let call = Call {
             body: &exchange.body,
-            // The workspace name scopes the cache as the key would, without the key.
-            api_key: Some(&entry.workspace),
+            // The workspace scopes the cache as the key would, without the key (as in replay).
+            api_key: None,
+            workspace: Some(&entry.workspace),
             at: SimTime(exchange.at_ms),
             first_byte: exchange.response.as_ref().map(|r| SimTime(r.first_byte_ms)),
             reply: Reply {
@@ -343,8 +320,7 @@ impl Journal {
 /// An exchange read: its trace envelope and its recorded usage.
 struct Entry {
     workspace: String,
-    envelope: RecordedEnvelope,
-    usage: Option<Box<RawValue>>,
+    envelope: Envelope,
     recorded: Option<RecordedUsage>,
 }
 
@@ -356,25 +332,24 @@ impl Entry {
             .or_else(|| exchange.key_workspace.clone())
             .unwrap_or_else(|| "default".to_string());
         let observed = response.map(read_copy).unwrap_or_default();
-        let usage = observed.usage.as_ref().map(|usage| {
-            RawValue::from_string(serde_json::Value::Object(usage.clone()).to_string()).expect("JSON text")
-        });
-        let recorded = usage.as_deref().and_then(|raw| read_recorded(raw.get()));
+        let usage = observed.usage.map(serde_json::Value::Object);
+        let recorded = usage.as_ref().and_then(|usage| read_recorded(&usage.to_string()));
         // No response and no answer of our own: the client left before the upstream answered.
         let abandoned = response.is_none() && exchange.refused.is_none();
         let error = exchange.refused.clone().or(observed.error).or_else(|| abandoned.then(client_left));
         let incomplete = observed.incomplete || abandoned;
-        let envelope = RecordedEnvelope {
-            at_ms: exchange.at_ms,
+        let envelope = Envelope {
+            at_ms: Some(exchange.at_ms),
+            api_key: None,
+            workspace: Some(workspace.clone()),
             first_byte_ms: response.map(|r| r.first_byte_ms),
             request_id: response.and_then(|r| r.request_id.clone()),
-            workspace: workspace.clone(),
-            usage: usage.clone(),
+            usage,
             diagnostics: observed.diagnostics,
             error,
             incomplete: incomplete.then_some(true),
         };
-        Entry { workspace, envelope, usage, recorded }
+        Entry { workspace, envelope, recorded }
     }
 }
 
@@ -401,27 +376,6 @@ fn read_copy(response: &Response) -> Observed {
     observed
 }
 
-/// One trace line's envelope as the proxy writes it (the body follows).
-#[derive(Serialize)]
-struct RecordedEnvelope {
-    at_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    first_byte_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    request_id: Option<String>,
-    workspace: String,
-    /// As the upstream returned it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<Box<RawValue>>,
-    /// As the upstream returned it (the cache-diagnostics beta).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    diagnostics: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<LoggedError>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    incomplete: Option<bool>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,9 +384,9 @@ mod tests {
     fn keys_are_fingerprinted_from_either_header() {
         let mut headers = HeaderMap::new();
         headers.insert(header::AUTHORIZATION, "Bearer sk-ant-secret".parse().unwrap());
-        assert_eq!(api_key(&headers), Some("sk-ant-secret"));
+        assert_eq!(api_key(&headers).as_deref(), Some("sk-ant-secret"));
         headers.insert("x-api-key", "sk-other".parse().unwrap());
-        assert_eq!(api_key(&headers), Some("sk-other"));
+        assert_eq!(api_key(&headers).as_deref(), Some("sk-other"));
         let (sender, _receiver) = channel();
         let mut tickets = Tickets { next: 0, sender };
         let mut ticket = tickets.issue(5, &headers);

@@ -12,7 +12,7 @@
 //! Like [`crate::serve`], this is an edge that reads a wall clock: it stamps each request's start
 //! and its upstream's first byte in milliseconds since the proxy started. No API key is ever
 //! written: a workspace is the API's workspace (or organization) id from the response headers, or
-//! a fingerprint of the key ([`key_fingerprint`]).
+//! a fingerprint of the key ([`crate::trace::key_fingerprint`]).
 
 mod capture;
 mod http;
@@ -30,16 +30,36 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::time::{Duration, Instant};
 
 use crate::endpoint::MockEndpoint;
-use crate::serve::{ServeError, serve_until};
+use crate::serve::{Limits, ServeError, serve_until};
+use crate::trace::{SessionMarker, TraceWriter};
 
 pub use capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
 pub use redact::redact;
 pub use stats::{Comparison, ProxyStats};
 pub use upstream::{Upstream, UpstreamError};
 
-/// `key-` and 16 hex digits of the key's xxh3-64: names a workspace without holding its key.
-pub fn key_fingerprint(key: &str) -> String {
-    format!("key-{:016x}", xxhash_rust::xxh3::xxh3_64(key.as_bytes()))
+/// The connection limits: serve's header timeout and connection cap, but an idle timeout past the
+/// API's own ten-minute limit on a non-streaming request, which sends nothing until it is done.
+const CONNECTION_LIMITS: Limits = Limits {
+    header_timeout: Duration::from_millis(crate::serve::HEADER_TIMEOUT_MS),
+    idle_timeout: Duration::from_secs(11 * 60),
+    max_connections: crate::serve::MAX_CONNECTIONS,
+};
+
+/// The `--trace` file's session marker: the wall-clock start (the edge may read it), this
+/// version, the upstream's host (never a key or the rest of its URL) and the settings that price
+/// the prediction, without the key → workspace map (it holds keys).
+fn session_marker(config: &ProxyConfig, upstream: &Upstream, endpoint: &MockEndpoint) -> SessionMarker {
+    SessionMarker {
+        started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        settings: serde_json::json!({
+            "upstream": upstream.host(),
+            "endpoint": crate::serve::pricing_settings(endpoint),
+            "prices_date": endpoint.prices().date,
+            "redact": config.redact,
+        }),
+    }
 }
 
 /// Proxy settings.
@@ -62,6 +82,9 @@ pub struct ProxyConfig {
     /// How long in-flight exchanges may take to finish once shutdown begins, in milliseconds.
     /// Default 10,000.
     pub shutdown_grace_ms: u64,
+    /// Show `GET /forkcache/stats` only to a key, and only that key's workspaces (as `serve
+    /// --require-key`). Default false: without a key, every workspace is shown.
+    pub require_key: bool,
 }
 
 impl ProxyConfig {
@@ -76,6 +99,7 @@ impl ProxyConfig {
             request_log: None,
             body_limit_bytes: crate::serve::BODY_LIMIT_BYTES,
             shutdown_grace_ms: 10_000,
+            require_key: false,
         }
     }
 }
@@ -107,7 +131,7 @@ impl Proxy {
         let upstream = Upstream::new(&config.upstream, config.upstream_ca_pem.as_deref())?;
         let trace = match &config.trace {
             Some(path) => Some(
-                journal::open_trace(path)
+                TraceWriter::open(path, &session_marker(&config, &upstream, &endpoint))
                     .map_err(|source| ServeError::Trace { path: path.clone(), source })?,
             ),
             None => None,
@@ -118,20 +142,24 @@ impl Proxy {
         let stats = Arc::new(Mutex::new(ProxyStats::default()));
         let tokenizer = endpoint.config().tokenizer;
         let built = "the endpoint was built with this tokenizer";
+        #[allow(clippy::expect_used)] // `MockEndpoint::new` already built this tokenizer
         let redact_with = config.redact.then(|| tokenizer.build().expect(built));
         let trace = trace.map(|out| journal::TraceOut { out, redact_with });
-        let journal = journal::start(endpoint, trace, config.request_log, Arc::clone(&stats));
+        let journal = journal::start(endpoint, trace, config.request_log, Arc::clone(&stats))
+            .map_err(ServeError::Io)?;
         let shared = Shared {
             upstream,
             started: Instant::now(),
             tickets: Mutex::new(journal.tickets()),
             stats,
             body_limit_bytes: config.body_limit_bytes,
+            require_key: config.require_key,
         };
         Ok(Proxy { listener, shared: Arc::new(shared), journal, shutdown_grace_ms: config.shutdown_grace_ms })
     }
 
     /// The address actually bound.
+    #[allow(clippy::expect_used)] // a bound TCP listener always has a local address
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr().expect("a bound listener has an address")
     }
@@ -143,9 +171,7 @@ impl Proxy {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<ProxyStats, ProxyError> {
         let router = http::router(Arc::clone(&self.shared));
-        serve_until(self.listener, router, shutdown, self.shutdown_grace_ms)
-            .await
-            .map_err(ServeError::from)?;
+        serve_until(self.listener, router, CONNECTION_LIMITS, shutdown, self.shutdown_grace_ms).await;
         let stats = Arc::clone(&self.shared.stats);
         drop(self.shared);
         // Exchanges still held by connections past the grace period are left out.
@@ -166,6 +192,8 @@ struct Shared {
     tickets: Mutex<journal::Tickets>,
     stats: Arc<Mutex<ProxyStats>>,
     body_limit_bytes: usize,
+    /// `GET /forkcache/stats` needs a key, and shows only that key's workspaces.
+    require_key: bool,
 }
 
 impl Shared {

@@ -1,7 +1,7 @@
 //! The live comparison: each exchange's recorded usage beside the endpoint's prediction (one line
 //! per exchange), and the totals per workspace behind `GET /forkcache/stats`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -141,6 +141,9 @@ pub struct ProxyStats {
     pub workspaces: BTreeMap<String, WorkspaceComparison>,
     /// Trace lines that could not be written.
     pub trace_write_errors: u64,
+    /// Per key fingerprint, the workspaces its exchanges were counted in (the API's workspace id
+    /// when the upstream named one): what that key may see of the stats.
+    pub key_workspaces: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl ProxyStats {
@@ -165,6 +168,11 @@ impl ProxyStats {
         }
     }
 
+    /// Notes that the key fingerprinted `key` sent an exchange counted in `workspace`.
+    pub fn key_used(&mut self, key: &str, workspace: &str) {
+        self.key_workspaces.entry(key.to_string()).or_default().insert(workspace.to_string());
+    }
+
     /// Messages exchanges seen, in every workspace.
     pub fn exchanges(&self) -> u64 {
         self.workspaces.values().map(|w| w.exchanges).sum()
@@ -172,20 +180,33 @@ impl ProxyStats {
 
     /// The `GET /forkcache/stats` document (one line, ordered keys).
     pub fn to_json(&self) -> String {
+        self.json(|_| true, Some(self.trace_write_errors))
+    }
+
+    /// The stats document as the key fingerprinted `key` sees it: its own workspaces alone, and
+    /// nothing proxy-wide.
+    pub fn key_json(&self, key: &str) -> String {
+        let mine = self.key_workspaces.get(key);
+        self.json(|workspace| mine.is_some_and(|mine| mine.contains(workspace)), None)
+    }
+
+    #[allow(clippy::expect_used)] // strings, integers and finite floats: serializing cannot fail
+    fn json(&self, shown: impl Fn(&str) -> bool, trace_write_errors: Option<u64>) -> String {
         let workspaces: BTreeMap<&str, WorkspaceJson> = self
             .workspaces
             .iter()
+            .filter(|(name, _)| shown(name))
             .map(|(name, totals)| (name.as_str(), WorkspaceJson::from(totals)))
             .collect();
-        serde_json::to_string(&StatsJson { workspaces, trace_write_errors: self.trace_write_errors })
-            .expect("stats serialize")
+        serde_json::to_string(&StatsJson { workspaces, trace_write_errors }).expect("stats serialize")
     }
 }
 
 #[derive(Serialize)]
 struct StatsJson<'s> {
     workspaces: BTreeMap<&'s str, WorkspaceJson>,
-    trace_write_errors: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_write_errors: Option<u64>,
 }
 
 #[derive(Serialize)]

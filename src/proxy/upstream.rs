@@ -61,6 +61,7 @@ impl Upstream {
     }
 
     /// The upstream URL for a request's path and query.
+    #[allow(clippy::expect_used)] // scheme and authority were checked in `new`; axum parsed the path
     pub fn target(&self, path_and_query: Option<&PathAndQuery>) -> Uri {
         let tail = path_and_query.map_or("/", PathAndQuery::as_str);
         Uri::builder()
@@ -76,12 +77,18 @@ impl Upstream {
         format!("{}://{}{}", self.scheme, self.authority, self.prefix)
     }
 
+    /// The upstream's host alone (no scheme, credentials, port or path): what a trace names.
+    pub fn host(&self) -> &str {
+        self.authority.host()
+    }
+
     /// The client.
     pub(super) fn client(&self) -> &Client<HttpsConnector<HttpConnector>, Full<Bytes>> {
         &self.client
     }
 }
 
+#[allow(clippy::expect_used)] // ring supports the default protocol versions
 fn connector(ca_pem: Option<&[u8]>) -> Result<HttpsConnector<HttpConnector>, UpstreamError> {
     let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
     if let Some(pem) = ca_pem {

@@ -235,6 +235,7 @@ type DrawResult = Result<(), String>;
 /// Registers the embedded font as plotters' `sans-serif`. Charts do this themselves; call it
 /// before anything else in the process draws with plotters (criterion's plots), since this
 /// crate builds plotters without system-font lookup.
+#[allow(clippy::expect_used)] // the embedded font is fixed at build time and drawn by the tests
 pub fn register_font() {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {

@@ -37,6 +37,7 @@ fn per_fork(total_nanousd: u64, forks: u32) -> u64 {
 }
 
 /// `cost_curves.csv`: one row per cell, in grid order.
+#[allow(clippy::expect_used)] // writing CSV to memory cannot fail
 pub(crate) fn curves_csv(result: &SweepResult) -> String {
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer.write_record(columns()).expect("writing to memory");

@@ -73,6 +73,7 @@ pub(crate) fn rows(prices: &PriceTable) -> Result<Vec<Row>, ScenarioError> {
 }
 
 /// `delegation.csv`.
+#[allow(clippy::expect_used)] // writing CSV of our own strings to memory cannot fail
 pub(crate) fn csv(rows: &[Row]) -> String {
     let mut writer = csv::Writer::from_writer(Vec::new());
     let header = [

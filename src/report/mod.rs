@@ -51,17 +51,14 @@ pub fn write(dir: &Path, artifacts: &[Artifact]) -> std::io::Result<Vec<PathBuf>
         .collect()
 }
 
-/// A sweep's files: `sweep.csv` (a shard: `sweep-i-of-n.csv`, `i` zero-padded so the names
-/// sort in order) and `sweep.meta.json`.
+/// A sweep's files: `sweep.csv` and `sweep.meta.json` (a shard: `sweep-i-of-n.csv` and
+/// `sweep-i-of-n.meta.json`, `i` zero-padded so the names sort in order).
 pub fn sweep_artifacts(spec: &SweepSpec, result: &SweepResult) -> Vec<Artifact> {
-    let shard = result.shard;
-    let csv_name = if shard.count == 1 {
-        "sweep.csv".to_string()
-    } else {
-        let width = shard.count.to_string().len();
-        format!("sweep-{:0width$}-of-{}.csv", shard.index, shard.count)
-    };
-    vec![Artifact::new(csv_name, result.to_csv()), Artifact::new("sweep.meta.json", result.meta_json(spec))]
+    let stem = result.shard.file_stem();
+    vec![
+        Artifact::new(format!("{stem}.csv"), result.to_csv()),
+        Artifact::new(format!("{stem}.meta.json"), result.meta_json(spec)),
+    ]
 }
 
 /// Writes a sweep's files into `dir`.

@@ -13,6 +13,7 @@ type RequestCell = for<'a, 'r> fn(&'a (&'static str, &'r ScenarioRecord)) -> Str
 /// A mistake's cell.
 type MistakeCell = for<'a, 'r> fn(&'a MistakeRow<'r>) -> String;
 
+#[allow(clippy::expect_used)] // writing CSV to memory cannot fail
 fn to_csv<R, F: Fn(&R) -> String>(table: &[(&'static str, F)], rows: &[R]) -> String {
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer.write_record(table.iter().map(|(name, _)| *name)).expect("writing to memory");

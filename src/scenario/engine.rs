@@ -42,6 +42,12 @@ pub fn run(
         return Err(ScenarioError::spec("model", format!("{:?} is not in the price table", spec.model)));
     }
     let mut engine = Engine::new(spec, config, prices)?;
+    if spec.timeline.is_empty() {
+        return Err(ScenarioError::spec(
+            "timeline",
+            "expected at least one event: a scenario without a timeline sends no request",
+        ));
+    }
     for (index, event) in spec.timeline.iter().enumerate() {
         engine.event(index, event)?;
     }
@@ -230,8 +236,9 @@ impl<'s> Engine<'s> {
         }
         let output_tokens = if self.spec.bill_output { reply_tokens } else { 0 };
         let reply = Reply { content: Vec::new(), stop_reason: None, output_tokens: Some(output_tokens) };
-        let api_key = who.remote.then_some(delegate::REMOTE_API_KEY);
-        let call = Call { body: &[], api_key, at, first_byte: None, reply };
+        // A remote agent works in another workspace, named directly (as a trace's `workspace`).
+        let workspace = who.remote.then_some(delegate::REMOTE_API_KEY);
+        let call = Call { body: &[], api_key: None, workspace, at, first_byte: None, reply };
         let index = self.records.len();
         let rejected = |e: crate::wire::ApiError| ScenarioError::Rejected {
             index,
@@ -920,6 +927,7 @@ fn build_tools(spec: &ScenarioSpec) -> Vec<Tool> {
 
 /// The tool's definition with its schema's properties rotated, as a serializer over an
 /// unordered map may write them.
+#[allow(clippy::expect_used)] // a tool block is JSON the scenario serialized itself
 fn rotated_schema(tool: &Tool, rotation: usize) -> BlockRef {
     let mut value: Value = serde_json::from_str(tool.block.json()).expect("a tool block is JSON");
     if let Some(Value::Object(properties)) = value.pointer_mut("/input_schema/properties") {

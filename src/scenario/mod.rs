@@ -9,6 +9,7 @@
 mod delegation;
 mod engine;
 mod generate;
+pub mod limits;
 mod record;
 mod report;
 mod spec;
@@ -113,7 +114,7 @@ impl ScenarioSpec {
                 _ => {}
             }
         }
-        Ok(())
+        limits::check(self)
     }
 }
 

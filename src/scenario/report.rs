@@ -136,6 +136,7 @@ impl ScenarioReport {
     }
 
     /// The `run --json` document (one line).
+    #[allow(clippy::expect_used)] // the report is strings, integers and finite floats: serializing it cannot fail
     pub fn to_json(&self) -> String {
         let endpoint = &self.config.endpoint;
         let json = serde_json::json!({
@@ -280,6 +281,7 @@ fn record_json(r: &ScenarioRecord) -> serde_json::Value {
     })
 }
 
+#[allow(clippy::expect_used)] // a spawn report is plain data: serializing it cannot fail
 fn spawn_json(s: &SpawnReport) -> serde_json::Value {
     let mut value = serde_json::to_value(s).expect("a spawn serializes");
     if let Some(check) = &s.verification {

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::script::Planned;
 use super::stats::request_line;
+use super::validate;
 use super::{Core, LatencyMode, Shared};
 use crate::billing::PriceTable;
 use crate::clock::SimTime;
@@ -31,8 +32,10 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
         .route("/forkcache/stats", get(stats))
+        // Claude Code 2.1.330 probes `HEAD /api/hello` before its first request.
+        .route("/api/hello", get(root))
         .fallback(not_found)
-        .method_not_allowed_fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(shared)
 }
 
@@ -44,6 +47,12 @@ async fn root() -> Response {
     )
 }
 
+/// A known path with the wrong method: 405, in the API's error shape.
+async fn method_not_allowed(State(shared): SharedState, method: Method, uri: Uri) -> Response {
+    let error = ApiError::invalid(format!("Method not allowed: {method} {}", uri.path()));
+    error_response_as(StatusCode::METHOD_NOT_ALLOWED, &error, &shared.lock().next_request_id())
+}
+
 async fn not_found(State(shared): SharedState, method: Method, uri: Uri) -> Response {
     let error = ApiError::new(ErrorKind::NotFound, format!("Not found: {method} {}", uri.path()));
     error_response(&error, &shared.lock().next_request_id(), None)
@@ -52,7 +61,10 @@ async fn not_found(State(shared): SharedState, method: Method, uri: Uri) -> Resp
 /// `POST /v1/messages`: priced by the endpoint, answered as JSON or as an SSE stream.
 async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
     let api_key = api_key(&headers);
-    let body = match read_body(body, &headers, shared.config.body_limit_bytes).await {
+    let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
+        return body_timed_out(&shared);
+    };
+    let body = match body {
         Ok(body) => body,
         Err(error) => {
             return respond(&shared, turn_away(&shared, api_key.as_deref(), b"", error, None)).await;
@@ -61,6 +73,11 @@ async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) ->
     if shared.config.require_key && api_key.is_none() {
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
         return respond(&shared, turn_away(&shared, None, &body, error, None)).await;
+    }
+    if let Err(error) = require_utf8(&body) {
+        // Logged with its error and without the bytes: replay must see the rejection, and a
+        // lossy copy would replay as a request that was never sent.
+        return respond(&shared, turn_away(&shared, api_key.as_deref(), &body, error, None)).await;
     }
     let answer = price(&shared, &body, api_key.as_deref());
     respond(&shared, answer).await
@@ -97,13 +114,28 @@ enum Ending {
 /// Parses and plans outside the lock (the slow, parallel part), then stamps, prices, logs and
 /// counts under it, so the trace is in pricing order and replays to the same usage.
 fn price(shared: &Shared, body: &[u8], api_key: Option<&str>) -> Answer {
-    let view = parse_request(body);
-    let planned = view.as_ref().map(|view| shared.config.script.plan(view)).map_err(ApiError::clone);
+    let view = parse_request(body).and_then(|view| {
+        let text = std::str::from_utf8(body).unwrap_or_default();
+        let unknown = validate::check(text, &view, shared.config.strict)?;
+        Ok((view, unknown))
+    });
+    let planned = view.as_ref().map(|(view, _)| shared.config.script.plan(view)).map_err(ApiError::clone);
     let mut core = shared.lock();
     let at = shared.now_ms();
     let request_id = core.next_request_id();
     let (view, planned) = match (view, planned) {
-        (Ok(view), Ok(planned)) => (view, planned),
+        (Ok((view, unknown)), Ok(planned)) => {
+            core.stats.unknown_fields(&unknown);
+            if let Err(error) = validate::check_model(core.endpoint.prices(), &view) {
+                // Logged: the engine would price what the API refuses here.
+                return finish_rejected(
+                    shared,
+                    &mut core,
+                    Rejection { request_id, at, api_key, body, error, logged: true, retry_after_s: None },
+                );
+            }
+            (view, planned)
+        }
         (Err(error), _) | (_, Err(error)) => {
             return finish_rejected(
                 shared,
@@ -125,7 +157,14 @@ fn price(shared: &Shared, body: &[u8], api_key: Option<&str>) -> Answer {
         }
     };
     let instant = shared.config.latency == LatencyMode::Instant;
-    let call = Call { body, api_key, at: SimTime(at), first_byte: instant.then_some(SimTime(at)), reply };
+    let call = Call {
+        body,
+        api_key,
+        workspace: None,
+        at: SimTime(at),
+        first_byte: instant.then_some(SimTime(at)),
+        reply,
+    };
     match core.endpoint.handle_view(&view, &call) {
         Ok(exchange) => finish_priced(shared, &mut core, request_id, exchange, body, api_key, ending),
         Err(error) => finish_rejected(
@@ -157,10 +196,11 @@ fn finish_priced(
     };
     let envelope = Envelope {
         at_ms: Some(at),
-        api_key: api_key.map(str::to_string),
+        api_key: None,
+        workspace: api_key.map(|_| record.workspace.clone()),
         first_byte_ms: Some(first_byte_ms),
-        usage: Some(record.usage),
-        error: None,
+        usage: Some(Envelope::usage_of(&record.usage)),
+        ..Envelope::default()
     };
     core.append_trace(&envelope_line(&envelope, body));
     core.log(|| request_line(&request_id, at, &record.workspace, Ok(&record)));
@@ -185,15 +225,15 @@ struct Rejection<'r> {
 
 fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> Answer {
     let Rejection { request_id, at, api_key, body, error, logged, retry_after_s } = rejection;
+    let workspace = core.endpoint.workspace_of(api_key);
     let envelope = Envelope {
         at_ms: Some(at),
-        api_key: api_key.map(str::to_string),
-        first_byte_ms: None,
-        usage: None,
+        api_key: None,
+        workspace: api_key.map(|_| workspace.clone()),
         error: logged.then(|| LoggedError::of(&error)),
+        ..Envelope::default()
     };
     core.append_trace(&envelope_line(&envelope, body));
-    let workspace = core.endpoint.workspace_of(api_key);
     core.log(|| request_line(&request_id, at, &workspace, Err(&error)));
     core.stats.rejected(&workspace);
     shared.count_for_shutdown(core.stats.messages_requests());
@@ -306,7 +346,10 @@ const CUT_DELAY_MS: u64 = 20;
 
 /// `POST /v1/messages/count_tokens`: the request's input tokens; the cache is never touched.
 async fn count_tokens(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
-    let body = match read_body(body, &headers, shared.config.body_limit_bytes).await {
+    let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
+        return body_timed_out(&shared);
+    };
+    let body = match body {
         Ok(body) => body,
         Err(error) => return error_response(&error, &shared.lock().next_request_id(), None),
     };
@@ -336,7 +379,8 @@ async fn models(State(shared): SharedState) -> Response {
 
 /// `GET /v1/models/{id}`.
 async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
-    let list: serde_json::Value = serde_json::from_str(&shared.models_json).expect("our own JSON");
+    // Our own JSON; were it ever unreadable, every id would be a 404.
+    let list: serde_json::Value = serde_json::from_str(&shared.models_json).unwrap_or_default();
     let found = list["data"].as_array().and_then(|models| models.iter().find(|m| m["id"] == id.as_str()));
     match found {
         Some(model) => json_response(StatusCode::OK, model.to_string()),
@@ -347,10 +391,23 @@ async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
     }
 }
 
-/// `GET /forkcache/stats`: totals per workspace so far.
-async fn stats(State(shared): SharedState) -> Response {
-    let core = shared.lock();
-    json_response(StatusCode::OK, core.stats.to_json(&core.endpoint.cache_stats()))
+/// `GET /forkcache/stats`: totals per workspace so far. Asked with a key, it shows that key's
+/// workspace alone; under `require_key` it must be asked with one, so one tenant never sees
+/// another's traffic.
+async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
+    let key = api_key(&headers);
+    let mut core = shared.lock();
+    match key {
+        Some(key) => {
+            let workspace = core.endpoint.workspace_of(Some(&key));
+            json_response(StatusCode::OK, core.stats.workspace_json(&workspace))
+        }
+        None if shared.config.require_key => {
+            let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
+            error_response(&error, &core.next_request_id(), None)
+        }
+        None => json_response(StatusCode::OK, core.stats.to_json(&core.endpoint.cache_stats())),
+    }
 }
 
 /// The `GET /v1/models` document: every id of every priced model, in table order.
@@ -372,7 +429,7 @@ pub(super) fn models_json(prices: &PriceTable) -> String {
 }
 
 /// `x-api-key`, else the token of `Authorization: Bearer …`; empty values count as absent.
-fn api_key(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn api_key(headers: &HeaderMap) -> Option<String> {
     let text = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).trim().to_string();
     let from_header = headers.get("x-api-key").map(text);
     let from_bearer = || {
@@ -381,6 +438,26 @@ fn api_key(headers: &HeaderMap) -> Option<String> {
         scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_string())
     };
     from_header.filter(|key| !key.is_empty()).or_else(from_bearer).filter(|key| !key.is_empty())
+}
+
+/// [`read_body`] within the body timeout; `Err` when the client did not send it all in time.
+async fn read_body_in_time(
+    shared: &Shared,
+    body: Body,
+    headers: &HeaderMap,
+) -> Result<Result<Bytes, ApiError>, tokio::time::error::Elapsed> {
+    let timeout = std::time::Duration::from_millis(shared.config.body_timeout_ms);
+    tokio::time::timeout(timeout, read_body(body, headers, shared.config.body_limit_bytes)).await
+}
+
+/// 408: the body did not arrive within the body timeout. Not traced: no request arrived whole.
+fn body_timed_out(shared: &Shared) -> Response {
+    let message = format!("request body not received within {} ms", shared.config.body_timeout_ms);
+    let error = ApiError::new(ErrorKind::Timeout, message);
+    let mut reply = error_response_as(StatusCode::REQUEST_TIMEOUT, &error, &shared.lock().next_request_id());
+    // The rest of the body may still be on its way: this connection cannot carry another request.
+    reply.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    reply
 }
 
 /// The body, or 413 once it passes `limit` bytes. An oversized body is still read (and dropped)
@@ -420,6 +497,13 @@ async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Byte
     Ok(Bytes::from(collected))
 }
 
+/// JSON is UTF-8: a body that is not is refused whole, never read with replacement characters.
+fn require_utf8(body: &[u8]) -> Result<(), ApiError> {
+    std::str::from_utf8(body).map(|_| ()).map_err(|err| {
+        ApiError::invalid(format!("request body is not valid UTF-8 (byte {})", err.valid_up_to() + 1))
+    })
+}
+
 /// How far past the limit an oversized body is still read, as a multiple of the limit.
 const DRAIN_FACTOR: u64 = 4;
 
@@ -432,11 +516,17 @@ fn json_response(status: StatusCode, body: String) -> Response {
 /// An error in the API's shape, with its status, `request-id` and, if given, `retry-after`.
 fn error_response(error: &ApiError, request_id: &str, retry_after_s: Option<u64>) -> Response {
     let status = StatusCode::from_u16(error.kind.status()).unwrap_or(StatusCode::BAD_REQUEST);
-    let mut reply = json_response(status, error.to_json(request_id));
-    set_request_id(&mut reply, request_id);
+    let mut reply = error_response_as(status, error, request_id);
     if let Some(seconds) = retry_after_s {
         reply.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
+    reply
+}
+
+/// An error in the API's shape under a status of the HTTP layer's own (405, 408).
+fn error_response_as(status: StatusCode, error: &ApiError, request_id: &str) -> Response {
+    let mut reply = json_response(status, error.to_json(request_id));
+    set_request_id(&mut reply, request_id);
     reply
 }
 

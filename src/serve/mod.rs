@@ -11,14 +11,15 @@
 //! totals ([`ServeStats`]) — is pure and tested without a socket.
 
 mod http;
+mod listen;
 mod script;
 mod stats;
+pub mod validate;
 
-use std::fs::File;
 use std::future::Future;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
@@ -26,8 +27,11 @@ use tokio::time::Instant;
 
 use crate::cache::StoreStats;
 use crate::endpoint::MockEndpoint;
+use crate::trace::{SessionMarker, TraceWriter};
 use crate::wire::Chunking;
 
+pub(crate) use http::api_key;
+pub(crate) use listen::Limits;
 pub use script::{
     ErrorReply, Planned, Rule, Script, ScriptError, ScriptReply, ToolCall, When, schema_example,
 };
@@ -70,7 +74,30 @@ pub struct ServeConfig {
     /// How long in-flight requests may take to finish once shutdown begins, in milliseconds.
     /// Default 10,000.
     pub shutdown_grace_ms: u64,
+    /// Time allowed for a request's headers, from the connection's start or the end of the
+    /// previous response, in milliseconds. Default [`HEADER_TIMEOUT_MS`].
+    pub header_timeout_ms: u64,
+    /// Time allowed for a request's body once its headers arrived (408 after), in milliseconds.
+    /// Default [`BODY_TIMEOUT_MS`].
+    pub body_timeout_ms: u64,
+    /// A connection with no bytes moving either way for this long is closed, in milliseconds.
+    /// Default [`IDLE_TIMEOUT_MS`].
+    pub idle_timeout_ms: u64,
+    /// Connections open at once; more wait to be accepted. Default [`MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// Refuse top-level fields the API does not document (400 `Extra inputs are not
+    /// permitted`) instead of counting them in the stats. Default false.
+    pub strict: bool,
 }
+
+/// Default header timeout: 30 s.
+pub const HEADER_TIMEOUT_MS: u64 = 30_000;
+/// Default body timeout: 60 s (32 MB at about 4 Mbit/s).
+pub const BODY_TIMEOUT_MS: u64 = 60_000;
+/// Default idle timeout: 120 s, longer than any modelled wait for a first byte.
+pub const IDLE_TIMEOUT_MS: u64 = 120_000;
+/// Default connection cap: well under the file-descriptor limit the binary raises at start.
+pub const MAX_CONNECTIONS: usize = 4_096;
 
 impl ServeConfig {
     /// The defaults, listening on `addr`.
@@ -86,6 +113,11 @@ impl ServeConfig {
             chunking: Chunking::default(),
             request_log: None,
             shutdown_grace_ms: 10_000,
+            header_timeout_ms: HEADER_TIMEOUT_MS,
+            body_timeout_ms: BODY_TIMEOUT_MS,
+            idle_timeout_ms: IDLE_TIMEOUT_MS,
+            max_connections: MAX_CONNECTIONS,
+            strict: false,
         }
     }
 }
@@ -152,7 +184,10 @@ impl Server {
     /// Binds the address and opens the trace; the endpoint prices every request.
     pub async fn bind(config: ServeConfig, endpoint: MockEndpoint) -> Result<Server, ServeError> {
         let trace = match &config.trace {
-            Some(path) => Some(TraceLog::open(path)?),
+            Some(path) => Some(
+                TraceWriter::open(path, &session_marker(&config, &endpoint))
+                    .map_err(|source| ServeError::Trace { path: path.clone(), source })?,
+            ),
             None => None,
         };
         let listener = tokio::net::TcpListener::bind(config.addr)
@@ -175,6 +210,13 @@ impl Server {
             body_limit_bytes: config.body_limit_bytes,
             chunking: config.chunking,
             shutdown_grace_ms: config.shutdown_grace_ms,
+            body_timeout_ms: config.body_timeout_ms,
+            strict: config.strict,
+            limits: Limits {
+                header_timeout: std::time::Duration::from_millis(config.header_timeout_ms),
+                idle_timeout: std::time::Duration::from_millis(config.idle_timeout_ms),
+                max_connections: config.max_connections,
+            },
         };
         let shared =
             Shared { core: Mutex::new(core), config: settings, started: Instant::now(), stop, models_json };
@@ -182,6 +224,7 @@ impl Server {
     }
 
     /// The address actually bound (the real port when 0 was asked for).
+    #[allow(clippy::expect_used)] // a bound TCP listener always has a local address
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr().expect("a bound listener has an address")
     }
@@ -200,21 +243,29 @@ impl Server {
             }
         };
         let router = http::router(Arc::clone(&self.shared));
-        serve_until(self.listener, router, stopping, self.shared.config.shutdown_grace_ms).await?;
+        serve_until(
+            self.listener,
+            router,
+            self.shared.config.limits,
+            stopping,
+            self.shared.config.shutdown_grace_ms,
+        )
+        .await;
         let core = self.shared.lock();
         Ok(Summary { stats: core.stats.clone(), cache: core.endpoint.cache_stats() })
     }
 }
 
-/// Serves `router` on `listener` until `stopping` completes, then lets in-flight requests
-/// finish — but a client that never finishes its request may not hold the server up for longer
-/// than `grace_ms`.
+/// Serves `router` on `listener` within `limits` until `stopping` completes, then lets in-flight
+/// requests finish — but a client that never finishes its request may not hold the server up for
+/// longer than `grace_ms`.
 pub(crate) async fn serve_until(
     listener: tokio::net::TcpListener,
     router: axum::Router,
+    limits: Limits,
     stopping: impl Future<Output = ()> + Send + 'static,
     grace_ms: u64,
-) -> std::io::Result<()> {
+) {
     let (began, stop_began) = tokio::sync::oneshot::channel::<()>();
     let stopping = async move {
         stopping.await;
@@ -227,8 +278,8 @@ pub(crate) async fn serve_until(
         }
     };
     tokio::select! {
-        served = axum::serve(listener, router).with_graceful_shutdown(stopping) => served,
-        () = grace => Ok(()),
+        () = listen::serve(listener, router, limits, stopping) => {}
+        () = grace => {}
     }
 }
 
@@ -241,6 +292,9 @@ struct Settings {
     body_limit_bytes: usize,
     chunking: Chunking,
     shutdown_grace_ms: u64,
+    body_timeout_ms: u64,
+    strict: bool,
+    limits: Limits,
 }
 
 /// State every connection shares.
@@ -282,7 +336,7 @@ impl Shared {
 struct Core {
     endpoint: MockEndpoint,
     stats: ServeStats,
-    trace: Option<TraceLog>,
+    trace: Option<TraceWriter>,
     request_log: Option<Box<dyn Write + Send>>,
     next_request: u64,
 }
@@ -312,25 +366,34 @@ impl Core {
     }
 }
 
-/// The `--trace` file: one envelope per line, flushed per line so a crash loses at most the line
-/// being written.
-struct TraceLog {
-    out: BufWriter<File>,
+/// The endpoint's settings as a session marker records them: without the key → workspace map,
+/// which holds keys.
+pub(crate) fn pricing_settings(endpoint: &MockEndpoint) -> serde_json::Value {
+    let mut pricing = serde_json::to_value(endpoint.config()).unwrap_or_default();
+    if let Some(pricing) = pricing.as_object_mut() {
+        pricing.remove("workspaces");
+    }
+    pricing
 }
 
-impl TraceLog {
-    fn open(path: &Path) -> Result<TraceLog, ServeError> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|source| ServeError::Trace { path: path.to_path_buf(), source })?;
-        Ok(TraceLog { out: BufWriter::new(file) })
-    }
-
-    fn append(&mut self, line: &str) -> std::io::Result<()> {
-        self.out.write_all(line.as_bytes())?;
-        self.out.write_all(b"\n")?;
-        self.out.flush()
+/// The `--trace` file's session marker: the wall-clock start (the edge may read it), this
+/// version, and the settings that price requests. The key → workspace map is left out: it holds
+/// keys.
+fn session_marker(config: &ServeConfig, endpoint: &MockEndpoint) -> SessionMarker {
+    let pricing = pricing_settings(endpoint);
+    let latency = match config.latency {
+        LatencyMode::Instant => "instant",
+        LatencyMode::Model => "model",
+    };
+    SessionMarker {
+        started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        settings: serde_json::json!({
+            "endpoint": pricing,
+            "prices_date": endpoint.prices().date,
+            "latency": latency,
+            "require_key": config.require_key,
+            "strict": config.strict,
+        }),
     }
 }

@@ -36,12 +36,28 @@ pub struct ServeStats {
     pub count_tokens_requests: u64,
     /// Trace lines that could not be written.
     pub trace_write_errors: u64,
+    /// Requests per undocumented top-level field (at most [`UNKNOWN_FIELD_NAMES`] names; the
+    /// rest are counted under `"…"`).
+    pub unknown_fields: BTreeMap<String, u64>,
 }
+
+/// Distinct unknown field names the stats keep, so random names cannot grow them without end.
+pub const UNKNOWN_FIELD_NAMES: usize = 256;
 
 impl ServeStats {
     /// Counts a priced request.
     pub fn priced(&mut self, record: &Record) {
         self.workspaces.entry(record.workspace.clone()).or_default().add(record);
+    }
+
+    /// Counts a request's undocumented top-level fields.
+    pub fn unknown_fields(&mut self, names: &[String]) {
+        for name in names {
+            let kept =
+                self.unknown_fields.contains_key(name) || self.unknown_fields.len() < UNKNOWN_FIELD_NAMES;
+            let name = if kept { name.as_str() } else { "…" };
+            *self.unknown_fields.entry(name.to_string()).or_insert(0) += 1;
+        }
     }
 
     /// Counts a rejected request.
@@ -65,6 +81,26 @@ impl ServeStats {
 
     /// The `GET /forkcache/stats` document (one line, ordered keys).
     pub fn to_json(&self, cache: &StoreStats) -> String {
+        self.json(Some(cache))
+    }
+
+    /// What one tenant may see: its workspace's totals only, no server-wide counter.
+    pub fn workspace_json(&self, workspace: &str) -> String {
+        let mine = ServeStats {
+            workspaces: self
+                .workspaces
+                .get(workspace)
+                .map(|t| (workspace.to_string(), t.clone()))
+                .into_iter()
+                .collect(),
+            ..ServeStats::default()
+        };
+        mine.json(None)
+    }
+
+    #[allow(clippy::expect_used)] // the stats are strings, integers and finite floats: serializing them cannot fail
+    fn json(&self, cache: Option<&StoreStats>) -> String {
+        let server_wide = cache.is_some();
         let json = StatsJson {
             workspaces: self
                 .workspaces
@@ -72,14 +108,15 @@ impl ServeStats {
                 .map(|(name, totals)| (name.as_str(), TotalsJson::from(totals)))
                 .collect(),
             totals: TotalsJson::from(&self.totals()),
-            cache: CacheJson {
+            cache: cache.map(|cache| CacheJson {
                 entries: cache.entries,
                 writes: cache.writes,
                 reads: cache.reads,
                 evictions: cache.evictions,
-            },
-            count_tokens_requests: self.count_tokens_requests,
-            trace_write_errors: self.trace_write_errors,
+            }),
+            count_tokens_requests: server_wide.then_some(self.count_tokens_requests),
+            trace_write_errors: server_wide.then_some(self.trace_write_errors),
+            unknown_fields: (server_wide && !self.unknown_fields.is_empty()).then_some(&self.unknown_fields),
         };
         serde_json::to_string(&json).expect("stats serialize")
     }
@@ -166,9 +203,15 @@ pub fn request_line(
 struct StatsJson<'s> {
     workspaces: BTreeMap<&'s str, TotalsJson>,
     totals: TotalsJson,
-    cache: CacheJson,
-    count_tokens_requests: u64,
-    trace_write_errors: u64,
+    /// Server-wide: left out of a tenant's view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache: Option<CacheJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count_tokens_requests: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_write_errors: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unknown_fields: Option<&'s BTreeMap<String, u64>>,
 }
 
 #[derive(Serialize)]

@@ -3,16 +3,22 @@
 //!
 //! The entry point is [`run`]: `run(&spec, &SweepOptions::default(), &prices, || {})` → a
 //! [`SweepResult`] whose [`SweepResult::to_csv`] bytes depend on nothing but the spec, the price
-//! table and the shard: not on the thread count, not on which cell finished first.
+//! table and the shard: not on the thread count, not on which cell finished first. [`stream`]
+//! hands rows over in grid order as they finish (a reorder buffer keyed by cell index);
+//! [`write()`] puts them in a file a row at a time, so a sweep cut short keeps whole rows.
+//! [`merge_shards`] checks a directory of shards (each once, one sweep, one version, every row)
+//! and joins them into the whole grid's files.
 
+mod files;
 mod run;
 mod spec;
 mod table;
 
-pub use run::{Shard, SweepOptions, SweepResult, SweepRow, run};
+pub use files::{MergeError, Merged, Written, merge_shards, write};
+pub use run::{Shard, SweepOptions, SweepResult, SweepRow, run, stream};
 pub use spec::{Axes, Grid, HISTORY_BLOCK_TOKENS, Subagents, SweepCell, SweepSpec, history_messages};
-pub use table::COLUMNS;
 pub(crate) use table::launch_name;
+pub use table::{COLUMNS, CsvRows, spec_hash};
 
 use crate::scenario::ScenarioError;
 
@@ -36,6 +42,14 @@ pub enum SweepError {
     /// The worker pool could not start.
     #[error("threads: {0}")]
     Threads(String),
+    /// A sweep file could not be written.
+    #[error("{path}: {source}")]
+    Output {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A cell's scenario failed (the first failing cell in grid order).
     #[error("cell {cell}: {source}")]
     Cell {

@@ -1,6 +1,8 @@
-//! Running a grid: cells in parallel on a rayon pool, rows merged by cell index.
+//! Running a grid: cells in parallel on a rayon pool, rows handed over in cell order.
 
-use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::SweepError;
 use super::spec::{Subagents, SweepCell, SweepSpec};
@@ -37,6 +39,26 @@ impl Shard {
     pub fn range(self, cells: usize) -> std::ops::Range<usize> {
         let bound = |i: u32| (cells as u128 * u128::from(i) / u128::from(self.count)) as usize;
         bound(self.index - 1)..bound(self.index)
+    }
+
+    /// The stem of this part's files: `sweep` for the whole grid, `sweep-I-of-N` for a shard,
+    /// `I` zero-padded to `N`'s width so the names sort in grid order.
+    pub fn file_stem(self) -> String {
+        if self == Shard::WHOLE {
+            return "sweep".into();
+        }
+        let width = self.count.to_string().len();
+        format!("sweep-{:0width$}-of-{}", self.index, self.count)
+    }
+
+    /// The shard a file stem names (`sweep-2-of-4`), if it names one.
+    pub(crate) fn from_file_stem(stem: &str) -> Option<Shard> {
+        let (index, count) = stem.strip_prefix("sweep-")?.split_once("-of-")?;
+        let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+        if !digits(index) || !digits(count) {
+            return None;
+        }
+        Shard::parse(&format!("{index}/{count}")).ok()
     }
 
     /// The first shard carries the CSV header, so the shards' files concatenate to the whole.
@@ -90,42 +112,124 @@ pub struct SweepResult {
     pub rows: Vec<SweepRow>,
 }
 
-/// Runs the cells of `options.shard` in parallel, calling `on_cell_done` once per finished cell
-/// (from any worker thread; for progress bars). Rows come back in grid order; a failure reports
-/// the first failing cell in grid order, whichever failed first in time.
+impl SweepResult {
+    /// Everything but the rows: what a shard's files say before its first cell finishes.
+    pub fn head(spec: &SweepSpec, prices: &PriceTable, shard: Shard) -> SweepResult {
+        SweepResult {
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            prices_date: prices.date.clone(),
+            seed: spec.scenario.seed,
+            cells_total: spec.cells().len(),
+            shard,
+            rows: Vec::new(),
+        }
+    }
+}
+
+/// Runs the cells of `options.shard` in parallel and returns every row, in grid order.
+/// `on_cell_done` is called once per finished cell (from any worker thread; for progress bars).
+/// A failure reports the first failing cell in grid order, whichever failed first in time.
 pub fn run(
     spec: &SweepSpec,
     options: &SweepOptions,
     prices: &PriceTable,
     on_cell_done: impl Fn() + Sync,
 ) -> Result<SweepResult, SweepError> {
+    let mut rows = Vec::new();
+    stream(spec, options, prices, on_cell_done, |row| {
+        rows.push(row);
+        Ok(())
+    })?;
+    Ok(SweepResult { rows, ..SweepResult::head(spec, prices, options.shard) })
+}
+
+/// Runs the cells of `options.shard` in parallel and hands each row to `on_row` as soon as
+/// every cell before it has been handed over: in grid order, whatever the thread count, so a
+/// writer behind `on_row` keeps every row it got if the sweep is cut short. Workers take cells
+/// in grid order, so the rows held back are only those the other workers finish while the
+/// oldest unfinished cell runs, never a share of the grid. The worker that finishes the next
+/// cell in order calls `on_row`, under a lock; an error from it stops the sweep. Like [`run`],
+/// a failure reports the first failing cell in grid order.
+#[allow(clippy::expect_used)] // the lock is poisoned only if a worker panicked, which is a bug to surface
+pub fn stream(
+    spec: &SweepSpec,
+    options: &SweepOptions,
+    prices: &PriceTable,
+    on_cell_done: impl Fn() + Sync,
+    on_row: impl FnMut(SweepRow) -> Result<(), SweepError> + Send,
+) -> Result<(), SweepError> {
     spec.validate()?;
     check_models(spec, prices)?;
     let cells = spec.cells();
     let mine = &cells[options.shard.range(cells.len())];
-    let work = || -> Vec<Result<SweepRow, SweepError>> {
-        mine.par_iter()
-            .map(|cell| {
-                let row = run_cell(spec, cell, prices);
-                on_cell_done();
-                row
-            })
-            .collect()
+    let order = Mutex::new(InOrder::new(on_row));
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let worker = || {
+        while !stop.load(Ordering::Relaxed) {
+            let at = next.fetch_add(1, Ordering::Relaxed);
+            let Some(cell) = mine.get(at) else { break };
+            let row = run_cell(spec, cell, prices);
+            on_cell_done();
+            let mut order = order.lock().expect("a worker panicked while handing over rows");
+            if order.accept(at, row).is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
     };
-    let outcomes = match options.threads {
+    let work = || {
+        rayon::scope(|scope| {
+            for _ in 0..rayon::current_num_threads() {
+                scope.spawn(|_| worker());
+            }
+        })
+    };
+    match options.threads {
         None => work(),
         Some(threads) => pool(threads)?.install(work),
-    };
-    let rows = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
-    Ok(SweepResult {
-        name: spec.name.clone(),
-        description: spec.description.clone(),
-        prices_date: prices.date.clone(),
-        seed: spec.scenario.seed,
-        cells_total: cells.len(),
-        shard: options.shard,
-        rows,
-    })
+    }
+    order.into_inner().expect("a worker panicked while handing over rows").finish()
+}
+
+/// The reorder buffer: outcomes arrive keyed by their place in the shard, in any order, and
+/// leave for the sink strictly in order.
+struct InOrder<F> {
+    /// The place of the next outcome the sink gets.
+    next: usize,
+    /// Outcomes that finished before one ahead of them.
+    waiting: BTreeMap<usize, Result<SweepRow, SweepError>>,
+    sink: F,
+    /// The first error in order (a failed cell, or the sink's); nothing is handed over after it.
+    failed: Option<SweepError>,
+}
+
+impl<F: FnMut(SweepRow) -> Result<(), SweepError>> InOrder<F> {
+    fn new(sink: F) -> Self {
+        InOrder { next: 0, waiting: BTreeMap::new(), sink, failed: None }
+    }
+
+    /// Takes the outcome at place `at` and hands over every row now in order. Err once the
+    /// sweep has failed: the caller stops taking cells.
+    fn accept(&mut self, at: usize, outcome: Result<SweepRow, SweepError>) -> Result<(), ()> {
+        if self.failed.is_some() {
+            return Err(());
+        }
+        self.waiting.insert(at, outcome);
+        while let Some(outcome) = self.waiting.remove(&self.next) {
+            self.next += 1;
+            if let Err(error) = outcome.and_then(&mut self.sink) {
+                self.failed = Some(error);
+                self.waiting.clear();
+                return Err(());
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), SweepError> {
+        self.failed.map_or(Ok(()), Err)
+    }
 }
 
 fn pool(threads: usize) -> Result<rayon::ThreadPool, SweepError> {

@@ -222,11 +222,13 @@ const MAX_HISTORY_TOKENS: u64 = 100_000_000;
 
 impl SweepSpec {
     /// The default grid (`fixtures/sweeps/default.json`), compiled in.
+    #[allow(clippy::expect_used)] // the compiled-in default grid is checked by the tests
     pub fn default_grid() -> SweepSpec {
         SweepSpec::from_json(DEFAULT_SWEEP_JSON).expect("the default sweep is valid")
     }
 
     /// The cost-curve grid (`fixtures/sweeps/cost-curves.json`), compiled in.
+    #[allow(clippy::expect_used)] // the compiled-in cost-curve grid is checked by the tests
     pub fn cost_curves() -> SweepSpec {
         SweepSpec::from_json(COST_CURVES_SWEEP_JSON).expect("the cost-curve sweep is valid")
     }

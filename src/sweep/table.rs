@@ -1,6 +1,9 @@
 //! The sweep as CSV (one row per cell, fixed column order) and its metadata sidecar.
 
-use super::run::{SweepResult, SweepRow};
+use std::io::Write;
+
+use super::SweepSpec;
+use super::run::{Shard, SweepResult, SweepRow};
 use crate::report::format::{misses, percent, savings_percent, thousandths};
 use crate::scenario::{Launch, ScenarioTotals};
 
@@ -73,25 +76,69 @@ pub(crate) fn launch_name(launch: Launch) -> &'static str {
     }
 }
 
+/// Sweep rows written as CSV one at a time, in the order given, the header first in the first
+/// shard only (so shards' files concatenate, in order, to the whole grid's).
+pub struct CsvRows<W: Write> {
+    writer: csv::Writer<W>,
+}
+
+impl<W: Write> CsvRows<W> {
+    /// Starts the table on `out`.
+    pub fn new(out: W, shard: Shard) -> csv::Result<Self> {
+        let mut writer = csv::Writer::from_writer(out);
+        if shard.is_first() {
+            writer.write_record(COLUMNS)?;
+        }
+        Ok(CsvRows { writer })
+    }
+
+    /// Appends one row.
+    pub fn write(&mut self, row: &SweepRow) -> csv::Result<()> {
+        self.writer.write_record(TABLE.iter().map(|(_, cell)| cell(row)))
+    }
+
+    /// Pushes what is buffered to `out`.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.writer.flush()
+    }
+
+    /// Flushes and returns `out`.
+    pub fn into_inner(self) -> std::io::Result<W> {
+        self.writer.into_inner().map_err(|err| err.into_error())
+    }
+}
+
+/// The keys a shard's metadata adds to the whole grid's, last, in this order: which part it is,
+/// and what must match for shards to be joined (the program's version, the sweep's hash).
+pub(crate) const SHARD_KEYS: [&str; 3] = ["shard", "forkcache_version", "sweep_xxh3"];
+
+/// The sweep as parsed, hashed: xxh3-128 of its canonical JSON, so two files that differ only
+/// in layout or in spelling out a default hash the same.
+#[allow(clippy::expect_used)] // a parsed sweep is plain data: serializing it cannot fail
+pub fn spec_hash(spec: &SweepSpec) -> String {
+    let canonical = serde_json::to_vec(spec).expect("a sweep serializes");
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&canonical))
+}
+
 impl SweepResult {
     /// The rows as CSV; the header only in the first shard, so shards concatenate in order to
     /// the whole grid's file.
+    #[allow(clippy::expect_used)] // writing CSV to memory cannot fail
     pub fn to_csv(&self) -> String {
-        let mut writer = csv::Writer::from_writer(Vec::new());
-        if self.shard.is_first() {
-            writer.write_record(COLUMNS).expect("writing to memory");
-        }
+        let mut table = CsvRows::new(Vec::new(), self.shard).expect("writing to memory");
         for row in &self.rows {
-            writer.write_record(TABLE.iter().map(|(_, cell)| cell(row))).expect("writing to memory");
+            table.write(row).expect("writing to memory");
         }
-        let bytes = writer.into_inner().expect("writing to memory");
+        let bytes = table.into_inner().expect("writing to memory");
         String::from_utf8(bytes).expect("csv output is UTF-8")
     }
 
     /// What the CSV cannot say: the sweep, the price table's date, the seed, the grid's size and
-    /// the columns. The same for every shard of one grid.
-    pub fn meta_json(&self, spec: &super::SweepSpec) -> String {
-        let meta = serde_json::json!({
+    /// the columns. A shard's adds which shard it is, the version of forkcache that ran it and
+    /// the sweep's hash ([`spec_hash`]), so shards can be checked before they are joined.
+    #[allow(clippy::expect_used)] // the metadata is plain data: serializing it cannot fail
+    pub fn meta_json(&self, spec: &SweepSpec) -> String {
+        let mut meta = serde_json::json!({
             "sweep": self.name,
             "description": self.description,
             "prices_date": self.prices_date,
@@ -100,6 +147,12 @@ impl SweepResult {
             "columns": COLUMNS.as_slice(),
             "spec": spec,
         });
+        if self.shard != Shard::WHOLE {
+            let [shard, version, hash] = SHARD_KEYS;
+            meta[shard] = serde_json::json!({"index": self.shard.index, "count": self.shard.count});
+            meta[version] = env!("CARGO_PKG_VERSION").into();
+            meta[hash] = spec_hash(spec).into();
+        }
         serde_json::to_string_pretty(&meta).expect("the metadata serializes") + "\n"
     }
 }

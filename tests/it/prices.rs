@@ -1,8 +1,6 @@
 //! The price table as the endpoint, `replay` and `prices` use it: effective dates, unpriced
 //! models, fast mode and US-only inference. Every expected cost is written out by hand.
 
-use std::process::Command;
-
 use forkcache::billing::{InferenceGeo, PriceDate, Speed};
 use forkcache::endpoint::EndpointConfig;
 use serde_json::{Value, json};
@@ -66,16 +64,7 @@ fn us_only_inference_costs_a_tenth_more_and_is_reported_in_usage() {
 }
 
 fn forkcache(args: &[&str], stdin: &str) -> Value {
-    use std::io::Write as _;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_forkcache"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("written");
-    let output = child.wait_with_output().expect("it ends");
+    let output = crate::support::run_binary(args, stdin.as_bytes());
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("one JSON document")
 }

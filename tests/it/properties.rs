@@ -386,6 +386,7 @@ fn run(case: &Case, policy: Policy) -> Result<(), TestCaseError> {
         let call = Call {
             body: &bytes,
             api_key: Some(&api_key),
+            workspace: None,
             at: SimTime(request.at_ms),
             first_byte: request.first_byte_ms.map(SimTime),
             reply: Reply { output_tokens: Some(request.output_tokens), ..Reply::input_only() },

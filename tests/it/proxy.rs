@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use forkcache::billing::{PriceTable, Usage};
 use forkcache::calibrate::calibrate;
 use forkcache::endpoint::{EndpointConfig, MockEndpoint};
-use forkcache::proxy::{Proxy, ProxyConfig, ProxyStats, key_fingerprint};
+use forkcache::proxy::{Proxy, ProxyConfig, ProxyStats};
 use forkcache::replay::{ReplayConfig, replay};
 use forkcache::serve::{LatencyMode, Script, ServeConfig};
+use forkcache::trace::key_fingerprint;
 use serde_json::{Value, json};
 
 use crate::serve_harness::{Running, cached_request, client, on_own_runtime, post, sse_events};
@@ -85,9 +86,21 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A trace's envelopes (its session markers left out).
 pub fn trace_lines(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|line| line.get("forkcache_session").is_none())
+        .collect()
+}
+
+/// A trace's session markers.
+fn session_markers(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok()?.get("forkcache_session").cloned())
+        .collect()
 }
 
 /// The exact bytes of each line's `body` member.
@@ -95,10 +108,13 @@ fn raw_bodies(path: &Path) -> Vec<String> {
     #[derive(serde::Deserialize)]
     struct Line<'a> {
         #[serde(borrow)]
-        body: &'a serde_json::value::RawValue,
+        body: Option<&'a serde_json::value::RawValue>,
     }
     let text = std::fs::read_to_string(path).unwrap();
-    text.lines().map(|line| serde_json::from_str::<Line>(line).unwrap().body.get().to_string()).collect()
+    // Session markers have no body.
+    text.lines()
+        .filter_map(|line| Some(serde_json::from_str::<Line>(line).unwrap().body?.get().to_string()))
+        .collect()
 }
 
 /// `forkcache serve` tracing to DIR/serve.jsonl, and the proxy in front tracing to DIR/proxy.jsonl.
@@ -253,7 +269,7 @@ fn no_file_the_proxy_writes_holds_the_key() {
     let stats_page = crate::serve_harness::get(&agent, &proxy.url("/forkcache/stats")).body;
     let (stats, log) = proxy.stop();
     let trace = std::fs::read_to_string(dir.join("proxy.jsonl")).unwrap();
-    assert_eq!(trace.lines().count(), 2);
+    assert_eq!(trace.lines().count(), 3, "a session marker, then two exchanges");
     for (what, text) in
         [("trace", &trace), ("log", &log), ("stats", &stats_page), ("summary", &stats.to_table())]
     {
@@ -270,6 +286,79 @@ fn no_file_the_proxy_writes_holds_the_key() {
         assert_eq!(mode & 0o777, 0o600, "the trace is readable by its owner only");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each proxy run appends a session marker through the trace writer: the upstream named by its
+/// host alone (no scheme, port or path), never a key; a torn last line left by a crashed run gets
+/// its newline first; replay reads each run as its own timeline.
+#[test]
+fn each_run_starts_a_session_naming_the_upstream_host_only() {
+    let dir = scratch("sessions");
+    let path = dir.join("proxy.jsonl");
+    std::fs::write(&path, b"{\"at_ms\":0,\"body\":{\"model\"").unwrap();
+    let server = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let agent = client();
+    for run in 0..2 {
+        let proxy = RunningProxy::start(&server.url(""), Some(path.clone()));
+        post(&agent, &proxy.url("/v1/messages"), Some(KEY), turn(run, 0, false).as_bytes());
+        proxy.stop();
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains(KEY), "{text}");
+    let markers = session_markers(&path);
+    assert_eq!(markers.len(), 2);
+    for marker in &markers {
+        assert_eq!(marker["settings"]["upstream"], "127.0.0.1");
+        assert_eq!(marker["version"], env!("CARGO_PKG_VERSION"));
+    }
+    // The torn line stays one unreadable line of its own (before the first marker, with no
+    // request, so no session); the two runs read as two sessions, and the recorded usage agrees.
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), text.as_bytes()).unwrap();
+    assert_eq!((report.sessions, report.unreadable.len(), report.records.len()), (2, 1, 2));
+    let recorded = report.recorded.expect("usage recorded");
+    assert_eq!((recorded.compared, recorded.agreed), (2, 2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `/forkcache/stats` on the proxy follows serve's rule: asked with a key it shows that key's
+/// workspace alone; with `require_key`, asking without a key is a 401 in the API's shape.
+#[test]
+fn stats_asked_with_a_key_show_that_keys_workspace_alone() {
+    const OTHER: &str = "sk-ant-api03-OTHER-TENANT";
+    let server = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let proxy = RunningProxy::start_with(&server.url(""), |config| config.require_key = true);
+    let agent = client();
+    post(&agent, &proxy.url("/v1/messages"), Some(KEY), turn(1, 0, false).as_bytes());
+    post(&agent, &proxy.url("/v1/messages"), Some(OTHER), turn(2, 0, false).as_bytes());
+    // The journal counts an exchange after its response: wait until both are counted.
+    let stats_for = |key: &str| {
+        let response = agent.get(&proxy.url("/forkcache/stats")).header("x-api-key", key).call().unwrap();
+        serde_json::from_str::<Value>(&response.into_body().read_to_string().unwrap()).unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stats_for(OTHER)["workspaces"].as_object().unwrap().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mine = stats_for(KEY);
+    let workspaces: Vec<&String> = mine["workspaces"].as_object().unwrap().keys().collect();
+    assert_eq!(workspaces, [&key_fingerprint(KEY)], "{mine}");
+    assert_eq!(mine["workspaces"][key_fingerprint(KEY)]["exchanges"], 1);
+    assert!(mine.get("trace_write_errors").is_none(), "nothing proxy-wide for one tenant: {mine}");
+    let theirs = stats_for(OTHER);
+    let workspaces: Vec<&String> = theirs["workspaces"].as_object().unwrap().keys().collect();
+    assert_eq!(workspaces, [&key_fingerprint(OTHER)], "{theirs}");
+    let unauthenticated = agent
+        .get(&proxy.url("/forkcache/stats"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .call()
+        .unwrap();
+    assert_eq!(unauthenticated.status(), 401);
+    let body: Value = serde_json::from_str(&unauthenticated.into_body().read_to_string().unwrap()).unwrap();
+    assert_eq!(body["error"]["type"], "authentication_error");
+    let (stats, _) = proxy.stop();
+    assert_eq!(stats.workspaces.len(), 2);
 }
 
 #[test]

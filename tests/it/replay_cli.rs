@@ -10,10 +10,10 @@
 //! | 3 | 2 | envelope, key sk-b, first byte 5,000, D | 1,000 |
 //! | 4 | 3 | envelope, key sk-b, D | 4,999 |
 //! | 5 | 4 | envelope, key sk-b, D as a string | 5,000 |
-//! | 6 | 5 | not JSON | 5,000 + 30,000 gap = 35,000 |
+//! | 6 | – | not JSON: unreadable, skipped (exit 3) | – |
 //! | 7 | – | blank | – |
-//! | 8 | 6 | envelope, 5 markers | 6,000 |
-//! | 9 | 7 | raw body: D's block unmarked + a marked 100-token question | 6,000 + 30,000 = 36,000 |
+//! | 8 | 5 | envelope, 5 markers | 6,000 |
+//! | 9 | 6 | raw body: D's block unmarked + a marked 100-token question | 6,000 + 30,000 = 36,000 |
 
 use std::process::Command;
 
@@ -21,14 +21,15 @@ use serde_json::Value;
 
 const TRACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/replay_mixed.jsonl");
 
-/// The program's standard output for `replay TRACE --json` plus `flags`.
+/// The program's standard output for `replay TRACE --json` plus `flags`; it exits 3, as line 6
+/// is unreadable.
 fn replay_json(flags: &[&str]) -> Vec<u8> {
     let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
         .args(["replay", TRACE, "--json"])
         .args(flags)
         .output()
         .expect("the binary runs");
-    assert!(output.status.success(), "exit {:?}: {}", output.status, String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(3), "{}", String::from_utf8_lossy(&output.stderr));
     output.stdout
 }
 
@@ -61,9 +62,9 @@ fn replay_json_twice_gives_identical_bytes() {
 #[test]
 fn every_line_is_priced_in_start_time_order() {
     let requests = requests();
-    assert_eq!(requests.len(), 8, "blank lines are skipped");
+    assert_eq!(requests.len(), 7, "blank and unreadable lines are skipped");
     let starts: Vec<u64> = requests.iter().map(|r| r["at_ms"].as_u64().unwrap()).collect();
-    assert_eq!(starts, [0, 100, 1_000, 4_999, 5_000, 35_000, 6_000, 36_000]);
+    assert_eq!(starts, [0, 100, 1_000, 4_999, 5_000, 6_000, 36_000]);
     // 0: cold write. 1: at 100 the entry is not visible until 600 → written again.
     assert_eq!(usage(&requests[0]), [0, 10_000, 0, 0]);
     assert_eq!(usage(&requests[1]), [0, 10_000, 0, 0]);
@@ -74,26 +75,26 @@ fn every_line_is_priced_in_start_time_order() {
     assert_eq!(requests[2]["miss"], Value::Null);
     assert_eq!(usage(&requests[3]), [0, 10_000, 0, 0]);
     assert_eq!(usage(&requests[4]), [10_000, 0, 0, 0]);
-    // 7: the default workspace's entry (written at 0, rewritten at 100) is alive at 36,000:
+    // 6: the default workspace's entry (written at 0, rewritten at 100) is alive at 36,000:
     // read 10,000, write the question's 100.
-    assert_eq!(usage(&requests[7]), [10_000, 100, 0, 0]);
+    assert_eq!(usage(&requests[6]), [10_000, 100, 0, 0]);
 }
 
 #[test]
 fn a_malformed_line_is_reported_with_its_line_number_and_the_replay_goes_on() {
-    let requests = requests();
-    let error = &requests[5]["error"];
-    assert_eq!(error["type"], "invalid_request_error");
-    let message = error["message"].as_str().expect("a message");
-    assert!(message.starts_with("line 6: not JSON"), "{message}");
-    assert!(requests[5].get("usage").is_none());
-    assert!(requests[7].get("usage").is_some(), "the lines after it are priced");
+    let report: Value = serde_json::from_slice(&replay_json(&[])).unwrap();
+    let unreadable = report["unreadable"].as_array().expect("an unreadable list");
+    assert_eq!(unreadable.len(), 1);
+    assert_eq!(unreadable[0]["line"], 6);
+    let message = unreadable[0]["message"].as_str().expect("a message");
+    assert!(message.starts_with("not JSON"), "{message}");
+    assert!(report["requests"][6].get("usage").is_some(), "the lines after it are priced");
 }
 
 #[test]
 fn a_rejected_request_has_an_error_and_no_usage() {
     let requests = requests();
-    let rejected = requests[6].as_object().expect("an object");
+    let rejected = requests[5].as_object().expect("an object");
     assert_eq!(rejected["error"]["type"], "invalid_request_error");
     assert_eq!(
         rejected["error"]["message"],
@@ -105,6 +106,6 @@ fn a_rejected_request_has_an_error_and_no_usage() {
     let report: Value = serde_json::from_slice(&replay_json(&[])).unwrap();
     assert_eq!(
         (report["totals"]["requests"].as_u64(), report["totals"]["rejected"].as_u64()),
-        (Some(6), Some(2))
+        (Some(6), Some(1))
     );
 }

@@ -522,9 +522,10 @@ mod properties {
             let mut endpoint = MockEndpoint::new(config.endpoint, PriceTable::builtin()).unwrap();
             for record in &a.records {
                 let reply = Reply { output_tokens: Some(record.record.usage.output_tokens), ..Reply::input_only() };
-                let api_key = Some(record.record.workspace.as_str()).filter(|w| *w != "default");
+                let workspace = Some(record.record.workspace.as_str()).filter(|w| *w != "default");
                 let body = record.body.as_ref().unwrap();
-                let call = Call { body: body.as_bytes(), api_key, at: record.record.at, first_byte: None, reply };
+                let call =
+                    Call { body: body.as_bytes(), api_key: None, workspace, at: record.record.at, first_byte: None, reply };
                 let wire = endpoint.handle(call).unwrap().record;
                 prop_assert_eq!(&wire, &record.record, "request {} ({}) of {}", record.index, record.agent, json);
             }

@@ -32,9 +32,16 @@ fn views_over_shared_blocks_price_exactly_like_the_wire_bytes() {
             let body = record.body.as_ref().unwrap();
             let reply =
                 Reply { output_tokens: Some(record.record.usage.output_tokens), ..Reply::input_only() };
-            // A remote agent's requests came from another workspace: send them with its key.
-            let api_key = Some(record.record.workspace.as_str()).filter(|w| *w != "default");
-            let call = Call { body: body.as_bytes(), api_key, at: record.record.at, first_byte: None, reply };
+            // A remote agent's requests came from another workspace: send them in it.
+            let workspace = Some(record.record.workspace.as_str()).filter(|w| *w != "default");
+            let call = Call {
+                body: body.as_bytes(),
+                api_key: None,
+                workspace,
+                at: record.record.at,
+                first_byte: None,
+                reply,
+            };
             let wire = endpoint.handle(call).unwrap().record;
             assert_eq!(wire, record.record, "{} request {} ({})", fixture.name, record.index, record.agent);
         }

@@ -14,6 +14,7 @@ use forkcache::clock::LatencyModel;
 use forkcache::endpoint::EndpointConfig;
 use forkcache::replay::{ReplayConfig, replay};
 use forkcache::serve::{LatencyMode, Script, ServeConfig};
+use forkcache::trace::key_fingerprint;
 use forkcache::{ErrorKind, MissCause};
 use serde_json::{Value, json};
 
@@ -73,7 +74,7 @@ fn repeated_request_flips_from_cache_write_to_read_in_json_and_sse() {
     assert_eq!(end, Usage::new(HI_TOKENS, 2_000, 0, 0, REPLY_TOKENS), "message_delta is cumulative");
 
     let summary = server.stop();
-    let k1 = &summary.stats.workspaces["k1"];
+    let k1 = &summary.stats.workspaces[&key_fingerprint("k1")];
     assert_eq!((k1.requests, k1.rejected), (2, 0));
     // 7×3,000 + 2,000×3,750 + 12×15,000 = 7,701,000; then 7×3,000 + 2,000×300 + 12×15,000 = 801,000.
     assert_eq!(k1.cost.total_nanousd(), 8_502_000);
@@ -146,7 +147,10 @@ fn with_modelled_latency_a_child_arriving_before_the_parents_first_byte_misses()
     let late = post(&client(), &url, Some("k"), child_two.as_bytes());
     assert_eq!(late.usage(), Usage::new(0, 2_500, 450, 0, REPLY_TOKENS));
     let summary = server.stop();
-    assert_eq!(summary.stats.workspaces["k"].misses.get(&MissCause::NotYetVisible), Some(&1));
+    assert_eq!(
+        summary.stats.workspaces[&key_fingerprint("k")].misses.get(&MissCause::NotYetVisible),
+        Some(&1)
+    );
 }
 
 const SCRIPT: &str = r#"{"rules": [
@@ -275,7 +279,11 @@ fn trace_replays_to_exactly_the_usage_the_server_returned_errors_included() {
     let summary = server.stop();
 
     let text = std::fs::read_to_string(&trace).unwrap();
-    assert_eq!(text.lines().count(), returned.len(), "one line per Messages request");
+    assert_eq!(
+        text.lines().count(),
+        1 + returned.len(),
+        "a session marker, then one line per Messages request"
+    );
     let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
     let replayed: Vec<Result<Usage, String>> = report
         .records
@@ -367,7 +375,7 @@ fn bad_input_gets_the_apis_errors_and_never_stops_the_server() {
     let answer = get(&agent, &server.url("/v1/nothing"));
     assert_eq!((answer.status, answer.error().0.as_str()), (404, "not_found_error"));
     let answer = get(&agent, &url);
-    assert_eq!((answer.status, answer.error().0.as_str()), (404, "not_found_error"));
+    assert_eq!((answer.status, answer.error().0.as_str()), (405, "invalid_request_error"));
     assert_eq!(post(&agent, &url, Some("k"), valid.as_bytes()).status, 200);
 }
 
@@ -397,7 +405,7 @@ fn count_tokens_models_root_and_stats() {
 
     let stats = get(&agent, &server.url("/forkcache/stats")).json();
     assert_eq!(stats["count_tokens_requests"], 1);
-    let k = &stats["workspaces"]["k"];
+    let k = &stats["workspaces"][key_fingerprint("k")];
     assert_eq!(k["requests"], 1);
     assert_eq!(k["usage"]["cache_creation_input_tokens"], 2_000);
     // 7×3,000 + 2,000×3,750 + 12×15,000 = 7,701,000 nano-dollars.
@@ -414,7 +422,7 @@ fn rejected_request_is_counted_against_its_keys_workspace() {
     assert_eq!(answer.status, 400);
     assert_eq!(ErrorKind::from_status(answer.status), ErrorKind::InvalidRequest);
     let summary = server.stop();
-    assert_eq!(summary.stats.workspaces["team-a"].rejected, 1);
+    assert_eq!(summary.stats.workspaces[&key_fingerprint("team-a")].rejected, 1);
 }
 
 /// A fresh path under the target directory's temp area.

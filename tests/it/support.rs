@@ -161,6 +161,7 @@ impl Client {
         let call = Call {
             body: &bytes,
             api_key: opts.api_key,
+            workspace: None,
             at: SimTime(at_ms),
             first_byte: opts.first_byte_ms.map(SimTime),
             reply: Reply { output_tokens: Some(opts.output_tokens), ..Reply::input_only() },
@@ -223,4 +224,18 @@ pub fn check_steps(client: &mut Client, steps: &[Step]) -> Vec<Record> {
             record
         })
         .collect()
+}
+
+/// Runs the `forkcache` binary with `args`, `stdin` on its standard input, to completion.
+pub fn run_binary(args: &[&str], stdin: &[u8]) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    child.stdin.take().expect("a stdin").write_all(stdin).expect("stdin written");
+    child.wait_with_output().expect("the binary finishes")
 }

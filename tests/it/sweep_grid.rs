@@ -140,7 +140,7 @@ fn anthropic_billing_in_nano_dollars() {
 
 /// 2 histories × 3 fork counts × (2 policies × 2 launches for forks, 2 policies for named)
 /// × 2 idle gaps = 72 cells, small enough for a debug build.
-const SMALL: &str = r#"{
+pub(crate) const SMALL: &str = r#"{
   "name": "small",
   "scenario": {"seed": 5, "bill_output": false},
   "fork": {"tool_use_tokens": 100, "placeholder_tokens": 50, "directive_tokens": 100},
@@ -154,7 +154,7 @@ const SMALL: &str = r#"{
   }
 }"#;
 
-fn small_csv(options: SweepOptions) -> String {
+pub(crate) fn small_csv(options: SweepOptions) -> String {
     let spec = SweepSpec::from_json(SMALL).unwrap();
     run(&spec, &options, &PriceTable::builtin(), || {}).expect("the small grid runs").to_csv()
 }

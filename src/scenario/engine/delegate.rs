@@ -101,6 +101,7 @@ impl Engine<'_> {
 
     /// Runs the queue (other background agents included, in start order) until `child`, queued
     /// at `at`, has sent its last request; returns when that request completes.
+    #[allow(clippy::expect_used)] // the child stays queued until it finishes
     fn run_to_end(&mut self, child: usize, at: SimTime) -> Result<SimTime, ScenarioError> {
         self.schedule(at, child);
         while self.children[child].finished_at.is_none() {
@@ -190,6 +191,7 @@ impl Engine<'_> {
 
     /// The parent sends a named agent a new prompt; it continues its own transcript, the
     /// parent waiting.
+    #[allow(clippy::expect_used)] // an unfinished child is always queued (validate_resume checked the index)
     pub(super) fn resume(&mut self, spec: &ResumeSpec) -> Result<(), ScenarioError> {
         self.drain(Some(self.now))?;
         let child = self.named_children[spec.named - 1];

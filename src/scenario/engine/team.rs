@@ -228,6 +228,7 @@ impl Engine<'_> {
         Ok(())
     }
 
+    #[allow(clippy::expect_used)] // a permission request is answered only while its call waits
     fn answer(&mut self, team: &mut Team<'_>, mail: Mail, at: SimTime) {
         let spec = team.spec;
         match mail {

@@ -1,0 +1,93 @@
+//! `import --trace PROXY.jsonl`: a proxy's trace joined with the transcripts by request id. The
+//! transcripts give the chain structure, the proxy the bytes: each break gets the first
+//! divergence between its request and its chain's previous one (byte offset, JSON path, part).
+//!
+//! Only the bodies a break needs are kept: the trace is streamed once, after the breaks are
+//! known.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::verify::{Divergence, cache_order, first_divergence};
+
+use super::report::ImportReport;
+use super::transcript::Chain;
+
+/// A trace line, as far as the join goes.
+#[derive(Deserialize)]
+struct ProxyLine<'a> {
+    #[serde(borrow)]
+    request_id: Option<&'a str>,
+    #[serde(borrow)]
+    body: Option<&'a RawValue>,
+}
+
+/// What joining found.
+#[derive(Clone, Debug, Default)]
+pub struct Join {
+    /// Break request id → where its prompt first left the previous request's.
+    pub divergences: BTreeMap<String, Divergence>,
+    /// Breaks whose request, or whose chain's previous request, the trace does not hold.
+    pub unmatched_breaks: u64,
+    /// Trace lines that were not readable envelopes.
+    pub skipped_lines: u64,
+}
+
+/// (break request id, the chain's previous request id) for every observed break.
+fn break_pairs(report: &ImportReport) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    for session in &report.sessions {
+        let mut previous: BTreeMap<&Chain, &str> = BTreeMap::new();
+        for request in &session.session.requests {
+            let r = &request.request;
+            if let (Some(_), Some(before)) = (request.break_, previous.get(&r.chain)) {
+                pairs.push((r.request_id.clone(), (*before).to_string()));
+            }
+            previous.insert(&r.chain, &r.request_id);
+        }
+    }
+    pairs
+}
+
+/// Streams the proxy trace and finds each break's first divergence.
+pub fn join(report: &ImportReport, trace: impl BufRead) -> std::io::Result<Join> {
+    let pairs = break_pairs(report);
+    let wanted: BTreeSet<&str> = pairs.iter().flat_map(|(a, b)| [a.as_str(), b.as_str()]).collect();
+    let mut bodies: BTreeMap<String, String> = BTreeMap::new();
+    let mut join = Join::default();
+    for line in trace.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Ok(parsed) = serde_json::from_str::<ProxyLine>(&line) else {
+            join.skipped_lines += 1;
+            continue;
+        };
+        if let (Some(id), Some(body)) = (parsed.request_id, parsed.body) {
+            if wanted.contains(id) {
+                bodies.insert(id.to_string(), body_text(body));
+            }
+        }
+    }
+    for (this, before) in &pairs {
+        let segments = |id: &str| bodies.get(id).and_then(|body| cache_order(body).ok());
+        match (segments(before), segments(this)) {
+            (Some(a), Some(b)) => {
+                if let Some(divergence) = first_divergence(&a, &b) {
+                    join.divergences.insert(this.clone(), divergence);
+                }
+            }
+            _ => join.unmatched_breaks += 1,
+        }
+    }
+    Ok(join)
+}
+
+/// An envelope's body: an object as its bytes, a string as the text it holds.
+fn body_text(body: &RawValue) -> String {
+    serde_json::from_str::<String>(body.get()).unwrap_or_else(|_| body.get().to_string())
+}

@@ -1,0 +1,637 @@
+//! Claude Code session transcripts (`~/.claude/projects/…/*.jsonl`) → the requests they record.
+//!
+//! The reader follows the rules of the transcript reference: a streamed reply is written as
+//! several lines sharing `requestId`, of which the **last** holds the final usage; file order is
+//! not time order, so requests are ordered by their first line's timestamp; every chain (`main`,
+//! or `agent:<agentId>` for a sub-agent, whether read from its own file or echoed into the main
+//! file by `agent_progress`) is its own cache stream; `<synthetic>` lines are not requests.
+//! Unreadable lines, unknown line kinds and unknown usage fields are counted, never fatal.
+//!
+//! Files are read line by line, so memory grows with the number of requests, not with bytes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::billing::{self, Modifiers, Usage};
+
+/// Milliseconds since 1970-01-01T00:00:00Z.
+pub type EpochMs = i64;
+
+/// Which cache stream a request belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Chain {
+    /// The session's own conversation.
+    Main,
+    /// A sub-agent's conversation, by agent id.
+    Agent(String),
+}
+
+impl Chain {
+    /// `main` or `agent:<id>`.
+    pub fn name(&self) -> String {
+        match self {
+            Chain::Main => "main".to_string(),
+            Chain::Agent(id) => format!("agent:{id}"),
+        }
+    }
+}
+
+/// Something seen in a chain between two of its requests that can move the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Event {
+    /// A `compact_boundary`: the history was replaced by a summary of `pre_tokens` of context.
+    Compacted {
+        /// `compactMetadata.preTokens`: what the summarising call read.
+        pre_tokens: u64,
+    },
+    /// A `deferred_tools_delta` attachment: tool search loaded tools into the prompt.
+    ToolSearchLoaded,
+    /// An `mcp_instructions_delta` attachment.
+    McpInstructionsChanged,
+    /// A user line carrying a background agent's `<task-notification>`.
+    TaskNotification,
+}
+
+/// A sub-agent chain's origin: the request whose `Agent` tool call spawned it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spawn {
+    /// The spawning request's id.
+    pub request_id: String,
+}
+
+/// The usage object as recorded, and the figures read from it.
+#[derive(Clone, Debug)]
+pub struct RecordedUsage {
+    /// The object exactly as the transcript holds it (extra fields such as `speed`,
+    /// `inference_geo` or `iterations` included); `None` when the reader was told not to keep it.
+    pub raw: Option<Box<RawValue>>,
+    /// Its token counts. Without a `cache_creation` split (Claude Code 1.0.x) every write is
+    /// counted as a 5-minute write.
+    pub usage: Usage,
+    /// The settings that change its price (`speed`, `inference_geo`, a batch tier).
+    pub modifiers: Modifiers,
+    /// False when the object had no `cache_creation` split.
+    pub split_known: bool,
+}
+
+/// One API request, as the transcripts record it.
+#[derive(Clone, Debug)]
+pub struct TranscriptRequest {
+    /// `requestId` (or `message.id` when a line has none).
+    pub request_id: String,
+    /// The session the request belongs to (a sub-agent's is its parent's).
+    pub session_id: String,
+    /// Its cache stream.
+    pub chain: Chain,
+    /// `message.model`.
+    pub model: String,
+    /// The timestamp of its first line.
+    pub first_line_ms: EpochMs,
+    /// When it started: the user / tool_result line it answers, else its first line.
+    pub start_ms: EpochMs,
+    /// Its first line's timestamp as written (ISO 8601).
+    pub at: String,
+    /// The last line's usage.
+    pub recorded: RecordedUsage,
+    /// What happened in its chain since the chain's previous request (file order).
+    pub events: Vec<Event>,
+}
+
+/// What reading the transcripts counted besides requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Lines read.
+    pub lines: u64,
+    /// Lines that were not JSON objects (a torn last line included).
+    pub skipped_lines: u64,
+    /// Notes about skipped lines (`file:line: why`).
+    pub notes: Vec<String>,
+    /// Lines whose `type` the reader does not know, by type.
+    pub unknown_line_kinds: BTreeMap<String, u64>,
+    /// Usage fields the reader does not know (kept in `raw`, not priced), by name.
+    pub unknown_usage_fields: BTreeMap<String, u64>,
+    /// `<synthetic>` assistant lines dropped.
+    pub synthetic_lines: u64,
+    /// Assistant lines that repeated a request already seen (streamed blocks, echoes, a fork
+    /// child's inherited copies of its parent's lines).
+    pub duplicate_lines: u64,
+}
+
+/// Every request of a set of transcript files, deduplicated by request id.
+#[derive(Clone, Debug, Default)]
+pub struct Transcripts {
+    /// Requests ordered by (session, first line's timestamp, request id).
+    pub requests: Vec<TranscriptRequest>,
+    /// Sub-agent chains linked to the request that spawned them, by (session, agent id).
+    pub spawns: BTreeMap<(String, String), Spawn>,
+    /// Counters.
+    pub stats: ReadStats,
+}
+
+impl Transcripts {
+    /// Keeps the requests whose first line falls on a day (UTC, `YYYY-MM-DD`) in the range.
+    pub fn retain_days(&mut self, since: Option<&str>, until: Option<&str>) {
+        self.requests.retain(|r| {
+            let day = day_of(&r.at);
+            since.is_none_or(|since| day >= since) && until.is_none_or(|until| day <= until)
+        });
+    }
+}
+
+/// Line kinds that hold no request and need no handling.
+const BOOKKEEPING_KINDS: &[&str] = &[
+    "summary",
+    "queue-operation",
+    "file-history-snapshot",
+    "custom-title",
+    "agent-name",
+    "last-prompt",
+    "permission-mode",
+    "pr-link",
+    "ai-title",
+    "tag",
+    "mode",
+    "worktree-state",
+    "fork-context-ref",
+];
+
+/// Usage fields the reader knows.
+const KNOWN_USAGE_FIELDS: &[&str] = &[
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "cache_creation",
+    "service_tier",
+    "server_tool_use",
+    "speed",
+    "inference_geo",
+    "iterations",
+];
+
+/// Tool names that spawn a sub-agent.
+const SPAWNING_TOOLS: &[&str] = &["Agent", "Task"];
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<&'a str>,
+    #[serde(borrow)]
+    subtype: Option<&'a str>,
+    #[serde(borrow)]
+    timestamp: Option<&'a str>,
+    #[serde(rename = "requestId", borrow)]
+    request_id: Option<&'a str>,
+    #[serde(rename = "sessionId", borrow)]
+    session_id: Option<&'a str>,
+    #[serde(rename = "agentId", borrow)]
+    agent_id: Option<&'a str>,
+    #[serde(rename = "isSidechain")]
+    is_sidechain: Option<bool>,
+    #[serde(borrow)]
+    uuid: Option<&'a str>,
+    #[serde(rename = "parentUuid", borrow)]
+    parent_uuid: Option<&'a str>,
+    #[serde(borrow)]
+    message: Option<MessagePart<'a>>,
+    #[serde(borrow)]
+    data: Option<&'a RawValue>,
+    #[serde(borrow)]
+    attachment: Option<Attachment<'a>>,
+    #[serde(rename = "compactMetadata")]
+    compact_metadata: Option<CompactMetadata>,
+    #[serde(rename = "toolUseResult", borrow)]
+    tool_use_result: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct MessagePart<'a> {
+    #[serde(borrow)]
+    id: Option<&'a str>,
+    #[serde(borrow)]
+    model: Option<&'a str>,
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Attachment<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+struct CompactMetadata {
+    #[serde(rename = "preTokens")]
+    pre_tokens: Option<u64>,
+}
+
+/// `progress` lines: `agent_progress` echoes a sub-agent's assistant line.
+#[derive(Deserialize)]
+struct ProgressData<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<&'a str>,
+    #[serde(rename = "agentId", borrow)]
+    agent_id: Option<&'a str>,
+    #[serde(borrow)]
+    message: Option<&'a RawValue>,
+}
+
+/// A content block, as far as spawning and notifications go.
+#[derive(Deserialize)]
+struct ContentBlock<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<&'a str>,
+    #[serde(borrow)]
+    id: Option<&'a str>,
+    #[serde(borrow)]
+    name: Option<&'a str>,
+    #[serde(borrow)]
+    tool_use_id: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+struct ToolUseResult<'a> {
+    #[serde(rename = "agentId", borrow)]
+    agent_id: Option<&'a str>,
+}
+
+/// Where a file's lines belong when they do not say.
+#[derive(Clone, Debug, Default)]
+struct FileContext {
+    /// The file's name, for notes.
+    name: String,
+    /// The agent id a sub-agent file's name gives (`agent-<id>.jsonl`).
+    agent_id: Option<String>,
+}
+
+/// Reads transcript files one at a time and gathers their requests.
+pub struct TranscriptReader {
+    requests: Vec<TranscriptRequest>,
+    by_id: HashMap<String, usize>,
+    // Per (session, chain): events since its last request, and the uuid → timestamp of the
+    // user lines it may answer.
+    pending_events: HashMap<(String, Chain), Vec<Event>>,
+    user_times: HashMap<String, EpochMs>,
+    // Agent tool_use id → the request that made it; agent ids named by tool results.
+    spawning_calls: HashMap<String, (String, String)>,
+    spawns: BTreeMap<(String, String), Spawn>,
+    stats: ReadStats,
+    keep_raw_usage: bool,
+}
+
+impl Default for TranscriptReader {
+    fn default() -> Self {
+        TranscriptReader::new()
+    }
+}
+
+impl TranscriptReader {
+    /// A reader with nothing read, keeping each request's usage object as recorded.
+    pub fn new() -> TranscriptReader {
+        TranscriptReader {
+            requests: Vec::new(),
+            by_id: HashMap::new(),
+            pending_events: HashMap::new(),
+            user_times: HashMap::new(),
+            spawning_calls: HashMap::new(),
+            spawns: BTreeMap::new(),
+            stats: ReadStats::default(),
+            keep_raw_usage: true,
+        }
+    }
+
+    /// Whether to keep each usage object as recorded (for `--json`); without it a request costs
+    /// a few hundred bytes less.
+    pub fn keep_raw_usage(mut self, keep: bool) -> TranscriptReader {
+        self.keep_raw_usage = keep;
+        self
+    }
+
+    /// Reads one file's lines. `name` is used in notes only; a name `agent-<id>.jsonl` makes the
+    /// file's lines belong to chain `agent:<id>` when they do not name their agent.
+    pub fn read(&mut self, name: &str, input: impl BufRead) -> std::io::Result<()> {
+        let context = FileContext { name: name.to_string(), agent_id: agent_id_of_file_name(name) };
+        let mut input = input;
+        let mut text = String::new();
+        let mut number = 0usize;
+        loop {
+            text.clear();
+            if input.read_line(&mut text)? == 0 {
+                break;
+            }
+            number += 1;
+            let torn = !text.ends_with('\n');
+            let line = text.trim();
+            if line.is_empty() {
+                continue;
+            }
+            self.stats.lines += 1;
+            if let Err(why) = self.read_line(&context, line) {
+                self.skip(&context, number, if torn { "torn last line" } else { why });
+            }
+        }
+        Ok(())
+    }
+
+    /// The requests gathered, in order.
+    pub fn finish(self) -> Transcripts {
+        let mut requests = self.requests;
+        requests.sort_by(|a, b| {
+            (&a.session_id, a.first_line_ms, &a.request_id).cmp(&(
+                &b.session_id,
+                b.first_line_ms,
+                &b.request_id,
+            ))
+        });
+        Transcripts { requests, spawns: self.spawns, stats: self.stats }
+    }
+
+    fn skip(&mut self, context: &FileContext, number: usize, why: &str) {
+        self.stats.skipped_lines += 1;
+        self.stats.notes.push(format!("{}:{number}: {why}", context.name));
+    }
+
+    fn read_line(&mut self, context: &FileContext, text: &str) -> Result<(), &'static str> {
+        let line: Line = serde_json::from_str(text).map_err(|_| "not a JSON object")?;
+        let session = line.session_id.unwrap_or_default().to_string();
+        let chain = chain_of(&line, context);
+        match line.kind.unwrap_or_default() {
+            "assistant" => self.read_assistant(&line, session, chain),
+            "user" => self.read_user(&line, session, chain),
+            "system" => {
+                if line.subtype == Some("compact_boundary") {
+                    let pre_tokens = line.compact_metadata.as_ref().and_then(|m| m.pre_tokens).unwrap_or(0);
+                    self.push_event(session, chain, Event::Compacted { pre_tokens });
+                }
+                Ok(())
+            }
+            "attachment" => {
+                let event = match line.attachment.as_ref().and_then(|a| a.kind) {
+                    Some("deferred_tools_delta") => Some(Event::ToolSearchLoaded),
+                    Some("mcp_instructions_delta") => Some(Event::McpInstructionsChanged),
+                    _ => None,
+                };
+                if let Some(event) = event {
+                    self.push_event(session, chain, event);
+                }
+                Ok(())
+            }
+            "progress" => self.read_progress(&line, session),
+            kind if BOOKKEEPING_KINDS.contains(&kind) => Ok(()),
+            kind => {
+                *self.stats.unknown_line_kinds.entry(kind.to_string()).or_insert(0) += 1;
+                Ok(())
+            }
+        }
+    }
+
+    fn push_event(&mut self, session: String, chain: Chain, event: Event) {
+        self.pending_events.entry((session, chain)).or_default().push(event);
+    }
+
+    /// A user line: a turn or tool results. Remembers its time (a request answers it), links
+    /// sub-agents named by `Agent` tool results, and notes task notifications.
+    fn read_user(&mut self, line: &Line, session: String, chain: Chain) -> Result<(), &'static str> {
+        if let (Some(uuid), Some(at)) = (line.uuid, line.timestamp.and_then(parse_timestamp)) {
+            self.user_times.insert(uuid.to_string(), at);
+        }
+        let content = line.message.as_ref().and_then(|m| m.content).map_or("", |c| c.get());
+        if content.contains("<task-notification>") {
+            self.push_event(session.clone(), chain.clone(), Event::TaskNotification);
+        }
+        if !content.contains("tool_result") {
+            return Ok(());
+        }
+        let spawned_by = blocks(content)
+            .into_iter()
+            .filter(|block| block.kind == Some("tool_result"))
+            .find_map(|block| self.spawning_calls.get(block.tool_use_id?).cloned());
+        let agent_id = line
+            .tool_use_result
+            .and_then(|raw| serde_json::from_str::<ToolUseResult>(raw.get()).ok())
+            .and_then(|result| result.agent_id.map(str::to_string))
+            .or_else(|| agent_id_in_text(content));
+        if let (Some((spawn_session, request_id)), Some(agent_id)) = (spawned_by, agent_id) {
+            self.spawns.entry((spawn_session, agent_id)).or_insert(Spawn { request_id });
+        }
+        Ok(())
+    }
+
+    /// A `progress` line: an `agent_progress` echo is the sub-agent's assistant line.
+    fn read_progress(&mut self, line: &Line, session: String) -> Result<(), &'static str> {
+        let Some(data) = line.data else { return Ok(()) };
+        let Ok(data) = serde_json::from_str::<ProgressData>(data.get()) else { return Ok(()) };
+        let (Some("agent_progress"), Some(agent_id), Some(message)) =
+            (data.kind, data.agent_id, data.message)
+        else {
+            return Ok(());
+        };
+        let inner: Line =
+            serde_json::from_str(message.get()).map_err(|_| "agent_progress message is not an object")?;
+        if inner.kind != Some("assistant") {
+            return Ok(());
+        }
+        let session = inner.session_id.map_or(session, str::to_string);
+        self.read_assistant(&inner, session, Chain::Agent(agent_id.to_string()))
+    }
+
+    fn read_assistant(&mut self, line: &Line, session: String, chain: Chain) -> Result<(), &'static str> {
+        let Some(message) = &line.message else { return Err("assistant line without a message") };
+        let model = message.model.unwrap_or_default();
+        if model == "<synthetic>" {
+            self.stats.synthetic_lines += 1;
+            return Ok(());
+        }
+        let Some(usage) = message.usage else { return Err("assistant line without message.usage") };
+        let id = line.request_id.or(message.id).ok_or("assistant line without requestId or message.id")?;
+        let at_text = line.timestamp.ok_or("assistant line without a timestamp")?;
+        let first_line_ms = parse_timestamp(at_text).ok_or("timestamp is not ISO 8601")?;
+        let recorded = self.recorded_usage(usage)?;
+        if let Some(content) = message.content {
+            self.note_spawning_calls(content.get(), &session, id);
+        }
+        // A user line is answered once: its time leaves the map, so the map stays small.
+        let start_ms =
+            line.parent_uuid.and_then(|uuid| self.user_times.remove(uuid)).unwrap_or(first_line_ms);
+        if let Some(&index) = self.by_id.get(id) {
+            self.stats.duplicate_lines += 1;
+            if self.requests[index].chain == chain {
+                // A later line of the same request: its usage is the final one.
+                self.requests[index].recorded = recorded;
+            } else if chain == Chain::Main {
+                // A fork child's file copies the parent's lines it inherits; the main chain's
+                // own line says where the request belongs and what it used.
+                let events = self.pending_events.remove(&(session, Chain::Main)).unwrap_or_default();
+                let existing = &mut self.requests[index];
+                existing.chain = Chain::Main;
+                existing.recorded = recorded;
+                existing.start_ms = start_ms.min(first_line_ms);
+                existing.events = events;
+            }
+            return Ok(());
+        }
+        let events = self.pending_events.remove(&(session.clone(), chain.clone())).unwrap_or_default();
+        self.by_id.insert(id.to_string(), self.requests.len());
+        self.requests.push(TranscriptRequest {
+            request_id: id.to_string(),
+            session_id: session,
+            chain,
+            model: model.to_string(),
+            first_line_ms,
+            start_ms: start_ms.min(first_line_ms),
+            at: at_text.to_string(),
+            recorded,
+            events,
+        });
+        Ok(())
+    }
+
+    fn note_spawning_calls(&mut self, content: &str, session: &str, request_id: &str) {
+        if !content.contains("tool_use") {
+            return;
+        }
+        for block in blocks(content) {
+            if let (Some("tool_use"), Some(name), Some(id)) = (block.kind, block.name, block.id) {
+                if SPAWNING_TOOLS.contains(&name) {
+                    self.spawning_calls.insert(id.to_string(), (session.to_string(), request_id.to_string()));
+                }
+            }
+        }
+    }
+
+    /// The usage object as recorded, read by the price table's own reader.
+    fn recorded_usage(&mut self, raw: &RawValue) -> Result<RecordedUsage, &'static str> {
+        let value: serde_json::Value =
+            serde_json::from_str(raw.get()).map_err(|_| "message.usage is not JSON")?;
+        if let Some(object) = value.as_object() {
+            for name in object.keys().filter(|name| !KNOWN_USAGE_FIELDS.contains(&name.as_str())) {
+                *self.stats.unknown_usage_fields.entry(name.clone()).or_insert(0) += 1;
+            }
+        }
+        let read =
+            billing::RecordedUsage::from_value(value).map_err(|_| "message.usage is not a usage object")?;
+        Ok(RecordedUsage {
+            raw: self.keep_raw_usage.then(|| raw.to_owned()),
+            usage: read.usage,
+            modifiers: read.modifiers,
+            split_known: read.ttl_split_known,
+        })
+    }
+}
+/// The agent id of sidechain lines that name no agent (Claude Code 2.0 wrote some into the
+/// session file): one chain of their own, never the main chain.
+pub const UNNAMED_SIDECHAIN: &str = "sidechain";
+
+/// The chain a line belongs to: its `agentId` (or its file's) when it is a sidechain.
+fn chain_of(line: &Line, context: &FileContext) -> Chain {
+    let agent = line.agent_id.map(str::to_string).or_else(|| context.agent_id.clone());
+    match (line.is_sidechain, agent) {
+        (Some(true), Some(id)) => Chain::Agent(id),
+        (Some(true), None) => Chain::Agent(UNNAMED_SIDECHAIN.to_string()),
+        (None, Some(id)) if context.agent_id.is_some() => Chain::Agent(id),
+        _ => Chain::Main,
+    }
+}
+
+/// `agent-<id>.jsonl` → `<id>`.
+fn agent_id_of_file_name(name: &str) -> Option<String> {
+    let file = name.rsplit(['/', '\\']).next()?;
+    let id = file.strip_prefix("agent-")?.strip_suffix(".jsonl")?;
+    (!id.is_empty()).then(|| id.to_string())
+}
+
+/// The blocks of a content array (a string content has none).
+fn blocks(content: &str) -> Vec<ContentBlock<'_>> {
+    serde_json::from_str(content).unwrap_or_default()
+}
+
+/// `agentId: <id>` in a tool result's text, the form Claude Code writes for the model.
+fn agent_id_in_text(content: &str) -> Option<String> {
+    let rest = &content[content.find("agentId: ")? + "agentId: ".len()..];
+    let id: String =
+        rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+    (!id.is_empty()).then_some(id)
+}
+
+/// `2026-04-02T08:45:12.345Z` (fraction and `Z` optional, or a `±hh:mm` offset) → ms since the
+/// epoch.
+pub fn parse_timestamp(text: &str) -> Option<EpochMs> {
+    let bytes = text.as_bytes();
+    if bytes.len() < 19 || bytes[4] != b'-' || bytes[7] != b'-' || bytes[10] != b'T' {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut millis = 0i64;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        let padded = format!("{:0<3}", &fraction[..digits.min(3)]);
+        millis = padded.parse().ok()?;
+        rest = &fraction[digits..];
+    }
+    let offset_minutes = match rest {
+        "" | "Z" => 0,
+        _ => {
+            let sign = match rest.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let hours: i64 = rest.get(1..3)?.parse().ok()?;
+            let minutes: i64 = rest.get(4..6)?.parse().ok()?;
+            sign * (hours * 60 + minutes)
+        }
+    };
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+    Some(seconds * 1000 + millis)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let shifted_month = (month + 9) % 12;
+    let day_of_year = (153 * shifted_month + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// `YYYY-MM-DD` of an ISO timestamp (the day its requests are totalled under).
+pub fn day_of(at: &str) -> &str {
+    at.get(..10).unwrap_or(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_epoch_milliseconds() {
+        // 2026-04-02: 20,545 days after 1970-01-01 (56 years incl. 14 leap days = 20,454, plus
+        // 91 days of Jan–Mar 2026 = 20,545). 08:45:12.345 = 31,512,345 ms.
+        assert_eq!(parse_timestamp("2026-04-02T08:45:12.345Z"), Some(20_545 * 86_400_000 + 31_512_345));
+        assert_eq!(parse_timestamp("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_timestamp("1970-01-01T01:00:00+01:00"), Some(0));
+        assert_eq!(parse_timestamp("1970-01-01T00:00:00.5Z"), Some(500));
+        assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn agent_file_names_give_the_agent_id() {
+        assert_eq!(agent_id_of_file_name("s/subagents/agent-a1b2.jsonl").as_deref(), Some("a1b2"));
+        assert_eq!(agent_id_of_file_name("session.jsonl"), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! Accepting connections, with the limits a public server needs: at most `max_connections` open
+//! at once (a semaphore taken before each accept, so an overload waits in the kernel's backlog
+//! instead of exhausting file descriptors), headers within `header_timeout` (hyper's header-read
+//! timer, which also bounds the wait for the next request on a kept-alive connection), and no
+//! connection left without progress in either direction for `idle_timeout` (a client that stops
+//! reading its response, or goes silent, is closed). The body's own deadline is in `http`.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::time::{Instant, Sleep};
+
+/// Connection limits (see [`super::ServeConfig`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_connections: usize,
+}
+
+/// Serves `router` on `listener` until `stopping` completes, then waits for open connections to
+/// finish their in-flight requests (the caller bounds that wait).
+pub(super) async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    stopping: impl Future<Output = ()>,
+) {
+    let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(stopping);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut stopping => break,
+            accepted = accept(&listener, &open) => accepted,
+        };
+        let Some((stream, permit)) = accepted else { continue };
+        let _ = stream.set_nodelay(true);
+        let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .serve_connection(io, TowerToHyperService::new(router.clone()));
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            // A connection's end (a reset, a timeout) concerns that client alone.
+            let _ = connection.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// The next connection, once one of the `max_connections` slots is free. `None` after an accept
+/// error (out of file descriptors, a connection reset before it was accepted): the loop goes on
+/// after a short pause instead of spinning or stopping the server.
+async fn accept(
+    listener: &TcpListener,
+    open: &Arc<Semaphore>,
+) -> Option<(TcpStream, tokio::sync::OwnedSemaphorePermit)> {
+    let permit = Arc::clone(open).acquire_owned().await.ok()?;
+    match listener.accept().await {
+        Ok((stream, _)) => Some((stream, permit)),
+        Err(_) => {
+            tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+            None
+        }
+    }
+}
+
+/// How long accepting pauses after an error.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(20);
+
+/// A socket that fails its pending read or write once nothing has moved either way for `idle`.
+/// The timer is re-armed lazily (only when it fires early), so busy connections pay one clock
+/// read per transfer and no timer-wheel churn.
+struct IdleTimeout {
+    inner: TcpStream,
+    idle: Duration,
+    last_progress: Instant,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl IdleTimeout {
+    fn new(inner: TcpStream, idle: Duration) -> IdleTimeout {
+        let now = Instant::now();
+        IdleTimeout { inner, idle, last_progress: now, timer: Box::pin(tokio::time::sleep_until(now + idle)) }
+    }
+
+    fn progressed(&mut self) {
+        self.last_progress = Instant::now();
+    }
+
+    /// A write's outcome: bytes written are progress; a pending write counts toward idleness.
+    fn after_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match polled {
+            Poll::Ready(Ok(written)) => {
+                self.progressed();
+                Poll::Ready(Ok(written))
+            }
+            Poll::Pending => self.poll_idle(cx).map(Err),
+            ready => ready,
+        }
+    }
+
+    /// Called while an operation is pending: an error once the connection has been idle too long.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        loop {
+            let due = self.last_progress + self.idle;
+            if self.timer.deadline() != due {
+                self.timer.as_mut().reset(due);
+            }
+            match self.timer.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) if Instant::now() >= self.last_progress + self.idle => {
+                    return Poll::Ready(io::Error::new(io::ErrorKind::TimedOut, "connection idle too long"));
+                }
+                Poll::Ready(()) => {}
+            }
+        }
+    }
+}
+
+impl AsyncRead for IdleTimeout {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    self.progressed();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => self.poll_idle(cx).map(Err),
+            ready => ready,
+        }
+    }
+}
+
+impl AsyncWrite for IdleTimeout {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.after_write(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.after_write(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

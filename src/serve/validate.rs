@@ -1,0 +1,194 @@
+//! What the API checks at its edge before it prices anything, beyond what the endpoint itself
+//! refuses: non-empty `messages` and contents, the types of the documented fields the endpoint
+//! does not read (`"temperature": "hot"` is a 400), and unknown top-level fields — accepted and
+//! counted by default, refused under `strict` with the API's `Extra inputs are not permitted`.
+//! The engine stays permissive (it simulates whatever it is given); only `serve` answers as the
+//! API would.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+
+use crate::billing::PriceTable;
+use crate::wire::{ApiError, ContentView, ErrorKind, RequestView};
+
+/// The top-level fields the API documents for `POST /v1/messages`, beta fields included
+/// (reference §4.2: the request table, then `context_management`, `diagnostics`, `speed`).
+pub const DOCUMENTED_FIELDS: &[&str] = &[
+    "model",
+    "max_tokens",
+    "messages",
+    "system",
+    "cache_control",
+    "tools",
+    "tool_choice",
+    "thinking",
+    "output_config",
+    "output_format",
+    "metadata",
+    "stop_sequences",
+    "stream",
+    "temperature",
+    "top_p",
+    "top_k",
+    "service_tier",
+    "inference_geo",
+    "container",
+    "context_management",
+    "diagnostics",
+    "speed",
+    "mcp_servers",
+];
+
+/// Checks a parsed body as the API would. Returns the unknown top-level fields (in body order),
+/// which `strict` turns into an error.
+pub fn check(text: &str, view: &RequestView, strict: bool) -> Result<Vec<String>, ApiError> {
+    check_messages(view)?;
+    let unknown = check_types(text)?;
+    match unknown.first() {
+        Some(field) if strict => Err(ApiError::invalid(format!("{field}: Extra inputs are not permitted"))),
+        _ => Ok(unknown),
+    }
+}
+
+/// What the API checks against the model: an id it does not serve is a 404 (`model: <id>`), and
+/// `max_tokens` past the model's largest output a 400 (`max_tokens: 0` is the cache pre-warm and
+/// stays valid). The engine itself still simulates unpriced models.
+pub fn check_model(prices: &PriceTable, view: &RequestView) -> Result<(), ApiError> {
+    let model = view.require_model()?;
+    let resolved = prices.resolve(model);
+    if !resolved.known {
+        return Err(ApiError::new(ErrorKind::NotFound, format!("model: {model}")));
+    }
+    let max_tokens = crate::endpoint::required_max_tokens(view)?;
+    match resolved.price.max_output_tokens {
+        Some(most) if max_tokens > most => Err(ApiError::invalid(format!(
+            "max_tokens: {max_tokens} > {most}, which is the maximum allowed number of output tokens for {model}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn check_messages(view: &RequestView) -> Result<(), ApiError> {
+    // A missing field is reported before anything about the fields present, as the API does.
+    view.require_model()?;
+    crate::endpoint::required_max_tokens(view)?;
+    let messages = view.require_messages()?;
+    if messages.is_empty() {
+        return Err(ApiError::invalid("messages: at least one message is required"));
+    }
+    let last = messages.len() - 1;
+    for (index, message) in messages.iter().enumerate() {
+        let empty = matches!(&message.content, ContentView::Blocks(blocks) if blocks.is_empty());
+        let final_assistant = index == last && message.role == crate::wire::Role::Assistant;
+        if empty && !final_assistant {
+            return Err(ApiError::invalid(format!(
+                "messages.{index}: all messages must have non-empty content except for the optional final assistant message"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One pass over the top level: the documented fields the endpoint does not read must have the
+/// API's types; the names no documentation lists are gathered (in body order).
+fn check_types(text: &str) -> Result<Vec<String>, ApiError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    TopLevel::deserialize(de)
+        .map(|top| top.0)
+        .map_err(|err| ApiError::invalid(without_positions(&err.to_string())))
+}
+
+/// The message without serde_json's ` at line L column C` (the field's own error carries one,
+/// and so does the error wrapping it).
+fn without_positions(message: &str) -> String {
+    message.find(" at line ").map_or(message, |cut| &message[..cut]).to_string()
+}
+
+/// The unknown top-level field names of a body.
+struct TopLevel(Vec<String>);
+
+impl<'de> Deserialize<'de> for TopLevel {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(TopLevelVisitor)
+    }
+}
+
+struct TopLevelVisitor;
+
+impl<'de> Visitor<'de> for TopLevelVisitor {
+    type Value = TopLevel;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object (the request body)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel, A::Error> {
+        let mut unknown = Vec::new();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            let typed = match &*key {
+                "temperature" | "top_p" => map.next_value::<Option<f64>>().map(drop),
+                "top_k" => map.next_value::<Option<u64>>().map(drop),
+                "stop_sequences" => map.next_value::<Option<Vec<Cow<'de, str>>>>().map(drop),
+                "metadata" => map.next_value::<Option<BTreeMap<Cow<'de, str>, IgnoredAny>>>().map(drop),
+                "service_tier" | "inference_geo" => map.next_value::<Option<Cow<'de, str>>>().map(drop),
+                documented if DOCUMENTED_FIELDS.contains(&documented) => {
+                    map.next_value::<IgnoredAny>().map(drop)
+                }
+                other => {
+                    unknown.push(other.to_string());
+                    map.next_value::<IgnoredAny>().map(drop)
+                }
+            };
+            typed.map_err(|err| de::Error::custom(format_args!("{key}: {err}")))?;
+        }
+        Ok(TopLevel(unknown))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::parse_request;
+
+    fn checked(body: &str, strict: bool) -> Result<Vec<String>, String> {
+        let view = parse_request(body.as_bytes()).map_err(|e| e.message)?;
+        check(body, &view, strict).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn empty_messages_and_contents_are_refused_but_a_final_assistant_prefill_may_be_empty() {
+        let err = checked(r#"{"model":"m","max_tokens":1,"messages":[]}"#, false).unwrap_err();
+        assert_eq!(err, "messages: at least one message is required");
+        let err = checked(r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[]}]}"#, false)
+            .unwrap_err();
+        assert!(err.starts_with("messages.0: all messages must have non-empty content"), "{err}");
+        let prefill = r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[]}]}"#;
+        assert_eq!(checked(prefill, false), Ok(vec![]));
+    }
+
+    #[test]
+    fn wrong_types_name_the_field() {
+        let err = checked(
+            r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"temperature":"hot"}"#,
+            false,
+        )
+        .unwrap_err();
+        assert!(err.starts_with("temperature: invalid type: string \"hot\""), "{err}");
+        let err = checked(
+            r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"stop_sequences":[1]}"#,
+            false,
+        )
+        .unwrap_err();
+        assert!(err.starts_with("stop_sequences: invalid type: integer `1`"), "{err}");
+    }
+
+    #[test]
+    fn unknown_fields_are_counted_and_refused_only_when_strict() {
+        let body = r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"zeta":1,"alpha":2,"context_management":{}}"#;
+        assert_eq!(checked(body, false), Ok(vec!["zeta".to_string(), "alpha".to_string()]));
+        assert_eq!(checked(body, true), Err("zeta: Extra inputs are not permitted".to_string()));
+    }
+}

@@ -1,0 +1,394 @@
+//! `forkcache import claude-code`, run as a program on hand-made transcripts named for the rule
+//! they exercise (`tests/data/claude_code/`). Every expected figure is worked out below from the
+//! fixture lines and the price table (Sonnet 4.6: input 3,000, 5m write 3,750, 1h write 6,000,
+//! read 300, output 15,000 nano-dollars per token; Opus 4.6: 5,000 / 6,250 / 10,000 / 500 /
+//! 25,000; Haiku 4.5: 1,000 / 1,250 / 2,000 / 100 / 5,000).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/claude_code/");
+
+/// `import claude-code PATH --json FLAGS…` → (exit code, document).
+fn import(path: &str, flags: &[&str]) -> (i32, Value) {
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", &format!("{DATA}{path}"), "--json"])
+        .args(flags)
+        .output()
+        .expect("the binary runs");
+    let code = output.status.code().expect("an exit code");
+    let document = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("exit {code}: {e}: {}", String::from_utf8_lossy(&output.stderr)));
+    (code, document)
+}
+
+/// Every request of every chain, with its chain name.
+fn requests(document: &Value) -> Vec<(String, Value)> {
+    let mut found = Vec::new();
+    for session in document["sessions"].as_array().expect("sessions") {
+        for chain in session["chains"].as_array().expect("chains") {
+            for request in chain["requests"].as_array().expect("requests") {
+                found.push((chain["chain"].as_str().expect("a chain name").to_string(), request.clone()));
+            }
+        }
+    }
+    found
+}
+
+fn request<'d>(all: &'d [(String, Value)], id: &str) -> &'d Value {
+    &all.iter().find(|(_, r)| r["request_id"] == id).unwrap_or_else(|| panic!("no {id}")).1
+}
+
+#[test]
+fn every_rule_fixture_totals_equal_the_lines_added_by_hand() {
+    let (code, document) = import("every_rule", &[]);
+    // The session file's last line is torn: skipped, noted, exit 3.
+    assert_eq!(code, 3);
+    let totals = &document["totals"];
+    assert_eq!(totals["skipped_lines"], 1);
+    assert_eq!(totals["unknown_line_kinds"]["mystery-kind"], 1);
+    // 9 requests: req_1..req_6 (main) and req_a1..req_a3 (agent ag1). req_1's two streamed lines
+    // count once, the agent_progress echo of req_a1 and its own line count once, the
+    // <synthetic> line not at all.
+    assert_eq!(totals["requests"], 9);
+    let usage = &totals["recorded"]["usage"];
+    // uncached 3+4+5+3+3+3 + 2+1+1 = 25; read 20,000 + 3×15,000 + 8,000 = 73,000;
+    // written 20,000+1,500+21,600+3,000+3,100+5,000 + 8,000+500+8,600 = 71,300;
+    // output 150+60+10+20+10+10 + 40+30+5 = 335 (req_1's last line: 150, not the snapshot 5).
+    assert_eq!(usage["input_tokens"], 25);
+    assert_eq!(usage["cache_read_input_tokens"], 73_000);
+    assert_eq!(usage["cache_creation_input_tokens"], 71_300);
+    assert_eq!(usage["output_tokens"], 335);
+}
+
+#[test]
+fn a_streamed_request_keeps_its_last_line_and_passes_its_usage_through() {
+    let (_, document) = import("every_rule", &[]);
+    let all = requests(&document);
+    let first = request(&all, "req_1");
+    let recorded = &first["recorded"]["usage"];
+    assert_eq!(recorded["output_tokens"], 150);
+    // Fields forkcache does not price are passed through as recorded.
+    assert_eq!(recorded["speed"], "standard");
+    assert_eq!(recorded["inference_geo"], "");
+    assert_eq!(recorded["iterations"][0]["output_tokens"], 150);
+    // 3 × 3,000 + 20,000 × 6,000 (1h) + 150 × 15,000 = 9,000 + 120,000,000 + 2,250,000 nano-dollars.
+    assert_eq!(first["recorded"]["cost_usd"], 0.122259);
+    // Its start is the user line it answers (10:00:00), the session's first: at_ms 0.
+    assert_eq!((first["index"].as_u64(), first["at_ms"].as_u64()), (Some(0), Some(0)));
+    // req_2 answers the tool result at 10:00:30.
+    assert_eq!(request(&all, "req_2")["at_ms"], 30_000);
+}
+
+#[test]
+fn sub_agent_requests_form_their_own_chain_linked_to_the_spawning_request() {
+    let (_, document) = import("every_rule", &[]);
+    let chains = document["sessions"][0]["chains"].as_array().expect("chains").clone();
+    let names: Vec<&str> = chains.iter().map(|c| c["chain"].as_str().expect("name")).collect();
+    assert_eq!(names, ["main", "agent:ag1"]);
+    assert_eq!(chains[0]["parent"], Value::Null);
+    assert_eq!(chains[1]["parent"], serde_json::json!({"chain": "main", "request_id": "req_1"}));
+    let agent: Vec<&str> = chains[1]["requests"]
+        .as_array()
+        .expect("requests")
+        .iter()
+        .map(|r| r["request_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(agent, ["req_a1", "req_a2", "req_a3"]);
+}
+
+#[test]
+fn every_break_cause_in_the_fixture_is_found_with_its_loss_and_cost() {
+    let (_, document) = import("every_rule", &[]);
+    let all = requests(&document);
+    let break_of = |id: &str| request(&all, id)["break"].clone();
+    // req_3 switched to Opus: it could read 20,000 + 1,500 = 21,500 (≤ its 21,605 input), read 0.
+    // Extra: 21,500 × (Opus 1h write 10,000 − read 500) = 204,250,000 nano-dollars.
+    assert_eq!(break_of("req_3")["cause"], "model_changed");
+    assert_eq!(break_of("req_3")["tokens_lost"], 21_500);
+    assert_eq!(break_of("req_3")["extra_cost_usd"], 0.20425);
+    // req_4 after a compact_boundary: cached 21,600 but its input is 18,003; read 15,000 → 3,003.
+    assert_eq!(break_of("req_4")["cause"], "compacted");
+    assert_eq!(break_of("req_4")["tokens_lost"], 3_003);
+    // req_5 starts at 12:00:00, 79 min 59 s after req_4 started (10:40:01, the summary line it
+    // answers): more than the main chain's 1-hour TTL. Lost 18,000 − 15,000.
+    assert_eq!(break_of("req_5")["cause"], "expired");
+    assert_eq!(break_of("req_5")["tokens_lost"], 3_000);
+    assert_eq!(break_of("req_5")["gap_ms"], 4_799_000);
+    // req_6 60 s later, after deferred_tools_delta: 18,100 − 15,000.
+    assert_eq!(break_of("req_6")["cause"], "tool_search_loaded");
+    assert_eq!(break_of("req_6")["tokens_lost"], 3_100);
+    // req_a3: the sub-agent wrote 5-minute entries and waited 10:00:10 → 10:20:00.
+    assert_eq!(break_of("req_a3")["cause"], "expired");
+    assert_eq!(break_of("req_a3")["tokens_lost"], 8_500);
+    assert_eq!(break_of("req_2"), Value::Null);
+    let breaks = &document["totals"]["breaks"];
+    assert_eq!(
+        breaks,
+        &serde_json::json!({"model_changed": 1, "compacted": 1, "expired": 2, "tool_search_loaded": 1})
+    );
+}
+
+#[test]
+fn a_compaction_s_summarising_call_is_estimated_separately() {
+    let (_, document) = import("every_rule", &[]);
+    let compaction = &document["compactions"][0];
+    assert_eq!(compaction["next_request_id"], "req_4");
+    assert_eq!(compaction["pre_tokens"], 21_605);
+    assert_eq!(compaction["estimate"], true);
+    // A read of the 21,605-token context on Opus 4.6: 21,605 × 500 = 10,802,500 nano-dollars.
+    assert_eq!(compaction["estimated_cost_usd"], 0.0108025);
+}
+
+#[test]
+fn a_write_without_the_5m_1h_split_is_priced_as_5m_and_says_so() {
+    let (code, document) = import("write_without_split.jsonl", &[]);
+    assert_eq!(code, 0);
+    let all = requests(&document);
+    let recorded = &request(&all, "req_o1")["recorded"];
+    assert_eq!(recorded["writes_priced_as"], "5m");
+    // 4 × 3,000 + 1,000 × 3,750 + 10 × 15,000 = 12,000 + 3,750,000 + 150,000 nano-dollars.
+    assert_eq!(recorded["cost_usd"], 0.003912);
+    assert_eq!(document["totals"]["writes_priced_as_5m"], 1);
+}
+
+#[test]
+fn a_model_without_a_price_row_is_counted_but_never_priced() {
+    let (_, document) = import("unpriced_model.jsonl", &[]);
+    let all = requests(&document);
+    assert_eq!(request(&all, "req_n1")["recorded"]["cost_usd"], Value::Null);
+    assert_eq!(request(&all, "req_n1")["predicted"]["cost_usd"], Value::Null);
+    let totals = &document["totals"];
+    assert_eq!(totals["unpriced_models"], serde_json::json!(["claude-unknown-9"]));
+    // Both requests' tokens count; only Sonnet's are priced: 10 × 3,000 + 5 × 15,000 = 105,000.
+    assert_eq!(totals["recorded"]["usage"]["input_tokens"], 20);
+    assert_eq!(totals["recorded"]["cost_usd"], 0.000105);
+    assert_eq!(document["by_model"]["claude-unknown-9"]["cost_usd"], Value::Null);
+}
+
+#[test]
+fn agreement_is_reported_beside_the_baseline() {
+    let (_, document) = import("every_rule", &[]);
+    let totals = &document["totals"];
+    for key in ["agreement", "baseline_agreement"] {
+        let share = totals[key].as_f64().expect("a share");
+        assert!((0.0..=1.0).contains(&share), "{key} = {share}");
+    }
+    // Chain starts: 2 (req_1, req_a1), both cold and predicted cold.
+    assert_eq!(totals["on_chain_starts"]["requests"], 2);
+    assert_eq!(totals["on_chain_starts"]["agreement"], 1.0);
+    // The sub-agent's expiry: the baseline guesses a read of 8,500, the simulation 0 as recorded.
+    let all = requests(&document);
+    let expired = request(&all, "req_a3");
+    assert_eq!(
+        (expired["agreement"].as_bool(), expired["baseline_agreement"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(expired["predicted"]["miss"]["cause"], "expired");
+}
+
+/// The simulated costs of the what-if fixtures (S = the stable prefix, 12,000 tokens by default
+/// and never more than a chain's first input minus one):
+///
+/// `what_if_idle.jsonl` (Sonnet 4.6, main chain): req_1 at 0 s, 20,000 tokens; req_2 at 600 s,
+/// 21,000 tokens; the chain wrote 5-minute entries. As recorded: req_1 writes 20,000 at 5m
+/// (75,000,000); at 600 s only the pre-warmed stable prefix is warm: read 12,000, write 9,000
+/// (3,600,000 + 33,750,000); total 112,350,000, and req_2 breaks (20,000 − 12,000 > 1,000).
+#[test]
+fn what_if_ttl_1h_by_hand() {
+    let (_, document) = import("what_if_idle.jsonl", &["--what-if", "ttl=1h", "--what-if", "ttl=5m"]);
+    // 1h: req_1 writes 20,000 × 6,000 = 120,000,000; req_2 reads 20,000 × 300 = 6,000,000 and
+    // writes 1,000 × 6,000 = 6,000,000: 132,000,000, i.e. +19,650,000; req_2's break avoided.
+    let one_hour = &document["what_if"][0];
+    assert_eq!(one_hour["setting"], "ttl=1h");
+    assert_eq!(one_hour["delta_usd"], 0.01965);
+    assert_eq!(one_hour["writes_usd"], 0.126);
+    assert_eq!(one_hour["reads_usd"], 0.006);
+    assert_eq!((one_hour["breaks_avoided"].as_u64(), one_hour["breaks_added"].as_u64()), (Some(1), Some(0)));
+    // 5m is what the chain did: no change.
+    let five_minutes = &document["what_if"][1];
+    assert_eq!(five_minutes["delta_usd"], 0.0);
+    assert_eq!(five_minutes["breaks_avoided"], 0);
+}
+
+#[test]
+fn what_if_max_idle_by_hand() {
+    // The 600 s gap becomes 240 s, inside the 5-minute TTL: req_2 reads 20,000 (6,000,000) and
+    // writes 1,000 × 3,750 = 3,750,000. Total 75,000,000 + 9,750,000 = 84,750,000, i.e.
+    // −27,600,000 against 112,350,000; writes 78,750,000.
+    let (_, document) = import("what_if_idle.jsonl", &["--what-if", "max-idle=4m"]);
+    let idle = &document["what_if"][0];
+    assert_eq!(idle["setting"], "max-idle=4m");
+    assert_eq!(idle["delta_usd"], -0.0276);
+    assert_eq!(idle["writes_usd"], 0.07875);
+    assert_eq!(idle["reads_usd"], 0.006);
+    assert_eq!(idle["breaks_avoided"], 1);
+}
+
+#[test]
+fn what_if_no_model_switch_by_hand() {
+    // `what_if_model_switch.jsonl`: req_1 Sonnet 4.6, 20,000 tokens at 0 s; req_2 Opus 4.6,
+    // 21,000 tokens at 60 s. As recorded: 20,000 × 3,750 = 75,000,000, then Opus is cold:
+    // 21,000 × 6,250 = 131,250,000; total 206,250,000. Staying on Sonnet, req_2 reads 20,000
+    // (6,000,000) and writes 1,000 × 3,750 (3,750,000): 84,750,000 in all, −121,500,000.
+    let (_, document) = import("what_if_model_switch.jsonl", &["--what-if", "no-model-switch"]);
+    let same_model = &document["what_if"][0];
+    assert_eq!(same_model["delta_usd"], -0.1215);
+    assert_eq!(same_model["writes_usd"], 0.07875);
+    assert_eq!(same_model["reads_usd"], 0.006);
+    assert_eq!(same_model["breaks_avoided"], 1);
+}
+
+#[test]
+fn what_if_subagent_ttl_1h_by_hand() {
+    // `what_if_subagent/agent-sub1.jsonl` (a sub-agent file alone, Haiku 4.5): 10,000 tokens at
+    // 0 s, 11,000 at 600 s. As recorded (5m): 10,000 × 1,250 + 11,000 × 1,250 = 26,250,000 (no
+    // pre-warm for sub-agents). At 1h: 10,000 × 2,000 = 20,000,000, then a read of 10,000 × 100 =
+    // 1,000,000 and a write of 1,000 × 2,000 = 2,000,000: 23,000,000, i.e. −3,250,000.
+    let (_, document) = import("what_if_subagent", &["--what-if", "subagent-ttl=1h"]);
+    let sub = &document["what_if"][0];
+    assert_eq!(sub["delta_usd"], -0.00325);
+    assert_eq!(sub["writes_usd"], 0.022);
+    assert_eq!(sub["reads_usd"], 0.001);
+    assert_eq!(sub["breaks_avoided"], 1);
+    assert_eq!(document["sessions"][0]["chains"][0]["chain"], "agent:sub1");
+}
+
+#[test]
+fn import_twice_gives_identical_bytes_and_a_replayable_trace() {
+    let dir = std::env::temp_dir().join(format!("forkcache-import-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.jsonl");
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_forkcache"))
+            .args(["import", "claude-code", &format!("{DATA}every_rule"), "--json", "--emit-trace"])
+            .arg(&trace)
+            .arg("--csv")
+            .arg(&dir)
+            .arg("--chart")
+            .arg(&dir)
+            .output()
+            .expect("the binary runs")
+            .stdout
+    };
+    let chart = dir.join("s1-usage.png");
+    let first = run();
+    let first_chart = std::fs::read(&chart).expect("the usage chart is written");
+    assert_eq!(first, run());
+    assert_eq!(first_chart, std::fs::read(&chart).unwrap());
+    assert!(std::fs::read_to_string(dir.join("s1-read.svg")).unwrap().contains("predicted read (main)"));
+    let replayed = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["replay", "--json"])
+        .arg(&trace)
+        .output()
+        .expect("the binary runs");
+    assert!(replayed.status.success());
+    let report: Value = serde_json::from_slice(&replayed.stdout).expect("replay prints JSON");
+    assert_eq!(report["totals"]["rejected"], 0);
+    let breaks = std::fs::read_to_string(dir.join("breaks.csv")).unwrap();
+    // A header and the 5 breaks.
+    assert_eq!(breaks.lines().count(), 6);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_bad_what_if_is_a_usage_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", &format!("{DATA}every_rule"), "--what-if", "ttl=2h"])
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("ttl=2h"));
+}
+
+#[test]
+fn a_fork_child_s_inherited_copy_of_its_parent_stays_in_the_parent_s_chain() {
+    // `fork_inherits/`: the child's file (read first: it sorts before the session file) opens
+    // with Claude Code 2.1's fork-context-ref and a copy of the parent's req_p1 carrying the
+    // message_start snapshot (output 1). req_p1 belongs to main with its own line's output 78.
+    let (code, document) = import("fork_inherits", &[]);
+    assert_eq!(code, 0);
+    let chains = &document["sessions"][0]["chains"];
+    assert_eq!(chains[0]["chain"], "main");
+    assert_eq!(chains[0]["requests"][0]["request_id"], "req_p1");
+    assert_eq!(chains[0]["requests"][0]["recorded"]["usage"]["output_tokens"], 78);
+    assert_eq!(chains[1]["chain"], "agent:f1");
+    assert_eq!(chains[1]["parent"], serde_json::json!({"chain": "main", "request_id": "req_p1"}));
+    // The child extends the parent's prompt at the spawn: it reads what req_p1 cached (17,700;
+    // the parent's 1,500 tokens after its breakpoint were not cached), as recorded.
+    let child = &chains[1]["requests"][0];
+    assert_eq!(child["predicted"]["usage"]["cache_read_input_tokens"], 17_700);
+    assert_eq!(child["agreement"], true);
+    assert_eq!(document["totals"]["unknown_line_kinds"], serde_json::json!({}));
+}
+
+#[test]
+fn a_real_published_session_is_billed_line_by_line() {
+    // fixtures/transcripts/claude-code-log-sidechain-integrated.jsonl (see its README): Sonnet
+    // 4.5 ($3 / $3.75 5m / $0.30 / $15 per MTok), no 5m/1h split (priced as 5m):
+    //   req_011CVJ517i: 3 × 3,000 + 141,272 × 3,750 + 365 × 15,000 = 535,254,000
+    //   req_011CVJ51yt (two lines, one request): 3 × 3,000 + 19,830 × 3,750 + 183 × 15,000 = 77,116,500
+    //   req_011CVJ5Au8: 3 × 3,000 + 2,952 × 3,750 + 141,272 × 300 + 190 × 15,000 = 56,310,600
+    // Total 668,681,100 nano-dollars.
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", "--json"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/transcripts/claude-code-log-sidechain-integrated.jsonl"
+        ))
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success());
+    let document: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let totals = &document["totals"];
+    assert_eq!(totals["requests"], 3);
+    assert_eq!(totals["recorded"]["cost_usd"], 0.6686811);
+    assert_eq!(totals["writes_priced_as_5m"], 3);
+    // The sidechain lines name no agent: their own chain, not the main one.
+    let chains: Vec<&str> = document["sessions"][0]["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["chain"].as_str().unwrap())
+        .collect();
+    assert_eq!(chains, ["main", "agent:sidechain"]);
+}
+
+#[test]
+fn a_proxy_trace_locates_each_break_in_the_bytes() {
+    // tests/data/proxy_every_rule.jsonl holds bodies for req_2, req_3, req_5 and req_6 (and one
+    // unreadable line). req_3 switched model: its prompt leaves req_2's at `model`, 8 bytes in
+    // (`"claude-`). req_6 loaded WebFetch: its tools gain a second tool where req_5's go on to
+    // the system prompt. req_4, req_5 and req_a3 lack a body on one side: unmatched.
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/proxy_every_rule.jsonl");
+    let (_, document) = import("every_rule", &["--trace", trace]);
+    let join = &document["totals"]["trace_join"];
+    assert_eq!(join, &serde_json::json!({"breaks_located": 2, "breaks_unmatched": 3, "skipped_lines": 1}));
+    let all = requests(&document);
+    let model = &request(&all, "req_3")["break"]["divergence"];
+    assert_eq!((model["path"].as_str(), model["byte_offset"].as_u64()), (Some("model"), Some(8)));
+    let tools = &request(&all, "req_6")["break"]["divergence"];
+    assert_eq!(tools["dimension"], "tools");
+    assert_eq!(tools["cause"], "tool_definition");
+    assert!(tools["b"].as_str().unwrap().contains("WebFetch"));
+    assert_eq!(request(&all, "req_4")["break"].get("divergence"), None);
+}
+
+#[test]
+fn each_request_is_priced_on_its_date_with_its_modifiers() {
+    // `priced_at_its_date.jsonl`: Sonnet 5.5 reads were cut from $0.20 to $0.10 per MTok on
+    // 2026-10-07: 10,000 read the second before cost 2,000,000 nano-dollars, the second after
+    // 1,000,000. Opus 5.5 in fast mode (input $8, 5m write $10, output $40): 10 × 8,000 +
+    // 1,000 × 10,000 + 100 × 40,000 = 14,080,000. With `inference_geo: "us"` (×1.1 on input $4,
+    // 5m write $5, output $20): (40,000 + 5,000,000 + 2,000,000) × 1.1 = 7,744,000.
+    let (_, document) = import("priced_at_its_date.jsonl", &[]);
+    let all = requests(&document);
+    let cost = |id: &str| request(&all, id)["recorded"]["cost_usd"].as_f64().unwrap();
+    assert_eq!(cost("req_before_cut"), 0.002);
+    assert_eq!(cost("req_after_cut"), 0.001);
+    assert_eq!(cost("req_fast"), 0.01408);
+    assert_eq!(cost("req_us"), 0.007744);
+    assert_eq!(document["by_day"]["2026-10-06"]["cost_usd"], 0.002);
+    assert_eq!(document["by_day"]["2026-11-01"]["cost_usd"], 0.021824);
+}
