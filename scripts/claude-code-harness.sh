@@ -65,6 +65,7 @@ if [[ $status -ne 0 ]]; then
   cat "$RUN/claude.err" >&2
   exit 1
 fi
+check_via_proxy "$RUN/trace.jsonl" forkcache-harness
 "$FORKCACHE_BIN" replay --json ${PRICE_ARGS[@]+"${PRICE_ARGS[@]}"} "$RUN/trace.jsonl" >"$RUN/replay.json"
 python3 "$ROOT/scripts/clients/check_forks.py" "$RUN/trace.jsonl" "$RUN/replay.json" "$RUN/claude.json"
 echo "claude-code harness: passed"

@@ -37,6 +37,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Serve the mock Messages API over HTTP, for real clients (the SDKs, Claude Code).
     Serve(ServeArgs),
+    /// Stand between a real client and the real API: forward unchanged, record bytes and real
+    /// usage (never keys), and compare each request with the simulator's prediction.
+    Proxy(ProxyArgs),
     /// Print the price table: every model's prices, modifiers, constants, source and date.
     Prices(PricesArgs),
     /// Price real sessions: their recorded bill, every cache break, the prediction beside it.
@@ -295,6 +298,10 @@ pub struct ReplayArgs {
     /// Milliseconds between lines that carry no `at_ms`.
     #[arg(long, default_value_t = 30_000)]
     pub gap_ms: u64,
+    /// Fit token counts per model to the trace's recorded usage and report the held-out
+    /// agreement of each candidate minimum cacheable length and first-token delay.
+    #[arg(long)]
+    pub calibrate: bool,
     /// Stop at the first unreadable line (exit 1) instead of reporting it and going on (exit 3).
     #[arg(long)]
     pub strict: bool,
@@ -588,6 +595,37 @@ impl EngineArgs {
         }
         Ok(table)
     }
+}
+
+/// `proxy`.
+#[derive(Args, Debug)]
+pub struct ProxyArgs {
+    /// Where to forward: the API's base URL (`https://api.anthropic.com`) or a mock's.
+    #[arg(long)]
+    pub upstream: String,
+    /// PEM file of extra CA certificates to trust for an https upstream (a private CA).
+    #[arg(long)]
+    pub upstream_ca: Option<PathBuf>,
+    /// Address to listen on; port 0 picks a free port (the bound address is printed first).
+    #[arg(long, default_value = "127.0.0.1:8766")]
+    pub addr: SocketAddr,
+    /// Append every Messages exchange to this JSONL trace, created mode 0600 (`forkcache replay`
+    /// reads it).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Write every text of a request to the trace as a hash with its declared size
+    /// (`forkcache_tokens`): the trace can be shared and still replays to the same usage.
+    #[arg(long)]
+    pub redact: bool,
+    /// Print no comparison line per request (the summary is still printed at shutdown).
+    #[arg(long)]
+    pub quiet: bool,
+    /// `GET /forkcache/stats` needs a key (`x-api-key` or a bearer token) and shows only the
+    /// workspaces that key's requests were counted in.
+    #[arg(long)]
+    pub require_key: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 /// Parses the process arguments.

@@ -22,6 +22,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep(args) => run_sweep(&args),
         Command::Report(args) => run_report(&args),
         Command::Serve(args) => crate::serve_command::run_serve(&args),
+        Command::Proxy(args) => crate::proxy_command::run_proxy(&args),
         Command::Prices(args) => run_prices(&args),
         Command::Import(ImportSource::ClaudeCode(args)) => crate::import_command::run_claude_code(&args),
         Command::MergeShards(args) => run_merge_shards(&args),
@@ -126,13 +127,12 @@ fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let trace = read_input_bytes(&args.trace)?;
     let config =
         ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms, strict: args.strict };
+    if args.calibrate {
+        return run_calibrate(args, &config, &trace);
+    }
     let report = match replay(&config, args.engine.prices()?, &trace) {
         Ok(report) => report,
-        Err(forkcache::replay::ReplayError::Unreadable(line)) => {
-            eprintln!("forkcache: {}: {line}", args.trace.display());
-            return Ok(ExitCode::from(EXIT_INVALID_INPUT));
-        }
-        Err(err) => return Err(err).with_context(|| format!("replaying {}", args.trace.display())),
+        Err(err) => return replay_failed(args, err),
     };
     if args.json {
         println!("{}", report.to_json());
@@ -147,6 +147,31 @@ fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     } else {
         Ok(ExitCode::from(EXIT_SOME_LINES_UNREADABLE))
     }
+}
+
+/// A replay that stopped: at an unreadable line under `--strict` (exit 1, the line on stderr), or
+/// before it began.
+fn replay_failed(args: &ReplayArgs, err: forkcache::replay::ReplayError) -> anyhow::Result<ExitCode> {
+    match err {
+        forkcache::replay::ReplayError::Unreadable(line) => {
+            eprintln!("forkcache: {}: {line}", args.trace.display());
+            Ok(ExitCode::from(EXIT_INVALID_INPUT))
+        }
+        err => Err(err).with_context(|| format!("replaying {}", args.trace.display())),
+    }
+}
+
+fn run_calibrate(args: &ReplayArgs, config: &ReplayConfig, trace: &[u8]) -> anyhow::Result<ExitCode> {
+    let calibration = match forkcache::calibrate::calibrate(config, &args.engine.prices()?, trace) {
+        Ok(calibration) => calibration,
+        Err(err) => return replay_failed(args, err),
+    };
+    if args.json {
+        println!("{}", calibration.to_json());
+    } else {
+        print!("{}", calibration.to_table());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {

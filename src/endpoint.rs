@@ -47,6 +47,10 @@ pub struct EndpointConfig {
     pub workspaces: BTreeMap<String, String>,
     /// Mixed into message and tool ids. Default 0.
     pub id_seed: u64,
+    /// Replaces every model's minimum cacheable prefix length, in tokens (to calibrate it
+    /// against recorded usage). Default none: the price table's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_cacheable_tokens: Option<u64>,
     /// The date requests are priced on. Default `None`: the price table's newest prices.
     pub price_date: Option<PriceDate>,
 }
@@ -61,6 +65,7 @@ impl Default for EndpointConfig {
             default_workspace: "default".to_string(),
             workspaces: BTreeMap::new(),
             id_seed: 0,
+            min_cacheable_tokens: None,
             price_date: None,
         }
     }
@@ -384,7 +389,10 @@ impl MockEndpoint {
         // is its own model, whatever prices it.
         let scope_model = if resolved.known { resolved.price.id() } else { request.model };
         let scope = self.cache.scope(&workspace, scope_model);
-        let lookup = lookup(scope, request, resolved.price, call, output_tokens);
+        let mut lookup = lookup(scope, request, resolved.price, call, output_tokens);
+        if let Some(min_tokens) = self.config.min_cacheable_tokens {
+            lookup.min_tokens = min_tokens;
+        }
         let outcome = self.cache.serve(lookup);
         let parts = Pricing { config: &self.config, resolved, settings, workspace, outcome, output_tokens };
         let (record, usage) = parts.record(request, call);

@@ -12,8 +12,10 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod agent;
+pub mod agreement;
 pub mod billing;
 pub mod cache;
+pub mod calibrate;
 pub mod clock;
 pub mod demo;
 pub mod endpoint;
@@ -21,6 +23,7 @@ pub mod explain;
 pub mod ingest;
 mod json;
 pub mod prompt;
+pub mod proxy;
 pub mod replay;
 pub mod report;
 pub mod scenario;

@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod import_command;
 mod progress;
+mod proxy_command;
 mod serve_command;
 
 use std::process::ExitCode;

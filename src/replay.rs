@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::billing::{Cost, PriceTable, TokenEquivalents, Usage};
-use crate::cache::{Miss, MissCause, StoreStats, layout_notes};
+use crate::agreement::{Agreement, agreement};
+use crate::billing::{Cost, PriceTable, RecordedUsage, TokenEquivalents, Usage};
+use crate::cache::{CacheMissType, Miss, MissCause, StoreStats, layout_notes, miss_reason_type};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
 use crate::tokenize::TokenizerUnavailable;
@@ -46,6 +47,76 @@ pub struct ReplayRecord {
     pub model: Option<String>,
     /// The priced request, or why the API would have rejected it.
     pub result: Result<Record, ApiError>,
+    /// The usage the trace recorded for it (a proxy's real usage, or a server's own), scored
+    /// against the prediction.
+    pub recorded: Option<Recorded>,
+}
+
+/// A request's recorded usage beside its prediction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The usage recorded.
+    pub usage: Usage,
+    /// What it costs at the replay's prices (none for an unpriced model).
+    pub cost: Option<Cost>,
+    /// Cached shares compared (none when the replay rejected the request).
+    pub agreement: Option<Agreement>,
+    /// The API's `diagnostics.cache_miss_reason.type`, beside the one the predicted miss maps to.
+    pub miss_reason: Option<MissReasonCheck>,
+}
+
+/// The API's cache-miss reason beside forkcache's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MissReasonCheck {
+    /// As the API reported it.
+    pub recorded: String,
+    /// The predicted miss as a diagnostics type ([`miss_reason_type`]); none for no miss, or a
+    /// miss the API would not name.
+    pub predicted: Option<&'static str>,
+    /// Whether they name the same reason.
+    pub agrees: bool,
+}
+
+/// Recorded usage summed over a replay, and how often the prediction agreed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordedTotals {
+    /// Requests with a recorded usage.
+    pub requests: u64,
+    /// Their usage summed.
+    pub usage: Usage,
+    /// Their cost summed (unpriced models left out).
+    pub cost: Cost,
+    /// Requests with both a recorded and a predicted usage.
+    pub compared: u64,
+    /// Of those, the ones that agree.
+    pub agreed: u64,
+    /// Requests with a recorded cache-miss reason.
+    pub reasons_compared: u64,
+    /// Of those, the ones forkcache names the same.
+    pub reasons_agreed: u64,
+}
+
+impl RecordedTotals {
+    fn add(&mut self, recorded: &Recorded) {
+        self.requests += 1;
+        self.usage.add(&recorded.usage);
+        if let Some(cost) = &recorded.cost {
+            self.cost.add(cost);
+        }
+        if let Some(agreement) = &recorded.agreement {
+            self.compared += 1;
+            self.agreed += u64::from(agreement.agrees);
+        }
+        if let Some(check) = &recorded.miss_reason {
+            self.reasons_compared += 1;
+            self.reasons_agreed += u64::from(check.agrees);
+        }
+    }
+
+    /// Agreed ÷ compared (0 when nothing was compared).
+    pub fn agreement_rate(&self) -> f64 {
+        if self.compared == 0 { 0.0 } else { self.agreed as f64 / self.compared as f64 }
+    }
 }
 
 /// Sums over a replay.
@@ -149,6 +220,8 @@ pub struct ReplayReport {
     pub prices_date: String,
     /// Cache counters at the end, summed over the trace's sessions.
     pub cache: StoreStats,
+    /// Recorded usage and agreement, when the trace recorded any usage.
+    pub recorded: Option<RecordedTotals>,
     /// Lines that are not requests at all (not UTF-8, not JSON, not an object, a broken
     /// envelope), in file order. Requests the API would reject are records, not these.
     pub unreadable: Vec<UnreadableLine>,
@@ -200,15 +273,26 @@ pub fn replay(
         add_store_stats(&mut cache, &endpoint.cache_stats());
     }
     let totals = sum_records(&mut records);
+    let recorded = recorded_totals(&records);
     Ok(ReplayReport {
         records,
         totals,
         config: config.clone(),
         prices_date,
         cache,
+        recorded,
         unreadable,
         sessions: sessions.len(),
     })
+}
+
+/// The recorded usage and agreement summed, when the trace recorded any usage.
+fn recorded_totals(records: &[ReplayRecord]) -> Option<RecordedTotals> {
+    let mut recorded: Option<RecordedTotals> = None;
+    for line in records.iter().filter_map(|record| record.recorded.as_ref()) {
+        recorded.get_or_insert_with(RecordedTotals::default).add(line);
+    }
+    recorded
 }
 
 /// One server run's lines, on one endpoint, in start-time order; records in file order, indexed
@@ -295,7 +379,30 @@ fn replay_line(endpoint: &mut MockEndpoint, index: usize, line: &TraceLine, at: 
         },
         TraceBody::Rejected(error) => (None, Err(error.clone())),
     };
-    ReplayRecord { index, line: line.line, at, model, result: result.map(|exchange| exchange.record) }
+    let result = result.map(|exchange| exchange.record);
+    let recorded =
+        line.recorded.as_ref().map(|usage| score(endpoint, model.as_deref(), &result, usage, line));
+    ReplayRecord { index, line: line.line, at, model, result, recorded }
+}
+
+/// A recorded usage priced and compared with the prediction.
+fn score(
+    endpoint: &MockEndpoint,
+    model: Option<&str>,
+    result: &Result<Record, ApiError>,
+    recorded: &RecordedUsage,
+    line: &TraceLine,
+) -> Recorded {
+    let usage = recorded.usage;
+    let date = endpoint.config().price_date;
+    let cost = model.and_then(|model| endpoint.prices().cost_of_recorded(model, date, recorded));
+    let predicted = result.as_ref().ok();
+    let miss_reason = line.recorded_miss_reason.as_ref().map(|reason| {
+        let predicted =
+            predicted.and_then(|r| r.miss.as_ref()).and_then(miss_reason_type).map(CacheMissType::name);
+        MissReasonCheck { recorded: reason.clone(), predicted, agrees: predicted == Some(reason.as_str()) }
+    });
+    Recorded { usage, cost, agreement: predicted.map(|r| agreement(&r.usage, &usage)), miss_reason }
 }
 
 /// The `--json` document.
@@ -304,8 +411,52 @@ struct ReplayJson<'r> {
     requests: Vec<RequestJson<'r>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     unreadable: Vec<UnreadableJson<'r>>,
-    totals: TotalsJson,
+    totals: ReplayTotalsJson,
     settings: SettingsJson<'r>,
+}
+
+/// Replay's totals: the predicted sums, and the recorded ones beside them when there are any.
+#[derive(Serialize)]
+struct ReplayTotalsJson {
+    #[serde(flatten)]
+    predicted: TotalsJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recorded: Option<RecordedTotalsJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agreement: Option<AgreementTotalsJson>,
+}
+
+#[derive(Serialize)]
+struct RecordedTotalsJson {
+    requests: u64,
+    usage: Usage,
+    cost_usd: f64,
+    cost_nanousd: u64,
+}
+
+#[derive(Serialize)]
+struct AgreementTotalsJson {
+    compared: u64,
+    agreed: u64,
+    rate: f64,
+    miss_reasons_compared: u64,
+    miss_reasons_agreed: u64,
+}
+
+#[derive(Serialize)]
+struct RecordedJson<'r> {
+    usage: &'r Usage,
+    cost_usd: Option<f64>,
+    cost_nanousd: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct AgreementJson<'r> {
+    agrees: bool,
+    recorded_cached_share: f64,
+    predicted_cached_share: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    miss_reason: Option<&'r MissReasonCheck>,
 }
 
 #[derive(Serialize)]
@@ -332,6 +483,10 @@ struct RequestJson<'r> {
     miss: Option<Option<&'r Miss>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorJson<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recorded: Option<RecordedJson<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agreement: Option<AgreementJson<'r>>,
 }
 
 #[derive(Serialize)]
@@ -408,6 +563,12 @@ fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
         ttft_ms: None,
         miss: None,
         error: None,
+        recorded: record.recorded.as_ref().map(|r| RecordedJson {
+            usage: &r.usage,
+            cost_usd: r.cost.map(|cost| cost.usd()),
+            cost_nanousd: r.cost.map(|cost| cost.total_nanousd()),
+        }),
+        agreement: record.recorded.as_ref().and_then(agreement_json),
     };
     match &record.result {
         Ok(priced) => RequestJson {
@@ -428,6 +589,33 @@ fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
     }
 }
 
+fn agreement_json(recorded: &Recorded) -> Option<AgreementJson<'_>> {
+    let agreement = recorded.agreement?;
+    Some(AgreementJson {
+        agrees: agreement.agrees,
+        recorded_cached_share: agreement.recorded_share_ppm as f64 / 1e6,
+        predicted_cached_share: agreement.predicted_share_ppm as f64 / 1e6,
+        miss_reason: recorded.miss_reason.as_ref(),
+    })
+}
+
+fn recorded_totals_json(recorded: &RecordedTotals) -> (RecordedTotalsJson, AgreementTotalsJson) {
+    let totals = RecordedTotalsJson {
+        requests: recorded.requests,
+        usage: recorded.usage,
+        cost_usd: recorded.cost.usd(),
+        cost_nanousd: recorded.cost.total_nanousd(),
+    };
+    let agreement = AgreementTotalsJson {
+        compared: recorded.compared,
+        agreed: recorded.agreed,
+        rate: round6(recorded.agreement_rate()),
+        miss_reasons_compared: recorded.reasons_compared,
+        miss_reasons_agreed: recorded.reasons_agreed,
+    };
+    (totals, agreement)
+}
+
 impl ReplayReport {
     /// The `--json` document (one line).
     #[allow(clippy::expect_used)] // the report is strings, integers and finite floats: serializing it cannot fail
@@ -441,7 +629,10 @@ impl ReplayReport {
                 .iter()
                 .map(|line| UnreadableJson { line: line.line, message: &line.message })
                 .collect(),
-            totals: TotalsJson::from(totals),
+            totals: {
+                let (recorded, agreement) = self.recorded.as_ref().map(recorded_totals_json).unzip();
+                ReplayTotalsJson { predicted: TotalsJson::from(totals), recorded, agreement }
+            },
             settings: SettingsJson {
                 policy: endpoint.cache.policy.name(),
                 billing: endpoint.billing.name(),
@@ -495,6 +686,9 @@ impl ReplayReport {
             t.token_equivalents.value(),
             t.hit_rate() * 100.0
         );
+        if let Some(recorded) = &self.recorded {
+            out.push_str(&recorded_footer(recorded));
+        }
         for line in &self.unreadable {
             let _ = writeln!(out, "unreadable {line}");
         }
@@ -530,6 +724,29 @@ impl ReplayReport {
         );
         out
     }
+}
+
+/// The recorded totals and the agreement, under the predicted ones.
+fn recorded_footer(recorded: &RecordedTotals) -> String {
+    let mut out = format!(
+        "recorded ({} requests): read {} · written {} · uncached {} · output {} tokens; cost ${:.6}; agreement {}/{} ({:.1}%: cached share within 2 points or 1,000 tokens)\n",
+        recorded.requests,
+        recorded.usage.cache_read_input_tokens,
+        recorded.usage.cache_creation_input_tokens,
+        recorded.usage.input_tokens,
+        recorded.usage.output_tokens,
+        recorded.cost.usd(),
+        recorded.agreed,
+        recorded.compared,
+        recorded.agreement_rate() * 100.0
+    );
+    if recorded.reasons_compared > 0 {
+        out.push_str(&format!(
+            "the API's cache-miss reasons: {} of {} named the same\n",
+            recorded.reasons_agreed, recorded.reasons_compared
+        ));
+    }
+    out
 }
 
 /// One request's line of the table (a model missing from the price table is starred).

@@ -38,9 +38,7 @@ pub fn run_serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if !args.quiet {
         config.request_log = Some(Box::new(std::io::stdout()));
     }
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(async {
+    on_runtime(async {
         let server = Server::bind(config, endpoint).await?;
         println!("forkcache serve listening on http://{}", server.local_addr());
         std::io::stdout().flush().context("writing to standard output")?;
@@ -49,6 +47,13 @@ pub fn run_serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs an HTTP edge (serve, proxy) on a multi-threaded runtime until it returns.
+pub(crate) fn on_runtime<T>(edge: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    runtime.block_on(edge)
 }
 
 fn millis(duration: std::time::Duration) -> u64 {
@@ -69,7 +74,7 @@ fn raise_open_file_limit(max_connections: usize) {
 }
 
 /// Ctrl-C, or SIGTERM where there is one (what `kill` and CI harnesses send).
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

@@ -1,21 +1,24 @@
-//! JSONL traces: what `serve` logs and `replay` reads.
+//! JSONL traces: what `serve` logs, what `proxy` records and what `replay` reads.
 //!
 //! A line is either a raw request body, an envelope
-//! `{"at_ms": u64, "workspace": "…"?, "first_byte_ms": u64?, "body": {…} | "…", "usage": {…}?,
-//! "error": {…}?}`, or a session marker `{"forkcache_session": {"started", "version",
-//! "settings"}}`. A line is an envelope exactly when it has a `body` member. An envelope with an
-//! `error` records a request turned away before it was priced (a scripted error, a missing key, a
-//! body over the size limit): it replays as that error, whatever its body. Lines are read in one
-//! pass: a raw body (or an object `body`) is parsed straight into a [`RequestView`] borrowing the
-//! line.
+//! `{"at_ms": u64, "workspace": "…"?, "first_byte_ms": u64?, "request_id": "…"?, "usage": {…}?,
+//! "diagnostics": {…}?, "error": {…}?, "incomplete": true?, "body": {…} | "…"}`, or a session
+//! marker `{"forkcache_session": {"started", "version", "settings"}}`. A line is an envelope
+//! exactly when it has a `body` member. An envelope with an `error` records a request turned away
+//! before it was priced (a scripted error, a missing key, a body over the size limit, an
+//! upstream's error): it replays as that error, whatever its body. `usage` is the response's usage
+//! as returned — the *recorded* usage replay scores its prediction against — and `diagnostics`
+//! the API's cache diagnostics. Lines are read in one pass: a raw body (or an object `body`) is
+//! parsed straight into a [`RequestView`] borrowing the line.
 //!
-//! A trace never holds an API key: `workspace` is the key's workspace, which for a key without a
-//! configured workspace is its [`key_fingerprint`]. Old traces' `api_key` is still read.
+//! A trace never holds an API key: `workspace` is the key's workspace (for `proxy`, the API's
+//! workspace id when the response names one), which for a key without a configured workspace is
+//! its [`key_fingerprint`]. Old traces' `api_key` is still read.
 //!
-//! Each `serve` run starts with a session marker, so a file appended to by several runs (whose
-//! `at_ms` each restart from 0) replays as several timelines, each on an empty cache. A line that
-//! is not a request at all (not UTF-8, not JSON, not an object, a broken envelope: typically the
-//! torn last line of a crashed run) is [`TraceEntry::Unreadable`], and the lines after it are
+//! Each `serve` or `proxy` run starts with a session marker, so a file appended to by several runs
+//! (whose `at_ms` each restart from 0) replays as several timelines, each on an empty cache. A line
+//! that is not a request at all (not UTF-8, not JSON, not an object, a broken envelope: typically
+//! the torn last line of a crashed run) is [`TraceEntry::Unreadable`], and the lines after it are
 //! still read.
 
 use std::borrow::Cow;
@@ -23,10 +26,11 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::billing::Usage;
+use crate::billing::{RecordedUsage, Usage};
 use crate::prompt::MAX_DECLARED_TOKENS;
 use crate::wire::{ApiError, ErrorKind, RequestView, describe_parse_error};
 
@@ -50,12 +54,16 @@ pub struct TraceLine<'a> {
     pub at_ms: Option<u64>,
     /// The API key, if an old line says (traces written now carry `workspace` instead).
     pub api_key: Option<Cow<'a, str>>,
-    /// The workspace, if the line says.
+    /// The workspace the request ran in (an id or a key fingerprint), if the line says.
     pub workspace: Option<Cow<'a, str>>,
     /// When its response began, if the line says.
     pub first_byte_ms: Option<u64>,
     /// Output tokens of the response that was returned, if logged.
     pub output_tokens: Option<u64>,
+    /// The usage the response carried (`usage`, as the API returned it), if logged.
+    pub recorded: Option<RecordedUsage>,
+    /// The response's `diagnostics.cache_miss_reason.type`, if logged.
+    pub recorded_miss_reason: Option<String>,
     /// The request.
     pub body: TraceBody<'a>,
 }
@@ -141,9 +149,14 @@ pub struct TraceWriter {
 }
 
 impl TraceWriter {
-    /// Opens (or creates) `path` for appending and writes `marker`'s line.
+    /// Opens (or creates, readable by its owner only: it holds prompts) `path` for appending and
+    /// writes `marker`'s line.
     pub fn open(path: &std::path::Path, marker: &SessionMarker) -> std::io::Result<TraceWriter> {
-        let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).read(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(path)?;
         let torn = ends_without_newline(&mut file)?;
         let mut writer = TraceWriter { out: std::io::BufWriter::new(file) };
         if torn {
@@ -215,6 +228,8 @@ struct LineParts<'a> {
     session: Option<SessionMarker>,
     first_byte_ms: Option<u64>,
     output_tokens: Option<u64>,
+    recorded: Option<RecordedUsage>,
+    recorded_miss_reason: Option<String>,
     body: Option<TraceBody<'a>>,
     error: Option<LoggedError>,
     request: RequestView<'a>,
@@ -246,6 +261,8 @@ impl<'a> LineParts<'a> {
             workspace: self.workspace,
             first_byte_ms: self.first_byte_ms,
             output_tokens: self.output_tokens,
+            recorded: self.recorded,
+            recorded_miss_reason: self.recorded_miss_reason,
             body,
         }))
     }
@@ -276,7 +293,15 @@ impl<'de> Visitor<'de> for LineVisitor {
                 "forkcache_session" => parts.session = Some(map.next_value()?),
                 "first_byte_ms" => parts.first_byte_ms = map.next_value()?,
                 "usage" => {
-                    parts.output_tokens = map.next_value::<Option<LoggedUsage>>()?.map(|u| u.output_tokens)
+                    parts.recorded =
+                        bounded_recorded(map.next_value::<Option<&'de RawValue>>()?.map(RawValue::get))?;
+                    parts.output_tokens =
+                        parts.recorded.as_ref().map(|recorded| recorded.usage.output_tokens);
+                }
+                "diagnostics" => {
+                    let diagnostics = map.next_value::<Option<LoggedDiagnostics>>()?;
+                    parts.recorded_miss_reason =
+                        diagnostics.and_then(|d| d.cache_miss_reason).map(|r| r.kind);
                 }
                 "body" => parts.body = Some(map.next_value::<BodyField>()?.0),
                 "error" => parts.error = map.next_value()?,
@@ -293,22 +318,36 @@ impl<'de> Visitor<'de> for LineVisitor {
     }
 }
 
-/// The part of a logged `usage` replay needs: what the response's output was (at most
-/// [`MAX_DECLARED_TOKENS`], so no sum over a trace can wrap).
+/// The part of a logged `diagnostics` replay compares (the cache-diagnostics beta).
 #[derive(Deserialize)]
-struct LoggedUsage {
-    #[serde(default, deserialize_with = "bounded_tokens")]
-    output_tokens: u64,
+struct LoggedDiagnostics {
+    #[serde(default)]
+    cache_miss_reason: Option<LoggedMissReason>,
 }
 
-fn bounded_tokens<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-    let tokens = u64::deserialize(deserializer)?;
-    if tokens > MAX_DECLARED_TOKENS {
-        return Err(de::Error::custom(format_args!(
-            "usage.output_tokens: {tokens} is more than {MAX_DECLARED_TOKENS}"
-        )));
+#[derive(Deserialize)]
+struct LoggedMissReason {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+/// A logged `usage` read as the recorded usage, with every count at most [`MAX_DECLARED_TOKENS`]
+/// (so no sum over a trace can wrap). `None` for a usage that is not an object of counts.
+fn bounded_recorded<E: de::Error>(raw: Option<&str>) -> Result<Option<RecordedUsage>, E> {
+    let Some(recorded) = raw.and_then(crate::agreement::read_recorded) else {
+        return Ok(None);
+    };
+    let usage = &recorded.usage;
+    let counts = [
+        ("input_tokens", usage.input_tokens),
+        ("cache_creation_input_tokens", usage.cache_creation_input_tokens),
+        ("cache_read_input_tokens", usage.cache_read_input_tokens),
+        ("output_tokens", usage.output_tokens),
+    ];
+    if let Some((field, tokens)) = counts.into_iter().find(|(_, tokens)| *tokens > MAX_DECLARED_TOKENS) {
+        return Err(E::custom(format_args!("usage.{field}: {tokens} is more than {MAX_DECLARED_TOKENS}")));
     }
-    Ok(tokens)
+    Ok(Some(recorded))
 }
 
 /// `body`: an object parsed in place, or a string holding the bytes as sent.
@@ -372,7 +411,7 @@ fn explain_line(line: usize, text: &str) -> Result<TraceEntry<'_>, UnreadableLin
         return Ok(rejected(line, None, describe_parse_error(text)));
     };
     if let Some(usage) = object.get("usage").filter(|usage| !usage.is_null()) {
-        LoggedUsage::deserialize(usage)
+        bounded_recorded::<serde_json::Error>(Some(&usage.to_string()))
             .map_err(|err| UnreadableLine { line, message: format!("envelope: {err}") })?;
     }
     let envelope: Envelope = serde_json::from_value(value.clone()).map_err(|err| UnreadableLine {
@@ -400,11 +439,13 @@ fn rejected<'a>(line: usize, envelope: Option<Envelope>, error: ApiError) -> Tra
         workspace: envelope.workspace.map(Cow::Owned),
         first_byte_ms: envelope.first_byte_ms,
         output_tokens: None,
+        recorded: None,
+        recorded_miss_reason: None,
         body: TraceBody::Rejected(error),
     })
 }
 
-/// A trace envelope, as `serve` writes it.
+/// A trace envelope, as `serve` and `proxy` write it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     /// Milliseconds since the start of the run.
@@ -419,12 +460,31 @@ pub struct Envelope {
     /// When the response began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_byte_ms: Option<u64>,
-    /// The usage returned (absent for a rejected request).
+    /// The upstream's `request-id` (`proxy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub request_id: Option<String>,
+    /// The usage returned (absent for a rejected request): serve's own, or, from `proxy`, the
+    /// upstream's exactly as it returned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<serde_json::Value>,
+    /// The upstream's cache diagnostics as it returned them (`proxy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<serde_json::Value>,
     /// The error the request was turned away with before it was priced, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<LoggedError>,
+    /// `true` when the response ended early (`proxy`: the upstream failed mid-stream, or the
+    /// client hung up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<bool>,
+}
+
+impl Envelope {
+    /// `usage` as serve writes its own.
+    #[allow(clippy::expect_used)] // a usage is integers and strings: it always serializes
+    pub fn usage_of(usage: &Usage) -> serde_json::Value {
+        serde_json::to_value(usage).expect("a usage serializes")
+    }
 }
 
 /// Writes one envelope line (no trailing newline) around `body`: the body is kept byte for byte
@@ -433,7 +493,7 @@ pub struct Envelope {
 ///
 /// A body that is not UTF-8 is never logged altered: its envelope should carry the `error` it was
 /// refused with, and the body is logged empty.
-#[allow(clippy::expect_used)] // an envelope is strings and integers: serializing it cannot fail
+#[allow(clippy::expect_used)] // an envelope is strings, integers and JSON values: it serializes
 pub fn envelope_line(envelope: &Envelope, body: &[u8]) -> String {
     let fields = serde_json::to_string(envelope).expect("an envelope serializes");
     let mut line = String::with_capacity(fields.len() + body.len() + 16);

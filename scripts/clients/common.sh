@@ -14,9 +14,9 @@ build_forkcache() {
   fi
 }
 
-# start_server LOG ARGS...: runs `forkcache serve --addr 127.0.0.1:0 ARGS...` in the background,
+# start_serve LOG ARGS...: runs `forkcache serve --addr 127.0.0.1:0 ARGS...` in the background,
 # logging to LOG; sets SERVER_PID and BASE_URL once it listens.
-start_server() {
+start_serve() {
   local log="$1"
   shift
   "$FORKCACHE_BIN" serve --addr 127.0.0.1:0 "$@" >"$log" 2>&1 &
@@ -37,8 +37,52 @@ start_server() {
   return 1
 }
 
-# stop_server: SIGTERM (the server prints its summary), then wait for it.
+# start_server LOG ARGS...: start_serve; SERVE_URL is the server's URL. With
+# FORKCACHE_VIA_PROXY=1 (scripts/clients/via-proxy.sh) it also puts `forkcache proxy` in front of
+# the server, recording to proxy.jsonl (log proxy.log) beside LOG; BASE_URL is then the proxy's.
+start_server() {
+  start_serve "$@"
+  SERVE_URL="$BASE_URL"
+  export FORKCACHE_STATS_URL="$SERVE_URL"
+  if [[ "${FORKCACHE_VIA_PROXY:-}" != 1 ]]; then
+    return 0
+  fi
+  PROXY_DIR="$(dirname "$1")"
+  local log="$PROXY_DIR/proxy.log"
+  "$FORKCACHE_BIN" proxy --addr 127.0.0.1:0 --upstream "$SERVE_URL" --trace "$PROXY_DIR/proxy.jsonl" >"$log" 2>&1 &
+  PROXY_PID=$!
+  for _ in $(seq 1 100); do
+    if grep -q "listening on" "$log" 2>/dev/null; then
+      BASE_URL="$(sed -n 's/^forkcache proxy listening on \([^ ]*\).*/\1/p' "$log" | head -n 1)"
+      echo "through forkcache proxy at $BASE_URL"
+      return 0
+    fi
+    sleep 0.1
+  done
+  cat "$log" >&2
+  echo "forkcache proxy did not start listening" >&2
+  return 1
+}
+
+# check_via_proxy SERVE_TRACE KEY: after stop_server, when a proxy stood in front, checks that
+# its trace equals the server's body for body, replays with 100% agreement (the upstream is the
+# same simulator: this proves plumbing, not fidelity), and that no file it wrote holds KEY.
+check_via_proxy() {
+  if [[ "${FORKCACHE_VIA_PROXY:-}" != 1 ]]; then
+    return 0
+  fi
+  "$FORKCACHE_BIN" replay --json "$PROXY_DIR/proxy.jsonl" >"$PROXY_DIR/proxy-replay.json"
+  python3 "$ROOT/scripts/clients/check_proxy.py" "$1" "$PROXY_DIR/proxy.jsonl" "$PROXY_DIR/proxy-replay.json" "$2" \
+    "$PROXY_DIR/proxy.jsonl" "$PROXY_DIR/proxy.log"
+}
+
+# stop_server: SIGTERM to the proxy (if any) and the server (each prints its summary), then wait.
 stop_server() {
+  if [[ -n "${PROXY_PID:-}" ]] && kill -0 "$PROXY_PID" 2>/dev/null; then
+    kill -TERM "$PROXY_PID"
+    wait "$PROXY_PID" || true
+  fi
+  PROXY_PID=""
   if [[ -n "${SERVER_PID:-}" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
     kill -TERM "$SERVER_PID"
     wait "$SERVER_PID" || true

@@ -26,5 +26,6 @@ start_server "$RUN/serve.log" --strict --script "$ROOT/fixtures/scripts/sdk-clie
 echo "python SDK $VERSION against $BASE_URL"
 "$VENV/bin/python" "$ROOT/scripts/clients/python_sdk.py" "$BASE_URL" "$RUN/client.json"
 stop_server
+check_via_proxy "$RUN/trace.jsonl" python-sdk
 "$FORKCACHE_BIN" replay --json "$RUN/trace.jsonl" >"$RUN/replay.json"
 python3 "$ROOT/scripts/clients/check_usage.py" "$RUN/client.json" "$RUN/replay.json"

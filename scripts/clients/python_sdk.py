@@ -9,6 +9,7 @@ compare with `forkcache replay` of the server's trace; also checks the server's 
 """
 
 import json
+import os
 import sys
 import urllib.request
 
@@ -126,9 +127,11 @@ except anthropic.APIStatusError as error:
 ids = [model.id for model in client.models.list()]
 check(MODEL in ids, f"models: {ids}")
 
-# The server's own totals for this key equal the sum of what the SDK parsed. Asked with the key,
-# the stats show that key's workspace alone (named by the key's fingerprint, never the key).
-stats_request = urllib.request.Request(f"{BASE_URL}/forkcache/stats", headers={"x-api-key": KEY})
+# The server's own totals for this key equal the sum of what the SDK parsed (asked of the server
+# itself when a proxy stands in front of it). Asked with the key, the stats show that key's
+# workspace alone (named by the key's fingerprint, never the key).
+STATS_URL = os.environ.get("FORKCACHE_STATS_URL", BASE_URL)
+stats_request = urllib.request.Request(f"{STATS_URL}/forkcache/stats", headers={"x-api-key": KEY})
 with urllib.request.urlopen(stats_request) as response:
     stats = json.load(response)
 check(len(stats["workspaces"]) == 1, f"one workspace for one key: {list(stats['workspaces'])}")

@@ -18,5 +18,6 @@ echo "TypeScript SDK $VERSION against $BASE_URL"
 cp "$ROOT/scripts/clients/typescript_sdk.mjs" "$DIR/check.mjs"
 node "$DIR/check.mjs" "$BASE_URL" "$RUN/client.json"
 stop_server
+check_via_proxy "$RUN/trace.jsonl" typescript-sdk
 "$FORKCACHE_BIN" replay --json "$RUN/trace.jsonl" >"$RUN/replay.json"
 python3 "$ROOT/scripts/clients/check_usage.py" "$RUN/client.json" "$RUN/replay.json"

@@ -199,8 +199,8 @@ fn finish_priced(
         api_key: None,
         workspace: api_key.map(|_| record.workspace.clone()),
         first_byte_ms: Some(first_byte_ms),
-        usage: Some(record.usage),
-        error: None,
+        usage: Some(Envelope::usage_of(&record.usage)),
+        ..Envelope::default()
     };
     core.append_trace(&envelope_line(&envelope, body));
     core.log(|| request_line(&request_id, at, &record.workspace, Ok(&record)));
@@ -230,9 +230,8 @@ fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> An
         at_ms: Some(at),
         api_key: None,
         workspace: api_key.map(|_| workspace.clone()),
-        first_byte_ms: None,
-        usage: None,
         error: logged.then(|| LoggedError::of(&error)),
+        ..Envelope::default()
     };
     core.append_trace(&envelope_line(&envelope, body));
     core.log(|| request_line(&request_id, at, &workspace, Err(&error)));
@@ -430,7 +429,7 @@ pub(super) fn models_json(prices: &PriceTable) -> String {
 }
 
 /// `x-api-key`, else the token of `Authorization: Bearer …`; empty values count as absent.
-fn api_key(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn api_key(headers: &HeaderMap) -> Option<String> {
     let text = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).trim().to_string();
     let from_header = headers.get("x-api-key").map(text);
     let from_bearer = || {

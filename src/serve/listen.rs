@@ -22,7 +22,7 @@ use tokio::time::{Instant, Sleep};
 
 /// Connection limits (see [`super::ServeConfig`]).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Limits {
+pub(crate) struct Limits {
     pub header_timeout: Duration,
     pub idle_timeout: Duration,
     pub max_connections: usize,

@@ -30,6 +30,8 @@ use crate::endpoint::MockEndpoint;
 use crate::trace::{SessionMarker, TraceWriter};
 use crate::wire::Chunking;
 
+pub(crate) use http::api_key;
+pub(crate) use listen::Limits;
 pub use script::{
     ErrorReply, Planned, Rule, Script, ScriptError, ScriptReply, ToolCall, When, schema_example,
 };
@@ -210,7 +212,7 @@ impl Server {
             shutdown_grace_ms: config.shutdown_grace_ms,
             body_timeout_ms: config.body_timeout_ms,
             strict: config.strict,
-            limits: listen::Limits {
+            limits: Limits {
                 header_timeout: std::time::Duration::from_millis(config.header_timeout_ms),
                 idle_timeout: std::time::Duration::from_millis(config.idle_timeout_ms),
                 max_connections: config.max_connections,
@@ -234,31 +236,50 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Summary, ServeError> {
         let mut stop_requested = self.stop_requested;
-        let (began, stop_began) = tokio::sync::oneshot::channel::<()>();
         let stopping = async move {
             tokio::select! {
                 () = shutdown => {}
                 _ = stop_requested.wait_for(|stop| *stop) => {}
             }
-            let _ = began.send(());
-        };
-        // In-flight responses may finish; a client that never finishes its request may not hold
-        // the server up for longer than the grace period.
-        let grace_period = std::time::Duration::from_millis(self.shared.config.shutdown_grace_ms);
-        let grace = async move {
-            match stop_began.await {
-                Ok(()) => tokio::time::sleep(grace_period).await,
-                Err(_) => std::future::pending().await,
-            }
         };
         let router = http::router(Arc::clone(&self.shared));
-        let serving = listen::serve(self.listener, router, self.shared.config.limits, stopping);
-        tokio::select! {
-            () = serving => {}
-            () = grace => {}
-        }
+        serve_until(
+            self.listener,
+            router,
+            self.shared.config.limits,
+            stopping,
+            self.shared.config.shutdown_grace_ms,
+        )
+        .await;
         let core = self.shared.lock();
         Ok(Summary { stats: core.stats.clone(), cache: core.endpoint.cache_stats() })
+    }
+}
+
+/// Serves `router` on `listener` within `limits` until `stopping` completes, then lets in-flight
+/// requests finish — but a client that never finishes its request may not hold the server up for
+/// longer than `grace_ms`.
+pub(crate) async fn serve_until(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    stopping: impl Future<Output = ()> + Send + 'static,
+    grace_ms: u64,
+) {
+    let (began, stop_began) = tokio::sync::oneshot::channel::<()>();
+    let stopping = async move {
+        stopping.await;
+        let _ = began.send(());
+    };
+    let grace = async move {
+        match stop_began.await {
+            Ok(()) => tokio::time::sleep(std::time::Duration::from_millis(grace_ms)).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = listen::serve(listener, router, limits, stopping) => {}
+        () = grace => {}
     }
 }
 
@@ -273,7 +294,7 @@ struct Settings {
     shutdown_grace_ms: u64,
     body_timeout_ms: u64,
     strict: bool,
-    limits: listen::Limits,
+    limits: Limits,
 }
 
 /// State every connection shares.
@@ -345,14 +366,21 @@ impl Core {
     }
 }
 
-/// The `--trace` file's session marker: the wall-clock start (the edge may read it), this
-/// version, and the settings that price requests. The key → workspace map is left out: it holds
-/// keys.
-fn session_marker(config: &ServeConfig, endpoint: &MockEndpoint) -> SessionMarker {
+/// The endpoint's settings as a session marker records them: without the key → workspace map,
+/// which holds keys.
+pub(crate) fn pricing_settings(endpoint: &MockEndpoint) -> serde_json::Value {
     let mut pricing = serde_json::to_value(endpoint.config()).unwrap_or_default();
     if let Some(pricing) = pricing.as_object_mut() {
         pricing.remove("workspaces");
     }
+    pricing
+}
+
+/// The `--trace` file's session marker: the wall-clock start (the edge may read it), this
+/// version, and the settings that price requests. The key → workspace map is left out: it holds
+/// keys.
+fn session_marker(config: &ServeConfig, endpoint: &MockEndpoint) -> SessionMarker {
+    let pricing = pricing_settings(endpoint);
     let latency = match config.latency {
         LatencyMode::Instant => "instant",
         LatencyMode::Model => "model",

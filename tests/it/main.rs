@@ -18,6 +18,8 @@ mod plain_errors;
 mod positions;
 mod prices;
 mod properties;
+mod proxy;
+mod proxy_tls;
 mod reference;
 mod rendered;
 mod replay_cli;

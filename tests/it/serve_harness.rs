@@ -21,19 +21,12 @@ impl Running {
     /// Starts a server on a free loopback port.
     pub fn start(mut config: ServeConfig, endpoint: EndpointConfig) -> Running {
         config.addr = SocketAddr::from(([127, 0, 0, 1], 0));
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime =
-                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-            runtime.block_on(async move {
-                let endpoint = MockEndpoint::new(endpoint, PriceTable::builtin()).unwrap();
-                let server = Server::bind(config, endpoint).await.unwrap();
-                addr_tx.send(server.local_addr()).unwrap();
-                server.run(async move { stopped.await.unwrap_or(()) }).await.unwrap()
-            })
+        let (addr, stop, thread) = on_own_runtime(move |bound, stopped| async move {
+            let endpoint = MockEndpoint::new(endpoint, PriceTable::builtin()).unwrap();
+            let server = Server::bind(config, endpoint).await.unwrap();
+            bound.send(server.local_addr()).unwrap();
+            server.run(async move { stopped.await.unwrap_or(()) }).await.unwrap()
         });
-        let addr = addr_rx.recv_timeout(Duration::from_secs(10)).expect("the server binds");
         Running { addr, stop: Some(stop), thread: Some(thread) }
     }
 
@@ -71,6 +64,27 @@ impl Drop for Running {
             self.finish();
         }
     }
+}
+
+/// Runs an HTTP edge on its own 2-thread runtime and thread: `start` gets where to send the
+/// address it bound and the signal to stop on; its output is the thread's.
+pub fn on_own_runtime<T, F, Fut>(start: F) -> (SocketAddr, tokio::sync::oneshot::Sender<()>, JoinHandle<T>)
+where
+    T: Send + 'static,
+    F: FnOnce(std::sync::mpsc::Sender<SocketAddr>, tokio::sync::oneshot::Receiver<()>) -> Fut
+        + Send
+        + 'static,
+    Fut: std::future::Future<Output = T>,
+{
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(start(addr_tx, stopped))
+    });
+    let addr = addr_rx.recv_timeout(Duration::from_secs(10)).expect("the edge binds");
+    (addr, stop, thread)
 }
 
 /// A keep-alive client that returns every status instead of failing on 4xx/5xx.

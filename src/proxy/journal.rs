@@ -1,0 +1,397 @@
+//! The journal: finished exchanges, put back in start order, decoded, priced by the endpoint,
+//! compared, written to the trace and counted — on its own thread, off the forwarding path.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, header};
+
+use super::capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
+use super::redact::redact;
+use super::stats::{Comparison, ProxyStats};
+use crate::agreement::read_recorded;
+use crate::billing::{Cost, RecordedUsage};
+use crate::clock::SimTime;
+use crate::endpoint::{Call, MockEndpoint, Record};
+use crate::serve::api_key;
+use crate::tokenize::Tokenizer;
+use crate::trace::{Envelope, LoggedError, TraceWriter, envelope_line, key_fingerprint};
+use crate::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
+use crate::wire::Reply;
+
+/// One Messages exchange as the forwarding path saw it.
+struct Exchange {
+    seq: u64,
+    at_ms: u64,
+    /// The key's fingerprint (never the key), or none without a key.
+    key_workspace: Option<String>,
+    body: Bytes,
+    response: Option<Response>,
+    /// The proxy's own answer when the upstream never gave one.
+    refused: Option<LoggedError>,
+}
+
+/// What came back.
+struct Response {
+    first_byte_ms: u64,
+    status: u16,
+    request_id: Option<String>,
+    /// `anthropic-workspace-id`, else `anthropic-organization-id`.
+    workspace: Option<String>,
+    event_stream: bool,
+    encodings: Encodings,
+    copy: Vec<u8>,
+    copy_overflowed: bool,
+    ended: bool,
+    upstream_error: Option<String>,
+}
+
+/// Hands out tickets in start order.
+pub(super) struct Tickets {
+    next: u64,
+    sender: Sender<Exchange>,
+}
+
+impl Tickets {
+    /// A ticket for a Messages request that started at `at_ms`.
+    pub(super) fn issue(&mut self, at_ms: u64, headers: &HeaderMap) -> Ticket {
+        let seq = self.next;
+        self.next += 1;
+        let exchange = Exchange {
+            seq,
+            at_ms,
+            key_workspace: api_key(headers).as_deref().map(key_fingerprint),
+            body: Bytes::new(),
+            response: None,
+            refused: None,
+        };
+        Ticket { exchange: Some(exchange), sender: self.sender.clone() }
+    }
+}
+
+/// One exchange being recorded. It reaches the journal when dropped, however it ended, so an
+/// abandoned exchange never holds up the ones after it.
+pub(super) struct Ticket {
+    exchange: Option<Exchange>,
+    sender: Sender<Exchange>,
+}
+
+impl Ticket {
+    #[allow(clippy::expect_used)] // the exchange is taken only in `drop`
+    fn exchange(&mut self) -> &mut Exchange {
+        self.exchange.as_mut().expect("a ticket holds its exchange until dropped")
+    }
+
+    pub(super) fn set_body(&mut self, body: Bytes) {
+        self.exchange().body = body;
+    }
+
+    /// The upstream's response head arrived.
+    pub(super) fn began(&mut self, first_byte_ms: u64, status: u16, headers: &HeaderMap) {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let content_type = text(header::CONTENT_TYPE.as_str()).unwrap_or_default();
+        self.exchange().response = Some(Response {
+            first_byte_ms,
+            status,
+            request_id: text("request-id"),
+            workspace: text("anthropic-workspace-id").or_else(|| text("anthropic-organization-id")),
+            event_stream: content_type.starts_with("text/event-stream"),
+            encodings: Encodings::parse(text(header::CONTENT_ENCODING.as_str()).as_deref()),
+            copy: Vec::new(),
+            copy_overflowed: false,
+            ended: false,
+            upstream_error: None,
+        });
+    }
+
+    #[allow(clippy::expect_used)] // `http` passes response bytes on only after the head
+    fn response(&mut self) -> &mut Response {
+        self.exchange().response.as_mut().expect("response bytes come after the head")
+    }
+
+    /// A chunk of the response body, as received.
+    pub(super) fn copy(&mut self, data: &[u8]) {
+        let response = self.response();
+        if response.copy.len() + data.len() > COPY_LIMIT_BYTES {
+            response.copy_overflowed = true;
+        } else {
+            response.copy.extend_from_slice(data);
+        }
+    }
+
+    pub(super) fn ended(&mut self) {
+        self.response().ended = true;
+    }
+
+    pub(super) fn upstream_failed(&mut self, error: String) {
+        self.response().upstream_error = Some(error);
+    }
+
+    /// The proxy answered itself (upstream unreachable, body unreadable).
+    pub(super) fn refused(mut self, error: LoggedError) {
+        self.exchange().refused = Some(error);
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let Some(exchange) = self.exchange.take() {
+            // The journal only stops after every ticket is gone.
+            let _ = self.sender.send(exchange);
+        }
+    }
+}
+
+/// The running journal.
+pub(super) struct Handle {
+    sender: Sender<Exchange>,
+    thread: JoinHandle<()>,
+}
+
+impl Handle {
+    /// The ticket dispenser (sharing the journal's channel).
+    pub(super) fn tickets(&self) -> Tickets {
+        Tickets { next: 0, sender: self.sender.clone() }
+    }
+
+    /// Waits until every ticket is dropped and written.
+    pub(super) fn finish(self) {
+        drop(self.sender);
+        let _ = self.thread.join();
+    }
+}
+
+/// The trace file and how bodies are written to it.
+pub(super) struct TraceOut {
+    pub(super) out: TraceWriter,
+    /// Bodies go through [`redact`], counted with this tokenizer (the endpoint's).
+    pub(super) redact_with: Option<Box<dyn Tokenizer>>,
+}
+
+/// Starts the journal thread.
+pub(super) fn start(
+    endpoint: MockEndpoint,
+    trace: Option<TraceOut>,
+    request_log: Option<Box<dyn Write + Send>>,
+    stats: Arc<Mutex<ProxyStats>>,
+) -> std::io::Result<Handle> {
+    let (sender, receiver) = channel();
+    let journal = Journal {
+        endpoint,
+        trace,
+        request_log,
+        stats,
+        next: 0,
+        waiting: BTreeMap::new(),
+        recent: Recent::default(),
+    };
+    let thread = std::thread::Builder::new()
+        .name("forkcache-proxy-journal".into())
+        .spawn(move || journal.run(receiver))?;
+    Ok(Handle { sender, thread })
+}
+
+struct Journal {
+    endpoint: MockEndpoint,
+    trace: Option<TraceOut>,
+    request_log: Option<Box<dyn Write + Send>>,
+    stats: Arc<Mutex<ProxyStats>>,
+    /// The next ticket to write.
+    next: u64,
+    /// Finished exchanges waiting for an earlier-started one.
+    waiting: BTreeMap<u64, Exchange>,
+    recent: Recent,
+}
+
+/// The last few request bodies of each workspace: where a disagreement is explained from.
+#[derive(Default)]
+struct Recent {
+    bodies: BTreeMap<String, VecDeque<(Option<String>, Bytes)>>,
+}
+
+/// Bodies kept per workspace.
+const RECENT_BODIES: usize = 16;
+
+impl Recent {
+    fn remember(&mut self, workspace: &str, request_id: Option<String>, body: &Bytes) {
+        let bodies = self.bodies.entry(workspace.to_string()).or_default();
+        if bodies.len() == RECENT_BODIES {
+            bodies.pop_front();
+        }
+        bodies.push_back((request_id, body.clone()));
+    }
+
+    /// Where `body` first leaves the recent request it shares the longest cache prefix with
+    /// (the one whose cache it should have read), and that request's id.
+    fn divergence(&self, workspace: &str, body: &[u8]) -> Option<(Option<String>, Divergence)> {
+        let this = cache_order(std::str::from_utf8(body).ok()?).ok()?;
+        let candidates = self.bodies.get(workspace)?.iter().filter_map(|(id, earlier)| {
+            let earlier = cache_order(std::str::from_utf8(earlier).ok()?).ok()?;
+            Some((common_prefix_bytes(&earlier, &this), id, earlier))
+        });
+        // The latest of equally long prefixes: max_by_key keeps the last maximum.
+        let (_, id, earlier) = candidates.max_by_key(|(shared, _, _)| *shared)?;
+        first_divergence(&earlier, &this).map(|divergence| (id.clone(), divergence))
+    }
+}
+
+impl Journal {
+    fn run(mut self, receiver: Receiver<Exchange>) {
+        for exchange in receiver {
+            self.waiting.insert(exchange.seq, exchange);
+            while let Some(exchange) = self.waiting.remove(&self.next) {
+                self.next += 1;
+                self.write(exchange);
+            }
+        }
+    }
+
+    fn write(&mut self, exchange: Exchange) {
+        let entry = Entry::of(&exchange);
+        let predicted = entry.envelope.usage.is_some().then(|| self.predict(&exchange, &entry)).flatten();
+        let recorded = entry
+            .recorded
+            .as_ref()
+            .map(|recorded| (recorded.usage, self.recorded_cost(predicted.as_ref(), recorded)));
+        let mut comparison = Comparison::new(
+            entry.workspace.clone(),
+            recorded,
+            predicted,
+            entry.envelope.error.clone(),
+            entry.envelope.incomplete.is_some(),
+        );
+        if comparison.agreement.is_some_and(|a| !a.agrees) {
+            comparison.divergence = self.recent.divergence(&entry.workspace, &exchange.body);
+        }
+        self.recent.remember(&entry.workspace, entry.envelope.request_id.clone(), &exchange.body);
+        if let Some(trace) = &mut self.trace {
+            let line = match &trace.redact_with {
+                Some(tokenizer) => {
+                    envelope_line(&entry.envelope, &redact(&exchange.body, tokenizer.as_ref()))
+                }
+                None => envelope_line(&entry.envelope, &exchange.body),
+            };
+            if trace.out.append(&line).is_err() {
+                self.stats.lock().unwrap_or_else(PoisonError::into_inner).trace_write_errors += 1;
+            }
+        }
+        if let Some(log) = &mut self.request_log {
+            let line = comparison.line(exchange.at_ms, entry.envelope.request_id.as_deref());
+            // The log is for watching; a closed terminal must not stop the proxy.
+            let _ = writeln!(log, "{line}").and_then(|()| log.flush());
+        }
+        let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        stats.add(&comparison);
+        if let Some(key) = &exchange.key_workspace {
+            stats.key_used(key, &entry.workspace);
+        }
+    }
+
+    /// What the recorded usage costs at the endpoint's prices (none for an unpriced model, or
+    /// a request the endpoint could not read).
+    fn recorded_cost(&self, predicted: Option<&Record>, recorded: &RecordedUsage) -> Option<Cost> {
+        let date = self.endpoint.config().price_date;
+        self.endpoint.prices().cost_of_recorded(&predicted?.model, date, recorded)
+    }
+
+    /// The endpoint's usage for this request, with visibility from the real first byte and the
+    /// real output length.
+    fn predict(&mut self, exchange: &Exchange, entry: &Entry) -> Option<Record> {
+        let call = Call {
+            body: &exchange.body,
+            // The workspace scopes the cache as the key would, without the key (as in replay).
+            api_key: None,
+            workspace: Some(&entry.workspace),
+            at: SimTime(exchange.at_ms),
+            first_byte: exchange.response.as_ref().map(|r| SimTime(r.first_byte_ms)),
+            reply: Reply {
+                output_tokens: entry.recorded.as_ref().map(|r| r.usage.output_tokens),
+                ..Reply::input_only()
+            },
+        };
+        self.endpoint.handle(call).ok().map(|exchange| exchange.record)
+    }
+}
+
+/// An exchange read: its trace envelope and its recorded usage.
+struct Entry {
+    workspace: String,
+    envelope: Envelope,
+    recorded: Option<RecordedUsage>,
+}
+
+impl Entry {
+    fn of(exchange: &Exchange) -> Entry {
+        let response = exchange.response.as_ref();
+        let workspace = response
+            .and_then(|r| r.workspace.clone())
+            .or_else(|| exchange.key_workspace.clone())
+            .unwrap_or_else(|| "default".to_string());
+        let observed = response.map(read_copy).unwrap_or_default();
+        let usage = observed.usage.map(serde_json::Value::Object);
+        let recorded = usage.as_ref().and_then(|usage| read_recorded(&usage.to_string()));
+        // No response and no answer of our own: the client left before the upstream answered.
+        let abandoned = response.is_none() && exchange.refused.is_none();
+        let error = exchange.refused.clone().or(observed.error).or_else(|| abandoned.then(client_left));
+        let incomplete = observed.incomplete || abandoned;
+        let envelope = Envelope {
+            at_ms: Some(exchange.at_ms),
+            api_key: None,
+            workspace: Some(workspace.clone()),
+            first_byte_ms: response.map(|r| r.first_byte_ms),
+            request_id: response.and_then(|r| r.request_id.clone()),
+            usage,
+            diagnostics: observed.diagnostics,
+            error,
+            incomplete: incomplete.then_some(true),
+        };
+        Entry { workspace, envelope, recorded }
+    }
+}
+
+/// The error recorded for a request whose client hung up before any response (nginx's 499).
+fn client_left() -> LoggedError {
+    LoggedError {
+        status: 499,
+        kind: "client_closed_request".into(),
+        message: "the client closed the connection before the upstream answered".into(),
+    }
+}
+
+/// What the response copy says: decoded, then read; a body that ended early is incomplete.
+fn read_copy(response: &Response) -> Observed {
+    if response.copy_overflowed {
+        return Observed::default();
+    }
+    let decoded = response.encodings.decode(&response.copy).unwrap_or_default();
+    let mut observed = observe(response.status, response.event_stream, &decoded);
+    let success = (200..300).contains(&response.status);
+    if success && (!response.ended || response.upstream_error.is_some()) {
+        observed.incomplete = true;
+    }
+    observed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_fingerprinted_from_either_header() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, "Bearer sk-ant-secret".parse().unwrap());
+        assert_eq!(api_key(&headers).as_deref(), Some("sk-ant-secret"));
+        headers.insert("x-api-key", "sk-other".parse().unwrap());
+        assert_eq!(api_key(&headers).as_deref(), Some("sk-other"));
+        let (sender, _receiver) = channel();
+        let mut tickets = Tickets { next: 0, sender };
+        let mut ticket = tickets.issue(5, &headers);
+        let workspace = ticket.exchange().key_workspace.clone().unwrap();
+        assert_eq!(workspace, key_fingerprint("sk-other"));
+        assert!(workspace.starts_with("key-") && workspace.len() == 20 && !workspace.contains("sk-"));
+    }
+}

@@ -1,0 +1,735 @@
+//! `forkcache proxy` in front of a real `forkcache serve` over loopback: bytes pass through
+//! unchanged, the proxy's trace equals the server's own body for body, the live comparison agrees
+//! with the server (plumbing, not fidelity: the upstream is the same simulator), faults pass
+//! through and are recorded, and no key is written anywhere.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use forkcache::billing::{PriceTable, Usage};
+use forkcache::calibrate::calibrate;
+use forkcache::endpoint::{EndpointConfig, MockEndpoint};
+use forkcache::proxy::{Proxy, ProxyConfig, ProxyStats};
+use forkcache::replay::{ReplayConfig, replay};
+use forkcache::serve::{LatencyMode, Script, ServeConfig};
+use forkcache::trace::key_fingerprint;
+use serde_json::{Value, json};
+
+use crate::serve_harness::{Running, cached_request, client, on_own_runtime, post, sse_events};
+
+const MODEL: &str = "claude-sonnet-4-6";
+const KEY: &str = "sk-ant-api03-PROXY-TEST-SECRET-0123456789";
+
+/// A proxy in the test process, its request log captured.
+pub struct RunningProxy {
+    addr: SocketAddr,
+    log: Arc<Mutex<Vec<u8>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<ProxyStats>>,
+}
+
+/// A `Write` into shared memory, for the request log.
+struct SharedLog(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedLog {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl RunningProxy {
+    pub fn start(upstream: &str, trace: Option<PathBuf>) -> RunningProxy {
+        RunningProxy::start_with(upstream, |config| config.trace = trace)
+    }
+
+    pub fn start_with(upstream: &str, configure: impl FnOnce(&mut ProxyConfig)) -> RunningProxy {
+        let mut config = ProxyConfig::new(upstream);
+        config.addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        configure(&mut config);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        config.request_log = Some(Box::new(SharedLog(Arc::clone(&log))));
+        let (addr, stop, thread) = on_own_runtime(move |bound, stopped| async move {
+            let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+            let proxy = Proxy::bind(config, endpoint).await.unwrap();
+            bound.send(proxy.local_addr()).unwrap();
+            proxy.run(async move { stopped.await.unwrap_or(()) }).await.unwrap()
+        });
+        RunningProxy { addr, log, stop: Some(stop), thread: Some(thread) }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Stops the proxy once every exchange is written; returns its totals and its log.
+    pub fn stop(mut self) -> (ProxyStats, String) {
+        let _ = self.stop.take().unwrap().send(());
+        let stats = self.thread.take().unwrap().join().expect("the proxy thread does not panic");
+        let log = String::from_utf8(self.log.lock().unwrap().clone()).unwrap();
+        (stats, log)
+    }
+}
+
+/// A fresh scratch directory for one test's files.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("forkcache-proxy-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A trace's envelopes (its session markers left out).
+pub fn trace_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|line| line.get("forkcache_session").is_none())
+        .collect()
+}
+
+/// A trace's session markers.
+fn session_markers(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok()?.get("forkcache_session").cloned())
+        .collect()
+}
+
+/// The exact bytes of each line's `body` member.
+fn raw_bodies(path: &Path) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Line<'a> {
+        #[serde(borrow)]
+        body: Option<&'a serde_json::value::RawValue>,
+    }
+    let text = std::fs::read_to_string(path).unwrap();
+    // Session markers have no body.
+    text.lines()
+        .filter_map(|line| Some(serde_json::from_str::<Line>(line).unwrap().body?.get().to_string()))
+        .collect()
+}
+
+/// `forkcache serve` tracing to DIR/serve.jsonl, and the proxy in front tracing to DIR/proxy.jsonl.
+fn serve_and_proxy(dir: &Path) -> (Running, RunningProxy) {
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    (server, proxy)
+}
+
+/// One conversation's turns: the same cached system prompt, a growing user text.
+fn turn(conversation: usize, turn: usize, stream: bool) -> String {
+    let user = format!("conversation {conversation} turn {turn}: {}", "words ".repeat(turn * 20));
+    cached_request(MODEL, 2_000 + conversation as u64, &user, stream)
+}
+
+#[test]
+fn proxy_trace_equals_the_servers_body_for_body_and_agrees_with_it() {
+    let dir = scratch("identity");
+    let (server, proxy) = serve_and_proxy(&dir);
+    let agent = client();
+    let mut answers = Vec::new();
+    for step in 0..4 {
+        answers.push(post(
+            &agent,
+            &proxy.url("/v1/messages?beta=true"),
+            Some(KEY),
+            turn(0, step, step % 2 == 1).as_bytes(),
+        ));
+    }
+    let count =
+        post(&agent, &proxy.url("/v1/messages/count_tokens"), Some(KEY), turn(0, 0, false).as_bytes());
+    assert_eq!(count.status, 200, "other routes are forwarded too: {}", count.body);
+    let (stats, log) = proxy.stop();
+    drop(server);
+
+    // The client got the server's answers: the first turn writes the system block, the others read it.
+    let usages: Vec<Usage> = answers.iter().map(|a| a.usage()).collect();
+    assert_eq!(usages[0].cache_creation_input_tokens, 2_000);
+    assert!(usages[1..].iter().all(|u| u.cache_read_input_tokens == 2_000), "{usages:?}");
+    assert!(answers[1].is_stream() && !answers[0].is_stream());
+
+    let proxied = trace_lines(&dir.join("proxy.jsonl"));
+    assert_eq!(
+        raw_bodies(&dir.join("proxy.jsonl")),
+        raw_bodies(&dir.join("serve.jsonl")),
+        "count_tokens is not a Messages exchange"
+    );
+    for (line, answer) in proxied.iter().zip(&answers) {
+        assert_eq!(line["request_id"].as_str(), answer.request_id.as_deref());
+        assert_eq!(line["workspace"], key_fingerprint(KEY).as_str());
+        assert!(line["first_byte_ms"].as_u64() >= line["at_ms"].as_u64());
+        let recorded: Usage = serde_json::from_value(line["usage"].clone()).unwrap();
+        assert_eq!(recorded, answer.usage(), "usage as the upstream returned it");
+        assert!(
+            line.get("incomplete").is_none() && line.get("error").is_none() && line.get("api_key").is_none()
+        );
+    }
+    let workspace = &stats.workspaces[&key_fingerprint(KEY)];
+    assert_eq!((workspace.exchanges, workspace.compared, workspace.agreed), (4, 4, 4), "{log}");
+    assert_eq!(workspace.recorded_usage, workspace.predicted.usage);
+    assert_eq!(workspace.recorded_cost, workspace.predicted.cost);
+    assert_eq!(
+        log.lines().filter(|line| line.ends_with(')') && line.contains("· agrees (cached")).count(),
+        4,
+        "{log}"
+    );
+
+    // Replaying either trace agrees 100% with what it recorded. The upstream is the same
+    // simulator, so this proves the plumbing (bytes, times, workspaces, usage), not fidelity.
+    for trace in ["proxy.jsonl", "serve.jsonl"] {
+        let text = std::fs::read_to_string(dir.join(trace)).unwrap();
+        let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+        let recorded = report.recorded.clone().expect("the trace recorded usage");
+        assert_eq!((recorded.requests, recorded.compared, recorded.agreed), (4, 4, 4), "{trace}");
+        for record in &report.records {
+            assert_eq!(
+                record.recorded.as_ref().unwrap().usage,
+                record.result.as_ref().unwrap().usage,
+                "{trace}"
+            );
+        }
+        assert_eq!(recorded.cost, report.totals.cost, "{trace}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A trace as a proxy in front of the real API would record it: the real counts run 30% above
+/// bytes4's estimate, and the third request missed where forkcache predicts a read.
+///
+/// Body: a 2,000-token marked system block and "hi" (7 tokens) on Sonnet 4.6 ($3 input, $3.75 5m
+/// write, $0.30 read per MTok = 3,000 / 3,750 / 300 nano-dollars per token).
+#[test]
+fn replay_scores_recorded_usage_and_the_apis_miss_reasons() {
+    let body = cached_request(MODEL, 2_000, "hi", false);
+    let write = r#"{"input_tokens":9,"cache_creation_input_tokens":2600,"cache_read_input_tokens":0,"output_tokens":0}"#;
+    let read = r#"{"input_tokens":9,"cache_creation_input_tokens":0,"cache_read_input_tokens":2600,"output_tokens":0}"#;
+    let system_changed =
+        r#"{"cache_miss_reason":{"type":"system_changed","cache_missed_input_tokens":2600}}"#;
+    let trace = [
+        format!(r#"{{"at_ms":0,"first_byte_ms":500,"workspace":"wrkspc_a","usage":{write},"body":{body}}}"#),
+        format!(r#"{{"at_ms":60000,"first_byte_ms":60300,"workspace":"wrkspc_a","usage":{read},"body":{body}}}"#),
+        format!(r#"{{"at_ms":120000,"first_byte_ms":120500,"workspace":"wrkspc_a","usage":{write},"diagnostics":{system_changed},"body":{body}}}"#),
+    ]
+    .join("\n");
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &trace).unwrap();
+    let json: Value = serde_json::from_str(&report.to_json()).unwrap();
+    let requests = json["requests"].as_array().unwrap();
+    // 0: predicted 0 of 2,007 read, recorded 0 of 2,609: the same share.
+    // 1: predicted 2,000 / 2,007 = 99.65%, recorded 2,600 / 2,609 = 99.66%: agree.
+    // 2: predicted 99.65%, recorded 0%; rescaled, 2,000 × 2,609 / 2,007 ≈ 2,600 tokens off: differ.
+    let agrees: Vec<bool> = requests.iter().map(|r| r["agreement"]["agrees"].as_bool().unwrap()).collect();
+    assert_eq!(agrees, [true, true, false]);
+    assert_eq!(requests[1]["agreement"]["recorded_cached_share"], 0.99655);
+    // The API says the system changed; forkcache predicts no miss at all.
+    assert_eq!(
+        requests[2]["agreement"]["miss_reason"],
+        serde_json::json!({"recorded": "system_changed", "predicted": null, "agrees": false})
+    );
+    // 9 × 3,000 + 2,600 × 3,750 = 9,777,000; 9 × 3,000 + 2,600 × 300 = 807,000.
+    assert_eq!(requests[0]["recorded"]["cost_nanousd"], 9_777_000);
+    assert_eq!(requests[1]["recorded"]["cost_nanousd"], 807_000);
+    let totals = &json["totals"];
+    assert_eq!(totals["recorded"]["cost_nanousd"], 9_777_000 + 807_000 + 9_777_000);
+    assert_eq!(totals["recorded"]["usage"]["cache_read_input_tokens"], 2_600);
+    assert_eq!(
+        totals["agreement"],
+        serde_json::json!({"compared": 3, "agreed": 2, "rate": 0.666667, "miss_reasons_compared": 1, "miss_reasons_agreed": 0})
+    );
+    assert_eq!(totals["usage"]["cache_read_input_tokens"], 4_000, "the predicted totals are unchanged");
+    assert!(report.to_table().contains("agreement 2/3 (66.7%"), "{}", report.to_table());
+}
+
+#[test]
+fn no_file_the_proxy_writes_holds_the_key() {
+    let dir = scratch("keys");
+    let server = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let agent = client();
+    post(&agent, &proxy.url("/v1/messages"), Some(KEY), turn(1, 0, false).as_bytes());
+    let bearer = agent
+        .post(&proxy.url("/v1/messages"))
+        .header("authorization", format!("Bearer {KEY}"))
+        .send(turn(1, 1, true).as_bytes())
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    assert!(bearer.contains("message_stop"));
+    let stats_page = crate::serve_harness::get(&agent, &proxy.url("/forkcache/stats")).body;
+    let (stats, log) = proxy.stop();
+    let trace = std::fs::read_to_string(dir.join("proxy.jsonl")).unwrap();
+    assert_eq!(trace.lines().count(), 3, "a session marker, then two exchanges");
+    for (what, text) in
+        [("trace", &trace), ("log", &log), ("stats", &stats_page), ("summary", &stats.to_table())]
+    {
+        assert!(
+            !text.contains(KEY) && !text.contains("PROXY-TEST-SECRET"),
+            "the {what} holds the key: {text}"
+        );
+    }
+    assert!(stats_page.contains(&key_fingerprint(KEY)), "{stats_page}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.join("proxy.jsonl")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the trace is readable by its owner only");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each proxy run appends a session marker through the trace writer: the upstream named by its
+/// host alone (no scheme, port or path), never a key; a torn last line left by a crashed run gets
+/// its newline first; replay reads each run as its own timeline.
+#[test]
+fn each_run_starts_a_session_naming_the_upstream_host_only() {
+    let dir = scratch("sessions");
+    let path = dir.join("proxy.jsonl");
+    std::fs::write(&path, b"{\"at_ms\":0,\"body\":{\"model\"").unwrap();
+    let server = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let agent = client();
+    for run in 0..2 {
+        let proxy = RunningProxy::start(&server.url(""), Some(path.clone()));
+        post(&agent, &proxy.url("/v1/messages"), Some(KEY), turn(run, 0, false).as_bytes());
+        proxy.stop();
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains(KEY), "{text}");
+    let markers = session_markers(&path);
+    assert_eq!(markers.len(), 2);
+    for marker in &markers {
+        assert_eq!(marker["settings"]["upstream"], "127.0.0.1");
+        assert_eq!(marker["version"], env!("CARGO_PKG_VERSION"));
+    }
+    // The torn line stays one unreadable line of its own (before the first marker, with no
+    // request, so no session); the two runs read as two sessions, and the recorded usage agrees.
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), text.as_bytes()).unwrap();
+    assert_eq!((report.sessions, report.unreadable.len(), report.records.len()), (2, 1, 2));
+    let recorded = report.recorded.expect("usage recorded");
+    assert_eq!((recorded.compared, recorded.agreed), (2, 2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `/forkcache/stats` on the proxy follows serve's rule: asked with a key it shows that key's
+/// workspace alone; with `require_key`, asking without a key is a 401 in the API's shape.
+#[test]
+fn stats_asked_with_a_key_show_that_keys_workspace_alone() {
+    const OTHER: &str = "sk-ant-api03-OTHER-TENANT";
+    let server = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let proxy = RunningProxy::start_with(&server.url(""), |config| config.require_key = true);
+    let agent = client();
+    post(&agent, &proxy.url("/v1/messages"), Some(KEY), turn(1, 0, false).as_bytes());
+    post(&agent, &proxy.url("/v1/messages"), Some(OTHER), turn(2, 0, false).as_bytes());
+    // The journal counts an exchange after its response: wait until both are counted.
+    let stats_for = |key: &str| {
+        let response = agent.get(&proxy.url("/forkcache/stats")).header("x-api-key", key).call().unwrap();
+        serde_json::from_str::<Value>(&response.into_body().read_to_string().unwrap()).unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stats_for(OTHER)["workspaces"].as_object().unwrap().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mine = stats_for(KEY);
+    let workspaces: Vec<&String> = mine["workspaces"].as_object().unwrap().keys().collect();
+    assert_eq!(workspaces, [&key_fingerprint(KEY)], "{mine}");
+    assert_eq!(mine["workspaces"][key_fingerprint(KEY)]["exchanges"], 1);
+    assert!(mine.get("trace_write_errors").is_none(), "nothing proxy-wide for one tenant: {mine}");
+    let theirs = stats_for(OTHER);
+    let workspaces: Vec<&String> = theirs["workspaces"].as_object().unwrap().keys().collect();
+    assert_eq!(workspaces, [&key_fingerprint(OTHER)], "{theirs}");
+    let unauthenticated = agent
+        .get(&proxy.url("/forkcache/stats"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .call()
+        .unwrap();
+    assert_eq!(unauthenticated.status(), 401);
+    let body: Value = serde_json::from_str(&unauthenticated.into_body().read_to_string().unwrap()).unwrap();
+    assert_eq!(body["error"]["type"], "authentication_error");
+    let (stats, _) = proxy.stop();
+    assert_eq!(stats.workspaces.len(), 2);
+}
+
+#[test]
+fn upstream_down_is_a_502_api_error_naming_it() {
+    let dir = scratch("down");
+    // A port that was just free: nothing listens there.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let upstream = format!("http://{closed}");
+    let proxy = RunningProxy::start(&upstream, Some(dir.join("proxy.jsonl")));
+    let answer = post(&client(), &proxy.url("/v1/messages"), Some(KEY), turn(2, 0, false).as_bytes());
+    let (_, log) = proxy.stop();
+    assert_eq!(answer.status, 502);
+    let (kind, message) = answer.error();
+    assert_eq!(kind, "api_error");
+    assert!(message.contains(&upstream) && message.contains("refused"), "{message}");
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(line["error"]["status"], 502);
+    assert_eq!(line["error"]["type"], "api_error");
+    assert!(line.get("usage").is_none());
+    assert!(log.contains("error 502 api_error"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn faults_server(latency: LatencyMode) -> Running {
+    let script = Script::from_json(include_str!("../../fixtures/scripts/faults.json")).unwrap();
+    Running::start(ServeConfig { script, latency, ..ServeConfig::default() }, EndpointConfig::default())
+}
+
+#[test]
+fn rate_limit_passes_through_with_retry_after_and_is_recorded() {
+    let dir = scratch("429");
+    let server = faults_server(LatencyMode::Instant);
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let direct = post(
+        &client(),
+        &server.url("/v1/messages"),
+        Some(KEY),
+        cached_request(MODEL, 10, "RATE_LIMIT", false).as_bytes(),
+    );
+    let proxied = post(
+        &client(),
+        &proxy.url("/v1/messages"),
+        Some(KEY),
+        cached_request(MODEL, 10, "RATE_LIMIT", false).as_bytes(),
+    );
+    proxy.stop();
+    assert_eq!((proxied.status, proxied.retry_after.as_deref()), (429, Some("2")));
+    assert_eq!(proxied.error().0, "rate_limit_error");
+    // The body is the server's (its request id numbers the server's requests).
+    assert_eq!(
+        proxied.body.replace(proxied.request_id.as_deref().unwrap(), "ID"),
+        direct.body.replace(direct.request_id.as_deref().unwrap(), "ID")
+    );
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(line["error"]["status"], 429);
+    assert_eq!(line["error"]["type"], "rate_limit_error");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn upstream_cutting_a_stream_is_recorded_incomplete_with_its_input_usage() {
+    let dir = scratch("cut");
+    let server = faults_server(LatencyMode::Instant);
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let body = cached_request(MODEL, 2_000, "CUT", true);
+    let outcome = client()
+        .post(&proxy.url("/v1/messages"))
+        .send(body.as_bytes())
+        .map(|mut r| r.body_mut().read_to_string());
+    let (stats, _) = proxy.stop();
+    assert!(!matches!(outcome, Ok(Ok(ref text)) if text.contains("message_stop")), "{outcome:?}");
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(line["incomplete"], true);
+    // The write happened upstream: it is in message_start's usage, and the request is priced.
+    assert_eq!(line["usage"]["cache_creation_input_tokens"], 2_000);
+    let workspace = &stats.workspaces["default"];
+    assert_eq!((workspace.incomplete, workspace.compared, workspace.agreed), (1, 1, 1));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn client_hanging_up_mid_stream_cancels_the_upstream_and_is_recorded_incomplete() {
+    let dir = scratch("hangup");
+    // Modelled latency: a long reply streams for many seconds.
+    let script = r#"{"rules": [], "default": {"text": "LONG", "output_tokens": 200000}}"#;
+    let script = Script::from_json(script).unwrap();
+    let server = Running::start(
+        ServeConfig { script, latency: LatencyMode::Model, ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let body = cached_request(MODEL, 2_000, &"long answer please ".repeat(2_000), true);
+    let mut socket = TcpStream::connect(proxy.addr).unwrap();
+    write!(socket, "POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut reader = BufReader::new(socket.try_clone().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("message_start") {
+        assert!(reader.read_line(&mut seen).unwrap() > 0, "the stream began: {seen}");
+    }
+    socket.shutdown(std::net::Shutdown::Both).unwrap();
+    drop((reader, socket));
+    let (stats, _) = proxy.stop();
+    let stopped = Instant::now();
+    server.stop();
+    assert!(stopped.elapsed() < Duration::from_secs(5), "the upstream stream was cancelled, not left to run");
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(line["incomplete"], true, "{line}");
+    assert_eq!(line["usage"]["cache_creation_input_tokens"], 2_000);
+    assert_eq!(stats.workspaces["default"].incomplete, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sixteen_concurrent_clients_are_recorded_in_start_order() {
+    let dir = scratch("sixteen");
+    let (server, proxy) = serve_and_proxy(&dir);
+    let url = proxy.url("/v1/messages");
+    let clients: Vec<_> = (0..16)
+        .map(|conversation| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let agent = client();
+                let key = format!("key-of-client-{conversation}");
+                (0..4)
+                    .map(|step| {
+                        post(&agent, &url, Some(&key), turn(conversation, step, step % 2 == 0).as_bytes())
+                            .status
+                    })
+                    .collect::<Vec<u16>>()
+            })
+        })
+        .collect();
+    for client in clients {
+        assert_eq!(client.join().unwrap(), [200; 4]);
+    }
+    let (stats, log) = proxy.stop();
+    drop(server);
+    let lines = trace_lines(&dir.join("proxy.jsonl"));
+    assert_eq!(lines.len(), 64);
+    let starts: Vec<u64> = lines.iter().map(|line| line["at_ms"].as_u64().unwrap()).collect();
+    assert!(starts.windows(2).all(|pair| pair[0] <= pair[1]), "start order: {starts:?}");
+    let mut proxied = raw_bodies(&dir.join("proxy.jsonl"));
+    let mut served = raw_bodies(&dir.join("serve.jsonl"));
+    proxied.sort();
+    served.sort();
+    assert_eq!(proxied, served);
+    assert_eq!(stats.workspaces.len(), 16);
+    assert!(stats.workspaces.values().all(|w| (w.exchanges, w.agreed) == (4, 4)), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An upstream that answers every request with one fixed, compressed SSE stream.
+fn compressed_upstream(encoding: &'static str, body: Vec<u8>) -> (SocketAddr, tokio::runtime::Runtime) {
+    use axum::http::header;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(move || {
+        let body = body.clone();
+        async move {
+            (
+                [
+                    (header::CONTENT_TYPE, "text/event-stream"),
+                    (header::CONTENT_ENCODING, encoding),
+                    (header::HeaderName::from_static("request-id"), "req_up"),
+                ],
+                body,
+            )
+        }
+    });
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    (addr, runtime)
+}
+
+#[test]
+fn compressed_responses_pass_through_as_received_and_are_read_decoded() {
+    let plain = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":9000,\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(plain.as_bytes()).unwrap();
+    let gzipped = gz.finish().unwrap();
+    let dir = scratch("gzip");
+    let (addr, _runtime) = compressed_upstream("gzip", gzipped.clone());
+    let proxy = RunningProxy::start(&format!("http://{addr}"), Some(dir.join("proxy.jsonl")));
+    let mut socket = TcpStream::connect(proxy.addr).unwrap();
+    let body = cached_request(MODEL, 10, "hi", true);
+    write!(socket, "POST /v1/messages HTTP/1.1\r\nhost: x\r\naccept-encoding: gzip, deflate, br, zstd\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut received = Vec::new();
+    socket.read_to_end(&mut received).unwrap();
+    proxy.stop();
+    let split = received.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&received[..split]).to_ascii_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    let payload = dechunk(&received[split..], &head);
+    assert_eq!(payload, gzipped, "the client gets the compressed bytes as the upstream sent them");
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(
+        line["usage"].to_string(),
+        r#"{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":9000,"output_tokens":5}"#
+    );
+    assert_eq!(line["request_id"], "req_up");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The body of an HTTP/1.1 response: de-chunked when `transfer-encoding: chunked`.
+fn dechunk(bytes: &[u8], head: &str) -> Vec<u8> {
+    if !head.contains("transfer-encoding: chunked") {
+        return bytes.to_vec();
+    }
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    loop {
+        let end = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&rest[..end]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&rest[end + 2..end + 2 + size]);
+        rest = &rest[end + 2 + size + 2..];
+    }
+}
+
+#[test]
+fn sse_through_the_proxy_is_the_servers_event_sequence() {
+    let server = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let proxy = RunningProxy::start(&server.url(""), None);
+    let body = cached_request(MODEL, 2_000, "hi", true);
+    let direct = post(&client(), &server.url("/v1/messages"), Some("a"), body.as_bytes());
+    let proxied = post(&client(), &proxy.url("/v1/messages"), Some("b"), body.as_bytes());
+    proxy.stop();
+    let names = |text: &str| sse_events(text).into_iter().map(|(name, _)| name).collect::<Vec<_>>();
+    assert_eq!(names(&proxied.body), names(&direct.body));
+    assert_eq!(proxied.usage(), direct.usage(), "a fresh workspace each: the same cold write");
+}
+
+#[test]
+fn a_disagreement_names_the_predicted_miss_and_the_first_divergence() {
+    // The upstream reads 9,000 tokens every time; forkcache predicts a write for the first
+    // request and, for the second, whose one (marked) system block changed, another write: no
+    // read, and no miss either (nothing before the change was ever cached).
+    let plain = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":9000,\"output_tokens\":1}}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let (addr, _runtime) = compressed_upstream("identity", plain.as_bytes().to_vec());
+    let proxy = RunningProxy::start(&format!("http://{addr}"), None);
+    let first = cached_request(MODEL, 2_000, "hi", true);
+    let second = first.replace("You are a test.", "You are a test!");
+    for body in [&first, &second] {
+        let answer = post(&client(), &proxy.url("/v1/messages"), Some(KEY), body.as_bytes());
+        assert_eq!(answer.status, 200);
+    }
+    let (stats, log) = proxy.stop();
+    let lines: Vec<&str> = log.lines().collect();
+    // 9,000 / 9,003 = 99.97% read against 0%.
+    assert!(
+        lines[1].contains("· differs (cached 100.0% recorded, 0.0% predicted); predicted miss -"),
+        "{log}"
+    );
+    // Cache order starts with the model, "claude-sonnet-4-6" (19 bytes), then the system block
+    // without its marker: {"type":"text","text":"You are a test (37 bytes) is shared: byte 56.
+    assert!(
+        lines[1].ends_with("first divergence from req_up: system[0].text (system, system_text) at byte 56"),
+        "{log}"
+    );
+    assert!(!lines[0].contains("first divergence"), "nothing came before the first request: {log}");
+    assert_eq!(stats.workspaces[&key_fingerprint(KEY)].agreed, 0);
+}
+
+/// Two turns of a conversation with a tool: real text everywhere, every string holding SECRET.
+fn secret_turns() -> Vec<String> {
+    let system = [
+        json!({"type": "text", "text": format!("SECRET rules. {}", "Keep the house rules. ".repeat(300)), "cache_control": {"type": "ephemeral"}}),
+    ];
+    let tools = [
+        json!({"name": "Read", "description": "SECRET tool", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}),
+    ];
+    let question = json!({"role": "user", "content": "SECRET question"});
+    let call = json!({"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "SECRET.txt"}}]});
+    let result = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "SECRET contents", "cache_control": {"type": "ephemeral"}}]});
+    let turn = |messages: Vec<Value>| {
+        json!({"model": MODEL, "max_tokens": 64, "system": system, "tools": tools, "messages": messages})
+            .to_string()
+    };
+    vec![turn(vec![question.clone()]), turn(vec![question, call, result])]
+}
+
+#[test]
+fn a_redacted_trace_holds_no_text_and_replays_to_the_same_usage() {
+    let dir = scratch("redact");
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let trace = dir.join("proxy.jsonl");
+    let proxy = RunningProxy::start_with(&server.url(""), |config| {
+        config.trace = Some(trace);
+        config.redact = true;
+    });
+    for body in secret_turns() {
+        assert_eq!(post(&client(), &proxy.url("/v1/messages"), Some(KEY), body.as_bytes()).status, 200);
+    }
+    proxy.stop();
+    drop(server);
+    let redacted = std::fs::read_to_string(dir.join("proxy.jsonl")).unwrap();
+    assert!(!redacted.contains("SECRET") && !redacted.contains("house rules"), "{redacted}");
+    let usages = |name: &str| {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+        report.records.iter().map(|r| r.result.clone().unwrap().usage).collect::<Vec<Usage>>()
+    };
+    let original = usages("serve.jsonl");
+    assert!(
+        original[1].cache_read_input_tokens > 1_024,
+        "the second turn reads the first's prefix: {original:?}"
+    );
+    assert_eq!(usages("proxy.jsonl"), original);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Four requests of one 2,000-token marked system block and "hi" (7 tokens) at 0, 1, 2 and 3 s,
+/// without first_byte_ms; the recorded counts are the predicted ones × 1.3 (write or read 2,600,
+/// uncached 9). Even requests fit, odd ones (1 and 3) are held out.
+#[test]
+fn calibration_fits_token_counts_and_scores_candidates_on_the_held_out_half() {
+    let body = cached_request(MODEL, 2_000, "hi", false);
+    let usage = |read: u64, write: u64| {
+        format!(
+            r#"{{"input_tokens":9,"cache_creation_input_tokens":{write},"cache_read_input_tokens":{read},"output_tokens":0}}"#
+        )
+    };
+    let trace: Vec<String> = (0..4)
+        .map(|i| {
+            let recorded = if i == 0 { usage(0, 2_600) } else { usage(2_600, 0) };
+            format!(r#"{{"at_ms":{},"usage":{recorded},"body":{body}}}"#, i * 1_000)
+        })
+        .collect();
+    let calibration = calibrate(&ReplayConfig::default(), &PriceTable::builtin(), &trace.join("\n")).unwrap();
+    let fit = &calibration.models[0];
+    // Fit half: recorded 2 × 2,609 = 5,218 against predicted 2 × 2,007 = 4,014.
+    assert_eq!((fit.fit_requests, fit.recorded_tokens, fit.predicted_tokens), (2, 5_218, 4_014));
+    // Held out: |2,007 − 2,609| × 2 / 5,218 = 23.07%; rescaled, 2,007 × 5,218 / 4,014 = 2,609: 0.
+    assert_eq!(
+        (fit.held_out_requests, fit.held_out_error_ppm, fit.held_out_error_rescaled_ppm),
+        (2, 230_739, 0)
+    );
+    // The 2,000-token prefix is cached only when the minimum is at most 2,000 (the table says 1,024).
+    let by_minimum: Vec<(Option<u64>, u64)> =
+        calibration.min_cacheable.iter().map(|c| (c.value, c.agreed)).collect();
+    assert_eq!(
+        by_minimum,
+        [(None, 2), (Some(256), 2), (Some(512), 2), (Some(1_024), 2), (Some(2_048), 0), (Some(4_096), 0)]
+    );
+    // Request 0's write is readable at base + 2,007 × 20 µs ≈ base + 41 ms: request 1 (at 1 s)
+    // reads it for a base of 0–400 ms, not for 1,000 or 2,000; request 3 (at 3 s) always does.
+    let by_delay: Vec<(Option<u64>, u64)> =
+        calibration.first_token_ms.iter().map(|c| (c.value, c.agreed)).collect();
+    assert_eq!(by_delay, [(Some(0), 2), (Some(200), 2), (Some(400), 2), (Some(1_000), 1), (Some(2_000), 1)]);
+    assert!(calibration.min_cacheable.iter().all(|c| c.compared == 2));
+    let json: Value = serde_json::from_str(&calibration.to_json()).unwrap();
+    assert_eq!(json["calibration"]["models"][0]["recorded_per_predicted_token"], 1.29995);
+    assert!(calibration.to_table().contains("price table    2/2"), "{}", calibration.to_table());
+}
+
+#[test]
+fn the_command_checks_its_upstream_before_it_listens() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["proxy", "--addr", "127.0.0.1:0", "--upstream", "api.anthropic.com"])
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(r#"--upstream "api.anthropic.com": give the scheme, http:// or https://"#),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("listening"));
+}
