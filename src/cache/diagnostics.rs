@@ -198,27 +198,7 @@ impl Fingerprints {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::{Position, Prompt, Slot};
-
-    fn prompt(hashes: &[u128]) -> Prompt {
-        let positions = hashes
-            .iter()
-            .enumerate()
-            .map(|(i, &hash)| Position {
-                hash,
-                tokens_end: 10 * (i as u64 + 1),
-                slot: Slot::System(i as u32),
-                tool_use: false,
-            })
-            .collect();
-        Prompt {
-            positions,
-            breakpoints: Vec::new(),
-            salts: Salts::default(),
-            first_after_tools: 0,
-            first_message: 0,
-        }
-    }
+    use crate::prompt::system_prompt_of as prompt;
 
     #[test]
     fn the_oldest_fingerprints_are_forgotten_past_the_limit() {

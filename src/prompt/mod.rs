@@ -383,3 +383,26 @@ impl<'a> PromptRef<'a> {
         levels.into_iter().find_map(|level| self.salts.first_difference(other, level))
     }
 }
+
+/// A prompt of system positions with these hashes, 10 tokens each (for tests of what reads
+/// prompts).
+#[cfg(test)]
+pub(crate) fn system_prompt_of(hashes: &[u128]) -> Prompt {
+    let positions = hashes
+        .iter()
+        .enumerate()
+        .map(|(i, &hash)| Position {
+            hash,
+            tokens_end: 10 * (i as u64 + 1),
+            slot: Slot::System(i as u32),
+            tool_use: false,
+        })
+        .collect();
+    Prompt {
+        positions,
+        breakpoints: Vec::new(),
+        salts: Salts::default(),
+        first_after_tools: 0,
+        first_message: 0,
+    }
+}
