@@ -102,8 +102,9 @@ impl Page {
 
     /// Starts a section; fill it through the returned reference.
     pub fn section(&mut self, heading: impl Into<String>) -> &mut Section {
+        let index = self.sections.len();
         self.sections.push(Section { heading: heading.into(), blocks: Vec::new() });
-        self.sections.last_mut().expect("just pushed")
+        &mut self.sections[index]
     }
 
     /// The HTML document.
