@@ -274,7 +274,8 @@ fn record_json(r: &ScenarioRecord) -> serde_json::Value {
     serde_json::json!({
         "index": r.index, "role": r.role, "agent": r.agent, "spawn": r.spawn, "fork": r.fork,
         "at_ms": r.record.at.ms(), "model": r.record.model, "usage": r.record.usage,
-        "cost_nanousd": r.record.cost.total_nanousd(), "token_equivalents": r.record.token_equivalents.value(),
+        "cost_usd": r.record.cost.usd(), "cost_nanousd": r.record.cost.total_nanousd(),
+        "token_equivalents": r.record.token_equivalents.value(),
         "naive_nanousd": r.naive_nanousd, "ttft_ms": r.record.ttft_ms, "miss": r.record.miss,
     })
 }
@@ -291,7 +292,7 @@ fn spawn_json(s: &SpawnReport) -> serde_json::Value {
 fn totals_json(t: &ScenarioTotals) -> serde_json::Value {
     serde_json::json!({
         "requests": t.requests, "usage": t.usage, "total_input_tokens": t.usage.total_input_tokens(),
-        "cost_nanousd": t.cost_nanousd, "naive_nanousd": t.naive_nanousd,
+        "cost_usd": t.cost_nanousd as f64 / 1e9, "cost_nanousd": t.cost_nanousd, "naive_nanousd": t.naive_nanousd,
         "savings_nanousd": t.naive_nanousd.saturating_sub(t.cost_nanousd),
         "token_equivalents": t.token_equivalents.value(), "naive_token_equivalents": t.naive_token_equivalents.value(),
         "savings": round6(t.savings()), "hit_rate": round6(t.hit_rate()), "rewrite_factor": round6(t.rewrite_factor()),

@@ -401,3 +401,18 @@ fn a_spawning_turn_past_the_threshold_compacts() {
     let starts: Vec<u64> = report.records.iter().map(|r| r.record.at.ms()).collect();
     assert!(starts.windows(2).all(|pair| pair[0] <= pair[1]), "start order: {starts:?}");
 }
+
+#[test]
+fn run_json_gives_cost_usd_beside_nano_dollars() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["run", concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/scenarios/forks.json"), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The parent writes 20,000 tokens at Sonnet 4.6's $3.75/MTok: 75,000,000 nano-dollars, $0.075.
+    assert_eq!(report["requests"][0]["cost_nanousd"], 75_000_000);
+    assert_eq!(report["requests"][0]["cost_usd"], 0.075);
+    let totals = &report["totals"];
+    assert_eq!(totals["cost_usd"].as_f64(), totals["cost_nanousd"].as_u64().map(|n| n as f64 / 1e9));
+}
