@@ -236,12 +236,7 @@ impl MockEndpoint {
         check_model_rules(view, view.require_model()?)?;
         let settings = self.price_settings(view)?;
         let prompt = self.render_view(view)?;
-        let request = RenderedRequest {
-            model: view.require_model()?,
-            prompt: prompt.as_ref(),
-            stream: view.stream,
-            max_tokens,
-        };
+        let request = rendered(view, &prompt, max_tokens)?;
         self.check_context(&request)?;
         let mut exchange = self.serve(&request, call, settings);
         if let Some(asked) = &view.diagnostics {
@@ -356,13 +351,7 @@ impl MockEndpoint {
         let max_tokens = required_max_tokens(view)?;
         let settings = self.price_settings(view)?;
         let prompt = self.render_view(view)?;
-        let request = RenderedRequest {
-            model: view.require_model()?,
-            prompt: prompt.as_ref(),
-            stream: view.stream,
-            max_tokens,
-        };
-        Ok(self.price_alone_with(&request, call, settings))
+        Ok(self.price_alone_with(&rendered(view, &prompt, max_tokens)?, call, settings))
     }
 
     /// The view's prompt, rendered for the model it names (or the default model's constants).
@@ -544,6 +533,20 @@ impl Pricing<'_> {
 /// How far past a model's context window an estimated prompt may go before it is refused, in
 /// percent: the estimate is not Claude's tokenizer (later models count up to 30% more or less).
 pub const CONTEXT_MARGIN_PERCENT: u64 = 30;
+
+/// The request a parsed body describes, over its rendered prompt.
+fn rendered<'p>(
+    view: &'p RequestView,
+    prompt: &'p Prompt,
+    max_tokens: u64,
+) -> Result<RenderedRequest<'p>, ApiError> {
+    Ok(RenderedRequest {
+        model: view.require_model()?,
+        prompt: prompt.as_ref(),
+        stream: view.stream,
+        max_tokens,
+    })
+}
 
 /// `max_tokens`, or the API's error when the field is missing.
 pub(crate) fn required_max_tokens(view: &RequestView) -> Result<u64, ApiError> {

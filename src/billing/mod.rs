@@ -363,6 +363,9 @@ struct ChangeFile {
     note: Option<String>,
 }
 
+// The five prices are spelled out here and in `ModelFile` rather than flattened from
+// `RatesFile`: serde cannot combine `flatten` with `deny_unknown_fields`, and a misspelt price
+// must be an error.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BandFile {

@@ -51,13 +51,16 @@ pub struct SessionRequest {
     pub ttl_before: Option<Ttl>,
     /// For a chain's first request: the request that spawned the chain, when known.
     pub parent: Option<ParentLink>,
-    /// Whether the real usage shows a break against the chain's previous request.
-    pub observed_break: bool,
     /// The break, when there is one.
     pub break_: Option<ObservedBreak>,
 }
 
 impl SessionRequest {
+    /// Whether the real usage shows a break against the chain's previous request.
+    pub fn observed_break(&self) -> bool {
+        self.break_.is_some()
+    }
+
     /// True for a sub-agent's chain.
     pub fn is_agent(&self) -> bool {
         matches!(self.request.chain, Chain::Agent(_))
@@ -171,7 +174,6 @@ fn session(
             chain_index,
             ttl_before,
             parent,
-            observed_break: break_.is_some(),
             break_,
         });
     }

@@ -152,7 +152,7 @@ impl AccountView {
                     .insert(request.request.request_id.clone(), ChainStart { stable_tokens, ttl });
             }
             view.first_seen.entry((kind, request.request.model.clone())).or_insert(request.start_ms);
-            if (request.chain_index == 0 || request.observed_break) && usage.cache_read_input_tokens > 0 {
+            if (request.chain_index == 0 || request.observed_break()) && usage.cache_read_input_tokens > 0 {
                 floor_read.insert(kind, usage.cache_read_input_tokens);
             }
             let smallest = smallest_total.entry(kind).or_insert(u64::MAX);

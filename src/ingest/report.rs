@@ -147,7 +147,7 @@ impl Totals {
             }
         }
         self.agreement.add(row);
-        if request.observed_break {
+        if request.observed_break() {
             self.on_breaks.add(row);
         }
         if request.chain_index == 0 {
