@@ -16,12 +16,12 @@ use crate::cache::{
     StoreStats,
 };
 use crate::clock::SimTime;
+use crate::ingest::trace::key_fingerprint;
 use crate::prompt::{
     BlockContext, BlockInfo, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer,
     validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
-use crate::trace::key_fingerprint;
 use crate::wire::{
     ApiError, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock,
     StopReason, check_model_rules, parse_request,
@@ -42,7 +42,7 @@ pub struct EndpointConfig {
     /// Workspace of requests without an API key. Default `"default"`.
     pub default_workspace: String,
     /// API key → workspace; a key not listed is its own workspace, named by its
-    /// [`crate::trace::key_fingerprint`] (so no key is ever shown, and no key reaches the
+    /// [`crate::ingest::trace::key_fingerprint`] (so no key is ever shown, and no key reaches the
     /// default workspace).
     pub workspaces: BTreeMap<String, String>,
     /// Mixed into message and tool ids. Default 0.

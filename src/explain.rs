@@ -10,10 +10,10 @@ use serde::Serialize;
 
 use crate::billing::{Modifiers, PriceTable, Usage};
 use crate::cache::{Miss, MissCause};
+use crate::ingest::trace::{TraceBody, TraceEntry, TraceLine, read_trace};
 use crate::prompt::Dimension;
 use crate::replay::{ReplayConfig, ReplayError, ReplayRecord, replay};
 use crate::tokenize::TokenizerUnavailable;
-use crate::trace::{TraceBody, TraceEntry, TraceLine, read_trace};
 use crate::verify::{
     DivergenceCause, Explanation, Loc, Segment, common_prefix_bytes, first_divergence, segments, total_bytes,
 };

@@ -31,7 +31,6 @@ pub mod serve;
 pub mod sweep;
 pub mod synth;
 pub mod tokenize;
-pub mod trace;
 pub mod verify;
 pub mod wire;
 
@@ -39,8 +38,8 @@ pub use billing::{BillingProfile, Cost, PriceTable, TokenEquivalents, Usage};
 pub use cache::{CacheConfig, Miss, MissCause, Policy};
 pub use clock::{LatencyModel, SimTime, Visibility};
 pub use endpoint::{Call, EndpointConfig, Exchange, MockEndpoint, Record};
+pub use ingest::trace::Envelope;
 pub use prompt::{Dimension, IdentityMode, PromptConfig, Ttl};
 pub use replay::{ReplayConfig, ReplayReport, replay};
 pub use tokenize::{Tokenizer, TokenizerKind};
-pub use trace::Envelope;
 pub use wire::{ApiError, ErrorKind, MessageResponse, Reply};

@@ -11,8 +11,8 @@ use crate::billing::{Cost, PriceTable, RecordedUsage, TokenEquivalents, Usage};
 use crate::cache::{CacheMissType, Miss, MissCause, StoreStats, layout_notes, miss_reason_type};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
+use crate::ingest::trace::{TraceBody, TraceEntry, TraceLine, UnreadableLine, read_trace};
 use crate::tokenize::TokenizerUnavailable;
-use crate::trace::{TraceBody, TraceEntry, TraceLine, UnreadableLine, read_trace};
 use crate::wire::{ApiError, Reply, parse_request};
 
 /// Replay settings.

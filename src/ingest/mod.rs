@@ -2,17 +2,11 @@
 //! priced as recorded and predicted through the same [`MockEndpoint`](crate::MockEndpoint) as
 //! `replay`.
 //!
-//! Sources: JSONL traces ([`crate::trace`]: bodies or envelopes, what `serve` writes) and Claude
+//! Sources: JSONL traces ([`trace`]: bodies or envelopes, what `serve` writes) and Claude
 //! Code session transcripts ([`transcript`]: real usage, chains and events, but no bodies). A
 //! transcript import groups requests into [`ImportedSession`]s of chains, finds the observed
 //! cache breaks ([`breaks`]), re-runs each session through the endpoint ([`predict`]) and reports
 //! the real bill beside the prediction ([`report`]).
-
-// A listed exception to the crate's unwrap/expect lint: ingest's `expect`s are on its own
-// serializations (reports, CSV, usage objects) and on bodies it builds from transcript usage,
-// which stay within the token caps and context windows. Turning the last into errors is a
-// follow-up.
-#![allow(clippy::expect_used)]
 
 pub mod breaks;
 pub mod chart;
@@ -20,6 +14,7 @@ pub mod files;
 pub mod predict;
 pub mod proxy;
 pub mod report;
+pub mod trace;
 pub mod transcript;
 
 use std::collections::{BTreeMap, BTreeSet};

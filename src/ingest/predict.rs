@@ -19,6 +19,10 @@
 //! chain start or after a break in an earlier request of that kind, else the smallest earlier
 //! total input, else [`DEFAULT_STABLE_TOKENS`].
 
+// A listed exception to the crate's unwrap/expect lint: this module's `expect`s are on its own
+// serializations and on bodies it builds from transcript usage (within the token caps).
+#![allow(clippy::expect_used)]
+
 use std::collections::{BTreeMap, HashMap};
 
 use std::fmt::Write as _;
@@ -27,9 +31,9 @@ use crate::billing::{PriceTable, Usage};
 use crate::cache::Miss;
 use crate::clock::{SimTime, Visibility};
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint};
+use crate::ingest::trace::{Envelope, envelope_line};
 use crate::prompt::Ttl;
 use crate::tokenize::TokenizerUnavailable;
-use crate::trace::{Envelope, envelope_line};
 use crate::wire::Reply;
 
 use super::transcript::{Chain, EpochMs, Event};

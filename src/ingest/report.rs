@@ -6,6 +6,10 @@
 //! priced as another: its tokens are counted, its cost is `null`, and it is listed under
 //! `unpriced_models`.
 
+// A listed exception to the crate's unwrap/expect lint: this module's `expect`s are on its own
+// serializations and on bodies it builds from transcript usage (within the token caps).
+#![allow(clippy::expect_used)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 

@@ -5,7 +5,7 @@ use std::io::Read;
 
 use serde_json::{Map, Value};
 
-use crate::trace::LoggedError;
+use crate::ingest::trace::LoggedError;
 use crate::wire::ErrorKind;
 
 /// A response copy larger than this is not kept (its usage is then unknown): a Messages response

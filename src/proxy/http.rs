@@ -16,7 +16,7 @@ use http_body_util::Full;
 
 use super::Shared;
 use super::journal::Ticket;
-use crate::trace::LoggedError;
+use crate::ingest::trace::LoggedError;
 use crate::wire::{ApiError, ErrorKind};
 
 type SharedState = State<Arc<Shared>>;
@@ -37,7 +37,7 @@ async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
     }
     let stats = shared.stats.lock().unwrap_or_else(PoisonError::into_inner);
     let json = match key {
-        Some(key) => stats.key_json(&crate::trace::key_fingerprint(&key)),
+        Some(key) => stats.key_json(&crate::ingest::trace::key_fingerprint(&key)),
         None => stats.to_json(),
     };
     drop(stats);

@@ -17,9 +17,9 @@ use crate::agreement::read_recorded;
 use crate::billing::{Cost, RecordedUsage};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, MockEndpoint, Record};
+use crate::ingest::trace::{Envelope, LoggedError, TraceWriter, envelope_line, key_fingerprint};
 use crate::serve::api_key;
 use crate::tokenize::Tokenizer;
-use crate::trace::{Envelope, LoggedError, TraceWriter, envelope_line, key_fingerprint};
 use crate::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
 use crate::wire::Reply;
 

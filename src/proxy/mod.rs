@@ -12,7 +12,7 @@
 //! Like [`crate::serve`], this is an edge that reads a wall clock: it stamps each request's start
 //! and its upstream's first byte in milliseconds since the proxy started. No API key is ever
 //! written: a workspace is the API's workspace (or organization) id from the response headers, or
-//! a fingerprint of the key ([`crate::trace::key_fingerprint`]).
+//! a fingerprint of the key ([`crate::ingest::trace::key_fingerprint`]).
 
 mod capture;
 mod http;
@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::time::{Duration, Instant};
 
 use crate::endpoint::MockEndpoint;
+use crate::ingest::trace::{SessionMarker, TraceWriter};
 use crate::serve::{Limits, ServeError, serve_until};
-use crate::trace::{SessionMarker, TraceWriter};
 
 pub use capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
 pub use redact::redact;

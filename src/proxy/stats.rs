@@ -8,8 +8,8 @@ use serde::Serialize;
 use crate::agreement::{Agreement, agreement};
 use crate::billing::{Cost, Usage};
 use crate::endpoint::Record;
+use crate::ingest::trace::LoggedError;
 use crate::replay::{Totals, TotalsJson, describe_miss};
-use crate::trace::LoggedError;
 use crate::verify::Divergence;
 
 /// One exchange, recorded beside predicted.

@@ -18,7 +18,7 @@ use super::{Core, LatencyMode, Shared};
 use crate::billing::PriceTable;
 use crate::clock::SimTime;
 use crate::endpoint::{Call, Exchange};
-use crate::trace::{Envelope, LoggedError, envelope_line};
+use crate::ingest::trace::{Envelope, LoggedError, envelope_line};
 use crate::wire::{ApiError, ErrorKind, MessageResponse, Reply, error_event, message_events, parse_request};
 
 type SharedState = State<Arc<Shared>>;

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 
 use crate::cache::StoreStats;
 use crate::endpoint::MockEndpoint;
-use crate::trace::{SessionMarker, TraceWriter};
+use crate::ingest::trace::{SessionMarker, TraceWriter};
 use crate::wire::Chunking;
 
 pub(crate) use http::api_key;

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use forkcache::billing::PriceTable;
 use forkcache::endpoint::EndpointConfig;
+use forkcache::ingest::trace::{TraceEntry, read_trace};
 use forkcache::replay::{ReplayConfig, replay};
 use forkcache::scenario::{RunConfig, ScenarioSpec, run};
 use forkcache::serve::ServeConfig;
 use forkcache::sweep::SweepSpec;
-use forkcache::trace::{TraceEntry, read_trace};
 use rand::{RngExt as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 

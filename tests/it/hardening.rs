@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use forkcache::billing::{PriceTable, Usage};
 use forkcache::endpoint::EndpointConfig;
+use forkcache::ingest::trace::key_fingerprint;
 use forkcache::replay::{ReplayConfig, ReplayError, replay};
 use forkcache::serve::ServeConfig;
-use forkcache::trace::key_fingerprint;
 use serde_json::Value;
 
 use crate::serve::tempfile;

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use forkcache::billing::{PriceTable, Usage};
 use forkcache::calibrate::calibrate;
 use forkcache::endpoint::{EndpointConfig, MockEndpoint};
+use forkcache::ingest::trace::key_fingerprint;
 use forkcache::proxy::{Proxy, ProxyConfig, ProxyStats};
 use forkcache::replay::{ReplayConfig, replay};
 use forkcache::serve::{LatencyMode, Script, ServeConfig};
-use forkcache::trace::key_fingerprint;
 use serde_json::{Value, json};
 
 use crate::serve_harness::{Running, cached_request, client, on_own_runtime, post, sse_events};

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use forkcache::billing::{PriceTable, Usage};
 use forkcache::clock::LatencyModel;
 use forkcache::endpoint::EndpointConfig;
+use forkcache::ingest::trace::key_fingerprint;
 use forkcache::replay::{ReplayConfig, replay};
 use forkcache::serve::{LatencyMode, Script, ServeConfig};
-use forkcache::trace::key_fingerprint;
 use forkcache::{ErrorKind, MissCause};
 use serde_json::{Value, json};
 

@@ -185,7 +185,7 @@ fn mutated_requests_always_get_a_well_formed_answer() {
         post(&agent, &url, Some("fuzz"), cached_request("claude-sonnet-4-6", 2_000, "hi", false).as_bytes());
     assert_eq!(valid.status, 200);
     let summary = server.stop();
-    let fuzz = &summary.stats.workspaces[&forkcache::trace::key_fingerprint("fuzz")];
+    let fuzz = &summary.stats.workspaces[&forkcache::ingest::trace::key_fingerprint("fuzz")];
     assert!(fuzz.requests + fuzz.rejected > 160, "{fuzz:?}");
     assert!(fuzz.requests > 0 && fuzz.rejected > 0, "the mutations produce both outcomes: {fuzz:?}");
 }

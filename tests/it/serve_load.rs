@@ -78,7 +78,7 @@ fn thirty_two_clients_two_hundred_requests_each_and_totals_add_up() {
     let mut expected: BTreeMap<String, Usage> = BTreeMap::new();
     let mut overall = Usage::default();
     for (key, usage, _) in &per_client {
-        expected.entry(forkcache::trace::key_fingerprint(key)).or_default().add(usage);
+        expected.entry(forkcache::ingest::trace::key_fingerprint(key)).or_default().add(usage);
         overall.add(usage);
     }
     let served: BTreeMap<String, Usage> =
