@@ -18,12 +18,12 @@ use crate::cache::{
 use crate::clock::SimTime;
 use crate::ingest::trace::key_fingerprint;
 use crate::prompt::{
-    BlockContext, BlockInfo, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer,
+    BlockContext, BlockInfo, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer, ToolChanges,
     validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
-    ApiError, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock,
+    ApiError, Betas, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock,
     StopReason, check_model_rules, parse_request,
 };
 
@@ -81,6 +81,8 @@ pub struct Call<'a> {
     /// The workspace, when the caller already knows it (a trace's `workspace`); it wins over
     /// `api_key`.
     pub workspace: Option<&'a str>,
+    /// The betas it named (`anthropic-beta`, or a trace envelope's `betas`).
+    pub betas: &'a Betas,
     /// When the request started.
     pub at: SimTime,
     /// When its response really began, if known.
@@ -90,9 +92,17 @@ pub struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    /// A call with the default workspace, no known first byte and the default reply.
+    /// A call with the default workspace, no betas, no known first byte and the default reply.
     pub fn new(body: &'a [u8], at: SimTime) -> Call<'a> {
-        Call { body, api_key: None, workspace: None, at, first_byte: None, reply: Reply::default_text() }
+        Call {
+            body,
+            api_key: None,
+            workspace: None,
+            betas: Betas::NONE,
+            at,
+            first_byte: None,
+            reply: Reply::default_text(),
+        }
     }
 }
 
@@ -235,7 +245,7 @@ impl MockEndpoint {
         }
         check_model_rules(view, view.require_model()?)?;
         let settings = self.price_settings(view)?;
-        let prompt = self.render_view(view)?;
+        let prompt = self.render_view(view, call.betas)?;
         let request = rendered(view, &prompt, max_tokens)?;
         self.check_context(&request)?;
         let mut exchange = self.serve(&request, call, settings);
@@ -350,14 +360,20 @@ impl MockEndpoint {
     pub fn price_view_alone(&mut self, view: &RequestView, call: &Call) -> Result<Record, ApiError> {
         let max_tokens = required_max_tokens(view)?;
         let settings = self.price_settings(view)?;
-        let prompt = self.render_view(view)?;
+        let prompt = self.render_view(view, call.betas)?;
         Ok(self.price_alone_with(&rendered(view, &prompt, max_tokens)?, call, settings))
     }
 
-    /// The view's prompt, rendered for the model it names (or the default model's constants).
-    fn render_view(&mut self, view: &RequestView) -> Result<Prompt, ApiError> {
-        let price = self.prices.resolve(view.require_model()?).price.clone();
-        self.renderer.render(view, &price)
+    /// The view's prompt, rendered for the model it names (or the default model's constants),
+    /// under the betas the request named.
+    fn render_view(&mut self, view: &RequestView, betas: &Betas) -> Result<Prompt, ApiError> {
+        let model = view.require_model()?;
+        let tool_changes = match betas.tool_changes_keep_cache(model) {
+            true => ToolChanges::KeepCache,
+            false => ToolChanges::Invalidate,
+        };
+        let price = self.prices.resolve(model).price.clone();
+        self.renderer.render(view, &price, tool_changes)
     }
 
     fn reply_of(&self, request: &RenderedRequest, call: &Call) -> (Reply, u64) {
@@ -392,7 +408,7 @@ impl MockEndpoint {
     /// `count_tokens`: the request's total input tokens. Never touches the cache.
     pub fn count_tokens(&mut self, body: &[u8]) -> Result<u64, ApiError> {
         let view = parse_request(body)?;
-        Ok(self.render_view(&view)?.total_tokens())
+        Ok(self.render_view(&view, Betas::NONE)?.total_tokens())
     }
 
     fn count_output(&self, reply: &Reply) -> u64 {

@@ -365,6 +365,7 @@ fn replay_line(endpoint: &mut MockEndpoint, index: usize, line: &TraceLine, at: 
         body: &[],
         api_key: line.api_key.as_deref(),
         workspace: line.workspace.as_deref(),
+        betas: &line.betas,
         at,
         first_byte: line.first_byte_ms.map(SimTime),
         reply,

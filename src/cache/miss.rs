@@ -151,15 +151,27 @@ pub(super) struct Inputs<'a> {
 }
 
 impl Inputs<'_> {
+    /// What the request read, as far as a miss is concerned: a hit on a whole position counts
+    /// as reaching its end even when the entry held less (tools added under the
+    /// mid-conversation tool-changes beta: new content, never cached, so not a miss).
     fn read_tokens(&self) -> u64 {
-        self.hit.map_or(0, |h| h.tokens)
+        self.hit.map_or(0, |h| match self.whole_position(h) {
+            true => self.prompt.tokens_at(h.position).max(h.tokens),
+            false => h.tokens,
+        })
     }
 
     /// The first position holding unread tokens (the hit's own, when it ended inside a run).
     fn first_unread(&self) -> u32 {
         self.hit.map_or(0, |h| {
-            if self.prompt.tokens_at(h.position) > h.tokens { h.position } else { h.position + 1 }
+            let inside_run = !self.whole_position(h) && self.prompt.tokens_at(h.position) > h.tokens;
+            if inside_run { h.position } else { h.position + 1 }
         })
+    }
+
+    /// Whether the hit's entry is its position's whole prefix (not a block inside a run).
+    fn whole_position(&self, hit: super::Hit) -> bool {
+        self.prompt.position(hit.position).hash == hit.key
     }
 }
 

@@ -288,9 +288,14 @@ impl PrefixCache {
         lookup.prompt.breakpoints.iter().filter(long_enough).copied().collect()
     }
 
-    fn readable(&self, lookup: &Lookup, prefix: u128) -> bool {
-        let key = EntryKey { scope: lookup.scope, prefix };
-        self.store.peek(&key).is_some_and(|entry| entry.readable_at(lookup.start))
+    /// `candidate`, if its entry is readable, reading no more than the entry holds. The two
+    /// differ only when system and messages hash without the tools (the mid-conversation
+    /// tool-changes beta, see [`crate::prompt`]): tokens of tools added since the entry was
+    /// written were never cached.
+    fn read(&self, lookup: &Lookup, candidate: Hit) -> Option<Hit> {
+        let key = EntryKey { scope: lookup.scope, prefix: candidate.key };
+        let entry = self.store.peek(&key).filter(|entry| entry.readable_at(lookup.start))?;
+        Some(Hit { tokens: candidate.tokens.min(entry.tokens), ..candidate })
     }
 
     /// Last breakpoint first, each checking its own prefix and then the 19 positions before its
@@ -299,23 +304,18 @@ impl PrefixCache {
         let window = self.config.lookback_positions.max(1);
         let prompt = lookup.prompt;
         valid.iter().rev().find_map(|bp| {
-            if self.readable(lookup, bp.key) {
-                return Some(Hit { position: bp.position, key: bp.key, tokens: bp.tokens });
+            let own = Hit { position: bp.position, key: bp.key, tokens: bp.tokens };
+            if let Some(hit) = self.read(lookup, own) {
+                return Some(hit);
             }
             let lowest = bp.position.saturating_sub(window - 1);
-            (lowest..bp.position)
-                .rev()
-                .map(|p| Hit::at(p, prompt.position(p)))
-                .find(|h| self.readable(lookup, h.key))
+            (lowest..bp.position).rev().find_map(|p| self.read(lookup, Hit::at(p, prompt.position(p))))
         })
     }
 
     fn find_longest(&self, lookup: &Lookup) -> Option<Hit> {
         let prompt = lookup.prompt;
-        (0..prompt.len() as u32)
-            .rev()
-            .map(|p| Hit::at(p, prompt.position(p)))
-            .find(|h| self.readable(lookup, h.key))
+        (0..prompt.len() as u32).rev().find_map(|p| self.read(lookup, Hit::at(p, prompt.position(p))))
     }
 
     /// The entries this request writes: those whose `T` is beyond what it read.

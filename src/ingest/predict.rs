@@ -34,7 +34,7 @@ use crate::endpoint::{Call, EndpointConfig, MockEndpoint};
 use crate::ingest::trace::{Envelope, envelope_line};
 use crate::prompt::Ttl;
 use crate::tokenize::TokenizerUnavailable;
-use crate::wire::Reply;
+use crate::wire::{Betas, Reply};
 
 use super::transcript::{Chain, EpochMs, Event};
 use super::{ImportedSession, SessionRequest};
@@ -345,8 +345,15 @@ pub fn predict_session(
         }
         let output = request.request.recorded.usage.output_tokens;
         let reply = Reply { output_tokens: Some(output), ..Reply::input_only() };
-        let call =
-            Call { body: &[], api_key: None, workspace: None, at: SimTime(at_ms), first_byte: None, reply };
+        let call = Call {
+            body: &[],
+            api_key: None,
+            workspace: None,
+            betas: Betas::NONE,
+            at: SimTime(at_ms),
+            first_byte: None,
+            reply,
+        };
         let body = state.body();
         let record =
             endpoint.handle(Call { body: &body, ..call }).expect("simulated bodies are valid").record;

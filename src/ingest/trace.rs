@@ -1,14 +1,15 @@
 //! JSONL traces: what `serve` logs, what `proxy` records and what `replay` reads.
 //!
 //! A line is either a raw request body, an envelope
-//! `{"at_ms": u64, "workspace": "…"?, "first_byte_ms": u64?, "request_id": "…"?, "usage": {…}?,
-//! "diagnostics": {…}?, "error": {…}?, "incomplete": true?, "body": {…} | "…"}`, or a session
+//! `{"at_ms": u64, "workspace": "…"?, "betas": ["…"]?, "first_byte_ms": u64?, "request_id": "…"?,
+//! "usage": {…}?, "diagnostics": {…}?, "error": {…}?, "incomplete": true?, "body": {…} | "…"}`, or a session
 //! marker `{"forkcache_session": {"started", "version", "settings"}}`. A line is an envelope
 //! exactly when it has a `body` member. An envelope with an `error` records a request turned away
 //! before it was priced (a scripted error, a missing key, a body over the size limit, an
 //! upstream's error): it replays as that error, whatever its body. `usage` is the response's usage
 //! as returned — the *recorded* usage replay scores its prediction against — and `diagnostics`
-//! the API's cache diagnostics. Lines are read in one pass: a raw body (or an object `body`) is
+//! the API's cache diagnostics. `betas` are the betas the request named in its `anthropic-beta`
+//! headers (absent when none: traces without it read as before). Lines are read in one pass: a raw body (or an object `body`) is
 //! parsed straight into a [`RequestView`] borrowing the line.
 //!
 //! A trace never holds an API key: `workspace` is the key's workspace (for `proxy`, the API's
@@ -32,7 +33,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::billing::{RecordedUsage, Usage};
 use crate::prompt::MAX_DECLARED_TOKENS;
-use crate::wire::{ApiError, ErrorKind, RequestView, describe_parse_error};
+use crate::wire::{ApiError, Betas, ErrorKind, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
 #[derive(Debug)]
@@ -56,6 +57,8 @@ pub struct TraceLine<'a> {
     pub api_key: Option<Cow<'a, str>>,
     /// The workspace the request ran in (an id or a key fingerprint), if the line says.
     pub workspace: Option<Cow<'a, str>>,
+    /// The betas the request named (none when the line does not say).
+    pub betas: Betas,
     /// When its response began, if the line says.
     pub first_byte_ms: Option<u64>,
     /// Output tokens of the response that was returned, if logged.
@@ -225,6 +228,7 @@ struct LineParts<'a> {
     at_ms: Option<u64>,
     api_key: Option<Cow<'a, str>>,
     workspace: Option<Cow<'a, str>>,
+    betas: Betas,
     session: Option<SessionMarker>,
     first_byte_ms: Option<u64>,
     output_tokens: Option<u64>,
@@ -259,6 +263,7 @@ impl<'a> LineParts<'a> {
             at_ms: self.at_ms,
             api_key: self.api_key,
             workspace: self.workspace,
+            betas: self.betas,
             first_byte_ms: self.first_byte_ms,
             output_tokens: self.output_tokens,
             recorded: self.recorded,
@@ -290,6 +295,10 @@ impl<'de> Visitor<'de> for LineVisitor {
                 "at_ms" => parts.at_ms = map.next_value()?,
                 "api_key" => parts.api_key = map.next_value()?,
                 "workspace" => parts.workspace = map.next_value()?,
+                "betas" => {
+                    let names = map.next_value::<Option<Vec<String>>>()?.unwrap_or_default();
+                    parts.betas = Betas::from_names(names.iter().map(String::as_str));
+                }
                 "forkcache_session" => parts.session = Some(map.next_value()?),
                 "first_byte_ms" => parts.first_byte_ms = map.next_value()?,
                 "usage" => {
@@ -437,6 +446,7 @@ fn rejected<'a>(line: usize, envelope: Option<Envelope>, error: ApiError) -> Tra
         at_ms: envelope.at_ms,
         api_key: envelope.api_key.map(Cow::Owned),
         workspace: envelope.workspace.map(Cow::Owned),
+        betas: envelope.betas,
         first_byte_ms: envelope.first_byte_ms,
         output_tokens: None,
         recorded: None,
@@ -457,6 +467,9 @@ pub struct Envelope {
     /// The workspace the request was priced in ([`key_fingerprint`] for a key without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// The betas the request named in `anthropic-beta` (omitted when none).
+    #[serde(default, skip_serializing_if = "Betas::is_empty")]
+    pub betas: Betas,
     /// When the response began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_byte_ms: Option<u64>,

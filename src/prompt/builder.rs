@@ -16,6 +16,7 @@ const SEED_TOOL: u128 = 0x746f_6f6c;
 const SEED_TOOL_PROMPT: u128 = 0x0074_6f6f_6c5f_7072_6f6d_7074;
 const SEED_TOOL_CHOICE_PROMPT: u128 = 0x0063_686f_6963_655f_7072_6f6d_7074;
 const SEED_SYSTEM: u128 = 0x7379_7374_656d;
+const SEED_DETACHED_TOOLS: u128 = 0x6465_7461_6368_6564_5f74_6f6f_6c73;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Stage {
@@ -175,6 +176,15 @@ impl PromptBuilder {
             self.push(Slot::ToolPrompt, false);
         }
         self.tool_choice_prompt = extra;
+    }
+
+    /// Ends the tools section of a request whose tool changes keep the cache
+    /// ([`super::ToolChanges::KeepCache`]): what follows chains on from a key that does not
+    /// depend on the tools, so system and messages keep their hashes whatever tools are sent.
+    /// The tools' own positions (and a marker on them) still key by their content, and their
+    /// tokens still count in every `T` after them.
+    pub fn detach_tools(&mut self) {
+        self.hash = chain(self.prompt.salts.key(SaltLevel::Ahead), SEED_DETACHED_TOOLS, TAG_KEY);
     }
 
     /// Adds `system[index]`.

@@ -5,6 +5,23 @@
 //! `tool_result` blocks) in one message is one position. Request parameters that the API renders
 //! into the prompt ("salts") join the hash chain at the level where they take effect, so changing
 //! one invalidates that level and everything after it.
+//!
+//! **Tool changes under the beta `mid-conversation-tool-changes-2026-07-01`** (on the models
+//! [`crate::wire::tool_changes_keep_cache`] lists; [`ToolChanges::KeepCache`]). The release note
+//! says only that adding or removing tools mid-conversation keeps the cache; no source says where
+//! the API renders the changed tools. forkcache's model, an **inference**: the tools section's
+//! identity is the one the cached entry was written with — system and messages hash without the
+//! tools, so a request whose tools changed still reads the entry its system and messages match.
+//! It reads no more than that entry holds: when the tools section grew (tools added), the added
+//! tokens were never cached and are billed as new input, like the tokens of a `tool_reference`
+//! block (written where the request writes past what it read, else uncached); when it shrank
+//! (tools removed), the entry is read up to this request's own length. The tools section is
+//! accounted by size: a request that adds and removes tools in one change bills only the net
+//! growth as new input. A marker on the tools themselves still keys by their content. The beta's
+//! presence is itself part of the prefix (the diagnostics doc lists the set of active betas among
+//! the prompt-affecting parameters): a request naming it does not read what a request without it
+//! wrote, so a conversation names it from its first request on, as Claude Code does. Without the
+//! beta, or on another model, the strict rule holds: a tools change is a prefix change.
 
 mod block;
 mod builder;
@@ -23,8 +40,8 @@ pub use builder::{Checkpoint, PromptBuilder};
 pub use hash::{BuildPassThrough, PassThrough, chain, content_hash, namespaced_hash, salt_hash};
 pub use memo::{BlockMemo, MEMO_LIMIT};
 pub use render::{
-    DeferredTools, MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolPromptSize, tool_prompt_size,
-    validate_breakpoints,
+    DeferredTools, MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolChanges, ToolPromptSize,
+    tool_prompt_size, validate_breakpoints,
 };
 
 /// What "the same bytes" means when comparing blocks.

@@ -77,6 +77,19 @@ impl Default for PromptConfig {
     }
 }
 
+/// What a change of `tools` does to the cached prefix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolChanges {
+    /// The documented default: tools come first in the prefix, so changing them invalidates
+    /// everything after them.
+    #[default]
+    Invalidate,
+    /// The beta `mid-conversation-tool-changes-2026-07-01` on a model it applies to: system and
+    /// messages hash without the tools, so adding or removing a tool keeps them cached (see the
+    /// module doc of [`crate::prompt`] for how that is modelled).
+    KeepCache,
+}
+
 /// One block on its way into the prompt.
 #[derive(Clone, Copy)]
 struct Item {
@@ -111,14 +124,24 @@ impl Renderer {
     }
 
     /// Renders a request for `model`; rejects it as the API would.
-    pub fn render(&mut self, request: &RequestView, model: &ModelPrice) -> Result<Prompt, ApiError> {
+    pub fn render(
+        &mut self,
+        request: &RequestView,
+        model: &ModelPrice,
+        tool_changes: ToolChanges,
+    ) -> Result<Prompt, ApiError> {
         let mut items = std::mem::take(&mut self.items);
         items.clear();
         let collected = self.collect(request, &mut items);
         let prompt = collected.and_then(|()| {
             apply_automatic_marker(request, &mut items)?;
             validate_markers(&items)?;
-            Ok(build(request, model, &items, self.config.collapse_tool_runs, self.config.render_config_ahead))
+            let layout = Layout {
+                collapse_runs: self.config.collapse_tool_runs,
+                config_ahead: self.config.render_config_ahead,
+                tool_changes,
+            };
+            Ok(build(request, model, &items, layout))
         });
         self.items = items;
         prompt
@@ -367,14 +390,17 @@ pub fn validate_breakpoints(marked: impl Iterator<Item = (Slot, Ttl)>) -> Result
     }
 }
 
-fn build(
-    request: &RequestView,
-    model: &ModelPrice,
-    items: &[Item],
+/// How the positions are laid out, beyond the blocks themselves.
+#[derive(Clone, Copy)]
+struct Layout {
     collapse_runs: bool,
     config_ahead: bool,
-) -> Prompt {
-    let mut builder = PromptBuilder::new(salts(request, model, items, config_ahead), collapse_runs);
+    tool_changes: ToolChanges,
+}
+
+fn build(request: &RequestView, model: &ModelPrice, items: &[Item], layout: Layout) -> Prompt {
+    let salts = salts(request, model, items, layout.config_ahead);
+    let mut builder = PromptBuilder::new(salts, layout.collapse_runs);
     let tool_count = items.iter().take_while(|item| matches!(item.slot, Slot::Tool(_))).count();
     for item in &items[..tool_count] {
         if let Slot::Tool(index) = item.slot {
@@ -384,6 +410,9 @@ fn build(
     if tool_count > 0 {
         let size = tool_prompt_size(request.tool_choice.as_ref(), model);
         builder.tool_prompt(size.auto, size.extra);
+    }
+    if layout.tool_changes == ToolChanges::KeepCache {
+        builder.detach_tools();
     }
     for item in &items[tool_count..] {
         match item.slot {

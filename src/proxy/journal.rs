@@ -21,7 +21,7 @@ use crate::ingest::trace::{Envelope, LoggedError, TraceWriter, envelope_line, ke
 use crate::serve::api_key;
 use crate::tokenize::Tokenizer;
 use crate::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
-use crate::wire::Reply;
+use crate::wire::{Betas, Reply};
 
 /// One Messages exchange as the forwarding path saw it.
 struct Exchange {
@@ -29,6 +29,8 @@ struct Exchange {
     at_ms: u64,
     /// The key's fingerprint (never the key), or none without a key.
     key_workspace: Option<String>,
+    /// The betas its `anthropic-beta` headers named.
+    betas: Betas,
     body: Bytes,
     response: Option<Response>,
     /// The proxy's own answer when the upstream never gave one.
@@ -65,6 +67,7 @@ impl Tickets {
             seq,
             at_ms,
             key_workspace: api_key(headers).as_deref().map(key_fingerprint),
+            betas: crate::serve::request_betas(headers),
             body: Bytes::new(),
             response: None,
             refused: None,
@@ -306,6 +309,7 @@ impl Journal {
             // The workspace scopes the cache as the key would, without the key (as in replay).
             api_key: None,
             workspace: Some(&entry.workspace),
+            betas: &exchange.betas,
             at: SimTime(exchange.at_ms),
             first_byte: exchange.response.as_ref().map(|r| SimTime(r.first_byte_ms)),
             reply: Reply {
@@ -342,6 +346,7 @@ impl Entry {
             at_ms: Some(exchange.at_ms),
             api_key: None,
             workspace: Some(workspace.clone()),
+            betas: exchange.betas.clone(),
             first_byte_ms: response.map(|r| r.first_byte_ms),
             request_id: response.and_then(|r| r.request_id.clone()),
             usage,

@@ -29,7 +29,7 @@ use crate::clock::SimTime;
 use crate::endpoint::{Call, MockEndpoint};
 use crate::prompt::Ttl;
 use crate::verify::{SiblingCheck, check_siblings, request_segments};
-use crate::wire::{Reply, Role};
+use crate::wire::{Betas, Reply, Role};
 
 /// Runs a scenario.
 pub fn run(
@@ -238,7 +238,8 @@ impl<'s> Engine<'s> {
         let reply = Reply { content: Vec::new(), stop_reason: None, output_tokens: Some(output_tokens) };
         // A remote agent works in another workspace, named directly (as a trace's `workspace`).
         let workspace = who.remote.then_some(delegate::REMOTE_API_KEY);
-        let call = Call { body: &[], api_key: None, workspace, at, first_byte: None, reply };
+        let call =
+            Call { body: &[], api_key: None, workspace, betas: Betas::NONE, at, first_byte: None, reply };
         let index = self.records.len();
         let rejected = |e: crate::wire::ApiError| ScenarioError::Rejected {
             index,

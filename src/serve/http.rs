@@ -19,7 +19,9 @@ use crate::billing::PriceTable;
 use crate::clock::SimTime;
 use crate::endpoint::{Call, Exchange};
 use crate::ingest::trace::{Envelope, LoggedError, envelope_line};
-use crate::wire::{ApiError, ErrorKind, MessageResponse, Reply, error_event, message_events, parse_request};
+use crate::wire::{
+    ApiError, Betas, ErrorKind, MessageResponse, Reply, error_event, message_events, parse_request,
+};
 
 type SharedState = State<Arc<Shared>>;
 
@@ -61,6 +63,7 @@ async fn not_found(State(shared): SharedState, method: Method, uri: Uri) -> Resp
 /// `POST /v1/messages`: priced by the endpoint, answered as JSON or as an SSE stream.
 async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
     let api_key = api_key(&headers);
+    let betas = betas(&headers);
     let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
         return body_timed_out(&shared);
     };
@@ -79,7 +82,7 @@ async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) ->
         // lossy copy would replay as a request that was never sent.
         return respond(&shared, turn_away(&shared, api_key.as_deref(), &body, error, None)).await;
     }
-    let answer = price(&shared, &body, api_key.as_deref());
+    let answer = price(&shared, &body, api_key.as_deref(), &betas);
     respond(&shared, answer).await
 }
 
@@ -113,7 +116,7 @@ enum Ending {
 
 /// Parses and plans outside the lock (the slow, parallel part), then stamps, prices, logs and
 /// counts under it, so the trace is in pricing order and replays to the same usage.
-fn price(shared: &Shared, body: &[u8], api_key: Option<&str>) -> Answer {
+fn price(shared: &Shared, body: &[u8], api_key: Option<&str>, betas: &Betas) -> Answer {
     let view = parse_request(body).and_then(|view| {
         let text = std::str::from_utf8(body).unwrap_or_default();
         let unknown = validate::check(text, &view, shared.config.strict)?;
@@ -161,12 +164,13 @@ fn price(shared: &Shared, body: &[u8], api_key: Option<&str>) -> Answer {
         body,
         api_key,
         workspace: None,
+        betas,
         at: SimTime(at),
         first_byte: instant.then_some(SimTime(at)),
         reply,
     };
     match core.endpoint.handle_view(&view, &call) {
-        Ok(exchange) => finish_priced(shared, &mut core, request_id, exchange, body, api_key, ending),
+        Ok(exchange) => finish_priced(shared, &mut core, request_id, exchange, &call, ending),
         Err(error) => finish_rejected(
             shared,
             &mut core,
@@ -180,8 +184,7 @@ fn finish_priced(
     core: &mut Core,
     request_id: String,
     exchange: Exchange,
-    body: &[u8],
-    api_key: Option<&str>,
+    call: &Call,
     ending: Ending,
 ) -> Answer {
     let Exchange { record, response } = exchange;
@@ -197,12 +200,13 @@ fn finish_priced(
     let envelope = Envelope {
         at_ms: Some(at),
         api_key: None,
-        workspace: api_key.map(|_| record.workspace.clone()),
+        workspace: call.api_key.map(|_| record.workspace.clone()),
+        betas: call.betas.clone(),
         first_byte_ms: Some(first_byte_ms),
         usage: Some(Envelope::usage_of(&record.usage)),
         ..Envelope::default()
     };
-    core.append_trace(&envelope_line(&envelope, body));
+    core.append_trace(&envelope_line(&envelope, call.body));
     core.log(|| request_line(&request_id, at, &record.workspace, Ok(&record)));
     core.stats.priced(&record);
     shared.count_for_shutdown(core.stats.messages_requests());
@@ -426,6 +430,13 @@ pub(super) fn models_json(prices: &PriceTable) -> String {
     let first = data.first().map(|m| m["id"].clone());
     let last = data.last().map(|m| m["id"].clone());
     json!({"data": data, "has_more": false, "first_id": first, "last_id": last}).to_string()
+}
+
+/// The betas of every `anthropic-beta` header (a value that is not text names none).
+pub(crate) fn betas(headers: &HeaderMap) -> Betas {
+    Betas::from_header_values(
+        headers.get_all("anthropic-beta").iter().filter_map(|value| value.to_str().ok()),
+    )
 }
 
 /// `x-api-key`, else the token of `Authorization: Bearer …`; empty values count as absent.

@@ -30,7 +30,7 @@ use crate::endpoint::MockEndpoint;
 use crate::ingest::trace::{SessionMarker, TraceWriter};
 use crate::wire::Chunking;
 
-pub(crate) use http::api_key;
+pub(crate) use http::{api_key, betas as request_betas};
 pub(crate) use listen::Limits;
 pub use script::{
     ErrorReply, Planned, Rule, Script, ScriptError, ScriptReply, ToolCall, When, schema_example,

@@ -1,11 +1,13 @@
 //! The Messages API on the wire: request views, responses, server-sent events and API errors.
 
+mod beta;
 mod error;
 mod request;
 mod response;
 mod rules;
 mod sse;
 
+pub use beta::{Betas, CACHE_DIAGNOSIS, MID_CONVERSATION_TOOL_CHANGES, tool_changes_keep_cache};
 pub use error::{ApiError, ErrorKind};
 pub use request::{
     ContentView, DiagnosticsRequest, MessageView, OutputConfig, RequestView, Role, Thinking, ToolChoice,

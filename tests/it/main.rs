@@ -41,6 +41,7 @@ mod serve_soak;
 mod support;
 mod sweep_grid;
 mod sweep_shards;
+mod tool_changes;
 mod ttl;
 mod validation;
 mod visibility;

@@ -14,6 +14,7 @@
 
 use forkcache::cache::CacheConfig;
 use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
+use forkcache::wire::Betas;
 use forkcache::{PriceTable, Reply, SimTime};
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -387,6 +388,7 @@ fn run(case: &Case, policy: Policy) -> Result<(), TestCaseError> {
             body: &bytes,
             api_key: Some(&api_key),
             workspace: None,
+            betas: Betas::NONE,
             at: SimTime(request.at_ms),
             first_byte: request.first_byte_ms.map(SimTime),
             reply: Reply { output_tokens: Some(request.output_tokens), ..Reply::input_only() },

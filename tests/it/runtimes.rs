@@ -432,6 +432,7 @@ mod properties {
         ContentMode, EventSpec, GenerateSpec, IdleSpec, MemoryRefreshSpec, MemorySpec, NamedLaunch,
         NamedSpec, ResumeSpec, TaskSpec, TeamSpec, TurnSpec,
     };
+    use forkcache::wire::Betas;
     use forkcache::wire::Reply;
     use proptest::prelude::*;
 
@@ -525,7 +526,15 @@ mod properties {
                 let workspace = Some(record.record.workspace.as_str()).filter(|w| *w != "default");
                 let body = record.body.as_ref().unwrap();
                 let call =
-                    Call { body: body.as_bytes(), api_key: None, workspace, at: record.record.at, first_byte: None, reply };
+                    Call {
+                        body: body.as_bytes(),
+                        api_key: None,
+                        workspace,
+                        betas: Betas::NONE,
+                        at: record.record.at,
+                        first_byte: None,
+                        reply,
+                    };
                 let wire = endpoint.handle(call).unwrap().record;
                 prop_assert_eq!(&wire, &record.record, "request {} ({}) of {}", record.index, record.agent, json);
             }

@@ -7,7 +7,7 @@ use forkcache::cache::MissCause;
 use forkcache::endpoint::{Call, MockEndpoint};
 use forkcache::scenario::{FIXTURES, RunConfig, ScenarioReport, ScenarioSpec, fixture, run};
 use forkcache::verify::DivergenceCause;
-use forkcache::wire::Reply;
+use forkcache::wire::{Betas, Reply};
 
 fn spec_of(name: &str) -> ScenarioSpec {
     ScenarioSpec::from_json(fixture(name).unwrap().json).unwrap()
@@ -38,6 +38,7 @@ fn views_over_shared_blocks_price_exactly_like_the_wire_bytes() {
                 body: body.as_bytes(),
                 api_key: None,
                 workspace,
+                betas: Betas::NONE,
                 at: record.record.at,
                 first_byte: None,
                 reply,

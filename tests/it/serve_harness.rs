@@ -148,6 +148,16 @@ pub fn post(agent: &ureq::Agent, url: &str, key: Option<&str>, body: &[u8]) -> A
     read(request.send(body).expect("the request completes"))
 }
 
+/// [`post`] without a key, with extra request headers (a header may repeat).
+pub fn post_with_headers(agent: &ureq::Agent, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let mut request =
+        agent.post(url).header("anthropic-version", "2023-06-01").header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    read(request.send(body).expect("the request completes"))
+}
+
 pub fn get(agent: &ureq::Agent, url: &str) -> Answer {
     read(agent.get(url).call().expect("the request completes"))
 }

@@ -8,6 +8,7 @@ use std::fmt;
 
 use forkcache::cache::MissCause;
 use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
+use forkcache::wire::Betas;
 use forkcache::{ApiError, PriceTable, Reply, SimTime};
 use serde_json::{Value, json};
 
@@ -162,6 +163,7 @@ impl Client {
             body: &bytes,
             api_key: opts.api_key,
             workspace: None,
+            betas: opts.betas.unwrap_or(Betas::NONE),
             at: SimTime(at_ms),
             first_byte: opts.first_byte_ms.map(SimTime),
             reply: Reply { output_tokens: Some(opts.output_tokens), ..Reply::input_only() },
@@ -195,6 +197,8 @@ pub struct Opts<'k> {
     /// When the response really began (a trace's `first_byte_ms`).
     pub first_byte_ms: Option<u64>,
     pub output_tokens: u64,
+    /// The betas it names (`anthropic-beta`).
+    pub betas: Option<&'k Betas>,
 }
 
 /// One request of a scripted sequence and what it must report.
