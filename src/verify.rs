@@ -295,7 +295,10 @@ fn common_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// The first place B's cache prefix leaves A's; `None` when they are identical.
+/// The first place B's cache prefix leaves A's; `None` when they are identical. B is the later
+/// request, the one being explained: where the two part at different blocks (a block added or
+/// removed before the same content), the path is B's block, so it names a place in the request
+/// the reader is looking at — for an added tool, that tool.
 #[allow(clippy::expect_used)] // past the shorter list one side still has segments
 pub fn first_divergence(a: &[Segment], b: &[Segment]) -> Option<Divergence> {
     let mut offset = 0u64;
@@ -330,7 +333,7 @@ fn extension(offset: u64, longer: &Segment, a_is_longer: bool) -> Divergence {
 fn diverge_in(offset: u64, x: &Segment, y: &Segment) -> Divergence {
     let common = floor_char(&x.bytes, common_len(x.bytes.as_bytes(), y.bytes.as_bytes()));
     let inner = inner_path(&x.bytes, &y.bytes);
-    let path = if x.loc == y.loc { format!("{}{inner}", x.loc.path()) } else { x.loc.path() };
+    let path = if x.loc == y.loc { format!("{}{inner}", y.loc.path()) } else { y.loc.path() };
     let start = floor_char(&x.bytes, common.saturating_sub(CONTEXT_BYTES));
     Divergence {
         byte_offset: offset + common as u64,
@@ -660,6 +663,27 @@ mod tests {
         assert_eq!(d.byte_offset, 3 + 38 + 6 + 29);
         assert_eq!(d.a, "world\"}");
         assert_eq!(d.b, "there\"}");
+    }
+
+    #[test]
+    fn a_block_added_before_the_same_content_is_named_on_the_later_requests_side() {
+        let tool = |name: &str| format!(r#"{{"name":"{name}","input_schema":{{"type":"object"}}}}"#);
+        let with_tools = |tools: &[&str]| {
+            let tools: Vec<String> = tools.iter().map(|name| tool(name)).collect();
+            format!(
+                r#"{{"model":"m","max_tokens":5,"tools":[{}],"system":"s","messages":[{{"role":"user","content":"hi"}}]}}"#,
+                tools.join(",")
+            )
+        };
+        let earlier = cache_order(&with_tools(&["Read"])).unwrap();
+        let later = cache_order(&with_tools(&["Read", "Grep"])).unwrap();
+        // The earlier request has `system` where the later one has its new tool: the later
+        // request's path names the tool it added.
+        let added = first_divergence(&earlier, &later).unwrap();
+        assert_eq!((added.path.as_str(), added.dimension), ("tools[1]", Part::Tools));
+        // Read the other way, the request that dropped the tool goes on with its system prompt.
+        let removed = first_divergence(&later, &earlier).unwrap();
+        assert_eq!(removed.path, "system[0]");
     }
 
     #[test]

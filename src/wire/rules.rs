@@ -1,5 +1,11 @@
 //! Parameter rules the API enforces per model, with the API's own error text: a request that
 //! breaks one is a 400, never priced.
+//!
+//! Not enforced, for want of a documented error: mid-conversation `role: "system"` messages. The
+//! prompt-caching docs (2026-08) say they keep the cache "on Fable 5.x, Mythos 5, Opus 4.8 and
+//! Opus 5" and are "not available on Sonnet 5", but give no error text and do not say the API
+//! refuses them there (it might ignore or merge them); nothing documents Haiku either way. They
+//! are accepted and priced as message content on every model until a source gives the error.
 
 use super::error::ApiError;
 use super::request::RequestView;
