@@ -1,7 +1,7 @@
 //! What a scenario run reports: the run's records (`record`) with totals, overall and per role,
 //! against the naive cost; JSON and a table.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
@@ -31,6 +31,9 @@ pub struct ScenarioTotals {
     pub misses: BTreeMap<MissCause, u64>,
     /// Tokens missed, summed.
     pub tokens_missed: u64,
+    /// Models the price table does not list (a named agent's or a teammate's `model`): their
+    /// requests are simulated with default cache constants and cost nothing in the sums.
+    pub unpriced_models: BTreeSet<String>,
 }
 
 impl ScenarioTotals {
@@ -46,6 +49,9 @@ impl ScenarioTotals {
         if let Some(miss) = &r.miss {
             *self.misses.entry(miss.cause).or_insert(0) += 1;
             self.tokens_missed += miss.tokens_missed;
+        }
+        if !r.priced {
+            self.unpriced_models.insert(r.model.clone());
         }
     }
 
@@ -267,6 +273,14 @@ impl ScenarioReport {
             t.naive_nanousd as f64 / 1e9,
             t.largest_context_tokens
         );
+        if !t.unpriced_models.is_empty() {
+            let names: Vec<&str> = t.unpriced_models.iter().map(String::as_str).collect();
+            let _ = writeln!(
+                out,
+                "UNPRICED: {} not in the price table; their requests cost 0 in these totals",
+                names.join(", ")
+            );
+        }
     }
 }
 
@@ -290,7 +304,7 @@ fn spawn_json(s: &SpawnReport) -> serde_json::Value {
 }
 
 fn totals_json(t: &ScenarioTotals) -> serde_json::Value {
-    serde_json::json!({
+    let mut json = serde_json::json!({
         "requests": t.requests, "usage": t.usage, "total_input_tokens": t.usage.total_input_tokens(),
         "cost_usd": t.cost_nanousd as f64 / 1e9, "cost_nanousd": t.cost_nanousd, "naive_nanousd": t.naive_nanousd,
         "savings_nanousd": t.naive_nanousd.saturating_sub(t.cost_nanousd),
@@ -298,7 +312,12 @@ fn totals_json(t: &ScenarioTotals) -> serde_json::Value {
         "savings": round6(t.savings()), "hit_rate": round6(t.hit_rate()), "rewrite_factor": round6(t.rewrite_factor()),
         "largest_context_tokens": t.largest_context_tokens, "tokens_missed": t.tokens_missed,
         "misses": t.misses.iter().map(|(c, n)| (c.name(), *n)).collect::<BTreeMap<_, _>>(),
-    })
+    });
+    // Only when there are some, so the reports of fully priced runs keep their shape.
+    if !t.unpriced_models.is_empty() {
+        json["unpriced_models"] = serde_json::json!(t.unpriced_models);
+    }
+    json
 }
 
 fn launch_name(launch: Launch) -> &'static str {

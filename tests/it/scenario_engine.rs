@@ -417,3 +417,27 @@ fn run_json_gives_cost_usd_beside_nano_dollars() {
     let totals = &report["totals"];
     assert_eq!(totals["cost_usd"].as_f64(), totals["cost_nanousd"].as_u64().map(|n| n as f64 / 1e9));
 }
+
+#[test]
+fn a_named_agents_model_missing_from_the_price_table_is_listed_as_unpriced() {
+    // The main model is checked up front (an unknown one is a spec error); a named agent's
+    // model is only met when it runs: its requests cost nothing and the totals name it.
+    let text = fixture("launch-sync").unwrap().json.replacen(
+        r#""agent": "general-purpose","#,
+        r#""agent": "general-purpose", "model": "claude-unlisted-9","#,
+        1,
+    );
+    let spec = ScenarioSpec::from_json(&text).unwrap();
+    let report = run_with(&spec, false);
+    let unlisted: Vec<_> = report.records.iter().filter(|r| r.record.model == "claude-unlisted-9").collect();
+    assert_eq!(unlisted.len(), 2, "the agent's two requests");
+    assert!(unlisted.iter().all(|r| !r.record.priced && r.record.cost.total_nanousd() == 0));
+    assert_eq!(report.totals.unpriced_models.iter().collect::<Vec<_>>(), ["claude-unlisted-9"]);
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(json["totals"]["unpriced_models"], serde_json::json!(["claude-unlisted-9"]));
+    assert!(report.to_table().contains("UNPRICED: claude-unlisted-9 not in the price table"));
+    // A fully priced run keeps its shape.
+    let priced: serde_json::Value =
+        serde_json::from_str(&run_with(&spec_of("launch-sync"), false).to_json()).unwrap();
+    assert!(priced["totals"].get("unpriced_models").is_none());
+}
