@@ -250,7 +250,7 @@ impl MockEndpoint {
         self.check_context(&request)?;
         let mut exchange = self.serve(&request, call, settings);
         if let Some(asked) = &view.diagnostics {
-            exchange.response.diagnostics = Some(self.diagnose(&request, asked, &exchange));
+            exchange.response.diagnostics = Some(self.diagnose(&request, asked, call.betas, &exchange));
         }
         Ok(exchange)
     }
@@ -301,15 +301,17 @@ impl MockEndpoint {
         &mut self,
         request: &RenderedRequest,
         asked: &DiagnosticsRequest,
+        betas: &Betas,
         exchange: &Exchange,
     ) -> Option<Diagnostics> {
         let workspace = &exchange.record.workspace;
         let previous = asked.previous_message_id.as_deref();
-        let diagnostics = self.fingerprints.diagnose(workspace, previous, request.model, request.prompt);
+        let diagnostics =
+            self.fingerprints.diagnose(workspace, previous, request.model, request.prompt, betas);
         self.fingerprints.keep(
             workspace,
             &exchange.response.id,
-            Fingerprint::of(request.model, request.prompt),
+            Fingerprint::of(request.model, request.prompt, betas),
         );
         diagnostics
     }

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::miss::{Miss, MissCause};
 use crate::prompt::{Dimension, PromptRef, Salts};
+use crate::wire::Betas;
 
 /// `diagnostics.cache_miss_reason.type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -117,17 +118,20 @@ pub struct Fingerprint {
     /// Its input tokens.
     total_tokens: u64,
     salts: Salts,
+    /// The betas the request named, sorted (their order in the header does not matter).
+    betas: Vec<String>,
 }
 
 impl Fingerprint {
-    /// The fingerprint of a request to `model`.
-    pub fn of(model: &str, prompt: PromptRef) -> Fingerprint {
+    /// The fingerprint of a request to `model` naming `betas`.
+    pub fn of(model: &str, prompt: PromptRef, betas: &Betas) -> Fingerprint {
         let positions = (0..prompt.len() as u32).map(|i| prompt.position(i).hash).collect();
         Fingerprint {
             model: model.to_string(),
             positions,
             total_tokens: prompt.total_tokens(),
             salts: prompt.salts,
+            betas: sorted(betas),
         }
     }
 
@@ -136,9 +140,14 @@ impl Fingerprint {
     /// changes nothing it keeps). The tokens missed are the earlier request's tokens from the
     /// divergence on (the documented example: a changed system prompt misses all 41,850 tokens
     /// of the previous request, and the 42 new ones are not counted).
-    pub fn compare(&self, model: &str, prompt: PromptRef) -> Option<CacheMissReason> {
+    /// A different set of betas is `unavailable`: the diagnostics doc lists "the set of active
+    /// `anthropic-beta` headers" among the prompt-affecting parameters.
+    pub fn compare(&self, model: &str, prompt: PromptRef, betas: &Betas) -> Option<CacheMissReason> {
         if model != self.model {
             return Some(CacheMissReason::changed(CacheMissType::ModelChanged, self.total_tokens));
+        }
+        if sorted(betas) != self.betas {
+            return Some(CacheMissReason::without_tokens(CacheMissType::Unavailable));
         }
         let diverges_at = (0..self.positions.len().min(prompt.len()) as u32)
             .find(|&i| self.positions[i as usize] != prompt.position(i).hash)?;
@@ -149,6 +158,12 @@ impl Fingerprint {
         let kind = CacheMissType::of_dimension(prompt.position(diverges_at).slot.dimension());
         Some(CacheMissReason::changed(kind, self.total_tokens.saturating_sub(before)))
     }
+}
+
+fn sorted(betas: &Betas) -> Vec<String> {
+    let mut names = betas.names().to_vec();
+    names.sort();
+    names
 }
 
 /// Fingerprints kept per workspace and response id, the oldest forgotten first once
@@ -165,18 +180,19 @@ impl Fingerprints {
     pub const LIMIT: usize = 1 << 12;
 
     /// The diagnostics of a request to `model` in `workspace` naming `previous` (`None` on a
-    /// first turn).
+    /// first turn); `betas` are the ones it names.
     pub fn diagnose(
         &self,
         workspace: &str,
         previous: Option<&str>,
         model: &str,
         prompt: PromptRef,
+        betas: &Betas,
     ) -> Option<Diagnostics> {
         let previous = previous?;
         let reason = match self.by_id.get(&(workspace.to_string(), previous.to_string())) {
             None => Some(CacheMissReason::without_tokens(CacheMissType::PreviousMessageNotFound)),
-            Some(fingerprint) => fingerprint.compare(model, prompt),
+            Some(fingerprint) => fingerprint.compare(model, prompt, betas),
         };
         reason.map(|cache_miss_reason| Diagnostics { cache_miss_reason })
     }
@@ -205,16 +221,36 @@ mod tests {
         let mut store = Fingerprints::default();
         let p = prompt(&[1, 2]);
         for id in 0..=Fingerprints::LIMIT {
-            store.keep("w", &format!("msg_{id}"), Fingerprint::of("m", p.as_ref()));
+            store.keep("w", &format!("msg_{id}"), Fingerprint::of("m", p.as_ref(), Betas::NONE));
         }
         assert_eq!(store.by_id.len(), Fingerprints::LIMIT);
-        let not_found = store.diagnose("w", Some("msg_0"), "m", p.as_ref()).unwrap();
+        let not_found = store.diagnose("w", Some("msg_0"), "m", p.as_ref(), Betas::NONE).unwrap();
         assert_eq!(not_found.cache_miss_reason.kind, CacheMissType::PreviousMessageNotFound);
         // The newest is still there, and the same request repeated diverges nowhere.
-        assert_eq!(store.diagnose("w", Some(&format!("msg_{}", Fingerprints::LIMIT)), "m", p.as_ref()), None);
+        assert_eq!(
+            store.diagnose("w", Some(&format!("msg_{}", Fingerprints::LIMIT)), "m", p.as_ref(), Betas::NONE),
+            None
+        );
         // Fingerprints are per workspace.
-        let other =
-            store.diagnose("v", Some(&format!("msg_{}", Fingerprints::LIMIT)), "m", p.as_ref()).unwrap();
+        let other = store
+            .diagnose("v", Some(&format!("msg_{}", Fingerprints::LIMIT)), "m", p.as_ref(), Betas::NONE)
+            .unwrap();
         assert_eq!(other.cache_miss_reason.kind, CacheMissType::PreviousMessageNotFound);
+    }
+
+    #[test]
+    fn a_changed_set_of_betas_is_unavailable_and_their_order_does_not_matter() {
+        let mut store = Fingerprints::default();
+        let p = prompt(&[1, 2]);
+        let two = Betas::from_names(["a-beta", "b-beta"]);
+        store.keep("w", "msg_1", Fingerprint::of("m", p.as_ref(), &two));
+        let reordered = Betas::from_header_values(["b-beta, a-beta"]);
+        assert_eq!(store.diagnose("w", Some("msg_1"), "m", p.as_ref(), &reordered), None);
+        let fewer = Betas::from_names(["a-beta"]);
+        let changed = store.diagnose("w", Some("msg_1"), "m", p.as_ref(), &fewer).unwrap();
+        assert_eq!(
+            changed.cache_miss_reason,
+            CacheMissReason { kind: CacheMissType::Unavailable, cache_missed_input_tokens: None }
+        );
     }
 }
