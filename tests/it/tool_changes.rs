@@ -16,6 +16,7 @@ use forkcache::serve::ServeConfig;
 use forkcache::wire::{Betas, MID_CONVERSATION_TOOL_CHANGES};
 use serde_json::{Value, json};
 
+use crate::proxy::{RunningProxy, scratch, trace_lines};
 use crate::serve::tempfile;
 use crate::serve_harness::{Running, client, post_with_headers};
 use crate::support::{Body, Client, Opts, U, assistant, bp, text, tool, u, user};
@@ -224,4 +225,30 @@ fn replay_passes_envelope_betas_on_and_an_envelope_without_them_is_strict() {
     // An old trace (no `betas`) reads as before: strict, nothing read.
     let old_trace = [line(&first, 0, None), line(&second, 10_000, None)].join("\n");
     assert_eq!(usages(old_trace), [(0, 0, 3_786), (0, 0, 4_386)]);
+}
+
+#[test]
+fn the_proxy_records_the_betas_it_passes_on_and_its_trace_replays_in_agreement() {
+    let dir = scratch("tool-changes");
+    let server = Running::start(ServeConfig::default(), Default::default());
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let agent = client();
+    let url = proxy.url("/v1/messages");
+    let headers = [("anthropic-beta", MID_CONVERSATION_TOOL_CHANGES)];
+    let first = post_with_headers(&agent, &url, &headers, &first_turn(OPUS_5, read_only()).bytes());
+    assert_eq!(input_side(&first.usage()), (0, 0, 3_786));
+    // The upstream saw the header too: it read the system and the question despite the new tool.
+    let second = post_with_headers(&agent, &url, &headers, &second_turn(OPUS_5, read_and_grep()).bytes());
+    assert_eq!(input_side(&second.usage()), (0, 3_786, 600));
+    proxy.stop();
+    server.stop();
+
+    let lines = trace_lines(&dir.join("proxy.jsonl"));
+    assert_eq!(lines.len(), 2);
+    assert!(lines.iter().all(|line| line["betas"] == json!([MID_CONVERSATION_TOOL_CHANGES])));
+    let text = std::fs::read_to_string(dir.join("proxy.jsonl")).unwrap();
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+    let recorded = report.recorded.clone().expect("the trace recorded usage");
+    assert_eq!((recorded.requests, recorded.compared, recorded.agreed), (2, 2, 2));
+    let _ = std::fs::remove_dir_all(&dir);
 }
