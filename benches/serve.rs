@@ -15,7 +15,10 @@
 //!
 //! In process, one endpoint prices the requests turn by turn. Over HTTP, one keep-alive client
 //! per conversation sends its requests concurrently to a fresh server; the time counted runs from
-//! the first request to the last response, client work included (both share this machine).
+//! the first request to the last response, client work included (both share this machine). Two
+//! load generators: `http_loopback` uses ureq, as a real client would; `http_loopback_raw_client`
+//! sends each request pre-encoded in one write and reads each response by its length, so that
+//! less of the two cores goes to the clients and more of the figure is the server's.
 
 use std::net::SocketAddr;
 use std::sync::Barrier;
@@ -169,6 +172,91 @@ fn run_clients(addr: SocketAddr, requests: &Workload) -> Duration {
     started.elapsed()
 }
 
+/// A request as it goes on the wire: the request line, the headers and the body in one buffer.
+fn encoded(body: &[u8], key: &str) -> Vec<u8> {
+    let head = format!(
+        "POST /v1/messages HTTP/1.1\r\nhost: localhost\r\nx-api-key: {key}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    [head.as_bytes(), body].concat()
+}
+
+/// `requests`, each encoded for the raw clients (once, outside the timed loops).
+fn encode(requests: &Workload) -> Workload {
+    requests
+        .iter()
+        .enumerate()
+        .map(|(c, conversation)| {
+            conversation.iter().map(|body| encoded(body, &format!("bench-{c}"))).collect()
+        })
+        .collect()
+}
+
+fn over_raw_http(encoded: &Workload) -> Duration {
+    let (addr, stop, thread) = start_server();
+    let elapsed = run_raw_clients(addr, encoded);
+    drop(stop);
+    thread.join().unwrap();
+    elapsed
+}
+
+/// [`run_clients`] with a lighter load generator: each client sends its pre-encoded requests
+/// with one write each and reads each response by its `content-length` (in instant mode the
+/// server sends every body whole, SSE included). The server sees the same requests on the same
+/// number of keep-alive connections; less of the two cores goes to the clients.
+fn run_raw_clients(addr: SocketAddr, encoded: &Workload) -> Duration {
+    use std::io::{Read as _, Write as _};
+    let ready = Barrier::new(encoded.len() + 1);
+    let started = std::thread::scope(|scope| {
+        for conversation in encoded {
+            let ready = &ready;
+            scope.spawn(move || {
+                let mut socket = std::net::TcpStream::connect(addr).unwrap();
+                socket.set_nodelay(true).unwrap();
+                let mut buffer = vec![0u8; 64 << 10];
+                ready.wait();
+                for request in conversation {
+                    socket.write_all(request).unwrap();
+                    let mut filled = 0;
+                    let (head, length) = loop {
+                        let read = socket.read(&mut buffer[filled..]).unwrap();
+                        assert!(read > 0, "the server closed the connection");
+                        filled += read;
+                        let mut headers = [httparse::EMPTY_HEADER; 16];
+                        let mut response = httparse::Response::new(&mut headers);
+                        if let httparse::Status::Complete(head) = response.parse(&buffer[..filled]).unwrap() {
+                            assert_eq!(
+                                response.code,
+                                Some(200),
+                                "{}",
+                                String::from_utf8_lossy(&buffer[..filled])
+                            );
+                            let length = response
+                                .headers
+                                .iter()
+                                .find(|h| h.name.eq_ignore_ascii_case("content-length"));
+                            let length = std::str::from_utf8(length.expect("a whole body").value).unwrap();
+                            break (head, length.parse::<usize>().unwrap());
+                        }
+                        if filled == buffer.len() {
+                            buffer.resize(buffer.len() * 2, 0);
+                        }
+                    };
+                    if buffer.len() < head + length {
+                        buffer.resize(head + length, 0);
+                    }
+                    assert!(filled <= head + length, "one response at a time");
+                    socket.read_exact(&mut buffer[filled..head + length]).unwrap();
+                    std::hint::black_box(&buffer[head..head + length]);
+                }
+            });
+        }
+        ready.wait();
+        Instant::now()
+    });
+    started.elapsed()
+}
+
 /// Sockets that keep a server busy doing nothing: each sends a request line and then one header
 /// byte per second, never finishing its headers (slowloris), until `stop` drops.
 fn hold_slow_sockets(
@@ -242,6 +330,10 @@ fn bench(c: &mut Criterion) {
         });
         group.bench_function("http_loopback", |b| {
             b.iter_custom(|iters| (0..iters).map(|_| over_http(&requests)).sum())
+        });
+        let encoded = encode(&requests);
+        group.bench_function("http_loopback_raw_client", |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| over_raw_http(&encoded)).sum())
         });
         group.finish();
     }

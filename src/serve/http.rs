@@ -19,9 +19,7 @@ use crate::billing::PriceTable;
 use crate::clock::SimTime;
 use crate::endpoint::{Call, Exchange};
 use crate::ingest::trace::{Envelope, LoggedError, envelope_line};
-use crate::wire::{
-    ApiError, Betas, ErrorKind, MessageResponse, Reply, error_event, message_events, parse_request,
-};
+use crate::wire::{ApiError, Betas, ErrorKind, MessageResponse, Reply, error_event, message_events};
 
 type SharedState = State<Arc<Shared>>;
 
@@ -77,12 +75,15 @@ async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) ->
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
         return respond(&shared, turn_away(&shared, None, &body, error, None)).await;
     }
-    if let Err(error) = require_utf8(&body) {
+    let text = match require_utf8(&body) {
+        Ok(text) => text,
         // Logged with its error and without the bytes: replay must see the rejection, and a
         // lossy copy would replay as a request that was never sent.
-        return respond(&shared, turn_away(&shared, api_key.as_deref(), &body, error, None)).await;
-    }
-    let answer = price(&shared, &body, api_key.as_deref(), &betas);
+        Err(error) => {
+            return respond(&shared, turn_away(&shared, api_key.as_deref(), &body, error, None)).await;
+        }
+    };
+    let answer = price(&shared, text, api_key.as_deref(), &betas);
     respond(&shared, answer).await
 }
 
@@ -116,12 +117,9 @@ enum Ending {
 
 /// Parses and plans outside the lock (the slow, parallel part), then stamps, prices, logs and
 /// counts under it, so the trace is in pricing order and replays to the same usage.
-fn price(shared: &Shared, body: &[u8], api_key: Option<&str>, betas: &Betas) -> Answer {
-    let view = parse_request(body).and_then(|view| {
-        let text = std::str::from_utf8(body).unwrap_or_default();
-        let unknown = validate::check(text, &view, shared.config.strict)?;
-        Ok((view, unknown))
-    });
+fn price(shared: &Shared, text: &str, api_key: Option<&str>, betas: &Betas) -> Answer {
+    let body = text.as_bytes();
+    let view = validate::parse_checked(text, shared.config.strict);
     let planned = view.as_ref().map(|(view, _)| shared.config.script.plan(view)).map_err(ApiError::clone);
     let mut core = shared.lock();
     let at = shared.now_ms();
@@ -197,16 +195,18 @@ fn finish_priced(
             (first_byte, first_byte + latency.generation_ms(record.usage.output_tokens))
         }
     };
-    let envelope = Envelope {
-        at_ms: Some(at),
-        api_key: None,
-        workspace: call.api_key.map(|_| record.workspace.clone()),
-        betas: call.betas.clone(),
-        first_byte_ms: Some(first_byte_ms),
-        usage: Some(Envelope::usage_of(&record.usage)),
-        ..Envelope::default()
-    };
-    core.append_trace(&envelope_line(&envelope, call.body));
+    core.append_trace(|| {
+        let envelope = Envelope {
+            at_ms: Some(at),
+            api_key: None,
+            workspace: call.api_key.map(|_| record.workspace.clone()),
+            betas: call.betas.clone(),
+            first_byte_ms: Some(first_byte_ms),
+            usage: Some(Envelope::usage_of(&record.usage)),
+            ..Envelope::default()
+        };
+        envelope_line(&envelope, call.body)
+    });
     core.log(|| request_line(&request_id, at, &record.workspace, Ok(&record)));
     core.stats.priced(&record);
     shared.count_for_shutdown(core.stats.messages_requests());
@@ -237,7 +237,7 @@ fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> An
         error: logged.then(|| LoggedError::of(&error)),
         ..Envelope::default()
     };
-    core.append_trace(&envelope_line(&envelope, body));
+    core.append_trace(|| envelope_line(&envelope, body));
     core.log(|| request_line(&request_id, at, &workspace, Err(&error)));
     core.stats.rejected(&workspace);
     shared.count_for_shutdown(core.stats.messages_requests());
@@ -509,8 +509,9 @@ async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Byte
 }
 
 /// JSON is UTF-8: a body that is not is refused whole, never read with replacement characters.
-fn require_utf8(body: &[u8]) -> Result<(), ApiError> {
-    std::str::from_utf8(body).map(|_| ()).map_err(|err| {
+/// The one UTF-8 check of a Messages body: the text it returns is parsed without another.
+fn require_utf8(body: &[u8]) -> Result<&str, ApiError> {
+    std::str::from_utf8(body).map_err(|err| {
         ApiError::invalid(format!("request body is not valid UTF-8 (byte {})", err.valid_up_to() + 1))
     })
 }

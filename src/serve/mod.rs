@@ -348,9 +348,12 @@ impl Core {
         format!("req_fc{:018}", self.next_request)
     }
 
-    fn append_trace(&mut self, line: &str) {
+    /// Appends the line `line()` builds, building it only when there is a trace: the line
+    /// copies and re-checks the whole body, which without a trace would be wasted work done
+    /// under the lock.
+    fn append_trace(&mut self, line: impl FnOnce() -> String) {
         if let Some(trace) = &mut self.trace {
-            if trace.append(line).is_err() {
+            if trace.append(&line()).is_err() {
                 self.stats.trace_write_errors += 1;
             }
         }
