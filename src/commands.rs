@@ -138,8 +138,8 @@ fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let replayed = if args.trace.as_os_str() == "-" {
         replay_stream(&config, args.engine.prices()?, std::io::BufReader::new(std::io::stdin()))
     } else {
-        let file = std::fs::File::open(&args.trace)
-            .with_context(|| format!("reading {}", args.trace.display()))?;
+        let file =
+            std::fs::File::open(&args.trace).with_context(|| format!("reading {}", args.trace.display()))?;
         replay_stream(&config, args.engine.prices()?, std::io::BufReader::new(file))
     };
     let report = match replayed {
@@ -244,8 +244,11 @@ fn run_explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
 fn run_explain_request(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let index = args.request.context("--request is required with a single file")?;
     let trace = read_input(&args.a)?;
-    let config =
-        ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms, ..ReplayConfig::default() };
+    let config = ReplayConfig {
+        endpoint: args.engine.endpoint_config(),
+        gap_ms: args.gap_ms,
+        ..ReplayConfig::default()
+    };
     let explanation = forkcache::explain::explain_request(&config, args.engine.prices()?, &trace, index)
         .with_context(|| format!("explaining {}", args.a.display()))?;
     if args.json {

@@ -38,7 +38,8 @@ fn shuffled_trace() -> Vec<u8> {
 fn sessions_trace() -> Vec<u8> {
     let body = Body::blocks(vec![bp(text("the shared prefix", 3_000)), text("question", 20)]);
     let body = body.0.to_string();
-    let marker = r#"{"forkcache_session":{"started":"2026-11-25T00:00:00Z","version":"0.1.0","settings":{}}}"#;
+    let marker =
+        r#"{"forkcache_session":{"started":"2026-11-25T00:00:00Z","version":"0.1.0","settings":{}}}"#;
     let usage = r#""usage":{"input_tokens":20,"cache_creation_input_tokens":0,"cache_read_input_tokens":3000,"output_tokens":5}"#;
     let lines = [
         marker.to_string(),
@@ -69,7 +70,11 @@ fn replay_json(trace: &[u8], threads: usize) -> (Option<i32>, Vec<u8>) {
 fn tempfile_with(bytes: &[u8]) -> std::path::PathBuf {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let name = format!("forkcache-replay-stream-{}-{}.jsonl", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let name = format!(
+        "forkcache-replay-stream-{}-{}.jsonl",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
     let path = std::env::temp_dir().join(name);
     std::fs::write(&path, bytes).expect("the temporary trace is written");
     path
@@ -93,8 +98,9 @@ fn replay_json_is_byte_identical_on_1_2_4_and_8_threads() {
 #[test]
 fn the_shuffled_trace_runs_in_start_order_and_reports_in_file_order() {
     let trace = shuffled_trace();
-    let streamed = replay(&ReplayConfig { threads: 4, ..ReplayConfig::default() }, PriceTable::builtin(), &trace)
-        .expect("every line is within the window");
+    let streamed =
+        replay(&ReplayConfig { threads: 4, ..ReplayConfig::default() }, PriceTable::builtin(), &trace)
+            .expect("every line is within the window");
     let indexes: Vec<usize> = streamed.records.iter().map(|r| r.index).collect();
     assert_eq!(indexes, (0..48).collect::<Vec<_>>(), "records in file order");
     // Lines 1 and 2 were swapped: line 2 (at 0 ms) ran first and wrote the conversation's
@@ -147,7 +153,8 @@ fn the_window_also_bounds_the_bytes_it_holds() {
     // line 2 arriving makes 200 KB and the earliest (line 2, at 1,000 ms) runs at once. Line 3
     // (at 500 ms) then starts before a line that ran. With lines alone as the bound, line 3 would
     // still have been in reach.
-    let big = |label: &str| Body::blocks(vec![text(&label.repeat(100_000 / label.len()), 30_000)]).0.to_string();
+    let big =
+        |label: &str| Body::blocks(vec![text(&label.repeat(100_000 / label.len()), 30_000)]).0.to_string();
     let trace = [envelope(3_000, &big("a")), envelope(1_000, &big("b")), envelope(500, &big("c"))].concat();
     assert!(trace.len() > 300_000);
     let config = ReplayConfig { reorder_window: 2, ..ReplayConfig::default() };
