@@ -1,5 +1,17 @@
 //! `replay`: prices a recorded request stream through the endpoint, request by request, and
 //! renders the result as JSON or a table.
+//!
+//! The trace streams through: [`pipeline`] reads and parses batches of lines on worker threads
+//! and hands them back in file order; each request line then waits in the reorder window (a heap
+//! keyed by start time, then line number) until the window holds more than
+//! [`ReplayConfig::reorder_window`] lines, or that many times [`REORDER_BYTES_PER_LINE`] bytes of
+//! them, and the earliest runs. A line that starts before one that already ran is
+//! [`ReplayError::OutOfOrder`]: traces that `serve` and `proxy` write are in start order, and a
+//! trace more disordered than the window needs a larger one. What is held at any time is the
+//! batches in flight, the window, the endpoint's cache state (bounded: see the memo and history
+//! modules) and the records, never the whole file. The report is byte for byte the same on any
+//! number of threads: parsing is a pure function of a batch's bytes, and the cache sees the lines
+//! in the same order whatever thread parsed them.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
