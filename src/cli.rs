@@ -309,7 +309,7 @@ pub struct ReplayArgs {
     /// same on any number. Default: the machine's cores.
     #[arg(long, value_parser = clap::value_parser!(usize))]
     pub threads: Option<usize>,
-    /// Lines run in start order as far as this many lines (and 64 KiB of line bytes per line)
+    /// Lines run in start order as far as this many lines (and 32 KiB of line bytes per line)
     /// reach; a line starting before one that already ran is an error (exit 1) naming it.
     #[arg(long, default_value_t = forkcache::replay::DEFAULT_REORDER_WINDOW)]
     pub reorder_window: usize,

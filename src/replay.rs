@@ -55,12 +55,12 @@ pub struct ReplayConfig {
 }
 
 /// The reorder window's default, in lines: room for hundreds of concurrent requests logged as
-/// they finish, and 16 MiB of line bytes.
+/// they finish, and 8 MiB of line bytes.
 pub const DEFAULT_REORDER_WINDOW: usize = 256;
 
 /// Bytes of waiting lines the reorder window holds per line of its size, so the window bounds
 /// memory whatever the lines' length.
-pub const REORDER_BYTES_PER_LINE: usize = 64 << 10;
+pub const REORDER_BYTES_PER_LINE: usize = 32 << 10;
 
 impl Default for ReplayConfig {
     fn default() -> Self {

@@ -257,7 +257,7 @@ impl<R: std::io::BufRead> BatchReader<R> {
 
     /// The next batch; `None` at the end of the file.
     pub fn next_batch(&mut self) -> std::io::Result<Option<LineBatch>> {
-        let mut bytes = Vec::with_capacity(self.target_bytes.min(1 << 20));
+        let mut bytes = Vec::with_capacity(self.target_bytes);
         let mut lines = 0;
         while bytes.len() < self.target_bytes {
             let read = self.reader.read_until(b'\n', &mut bytes)?;
@@ -269,6 +269,9 @@ impl<R: std::io::BufRead> BatchReader<R> {
         if bytes.is_empty() {
             return Ok(None);
         }
+        // The read may have doubled the buffer past what it holds: batches in flight and lines in
+        // the reorder window are what a replay's memory is made of.
+        bytes.shrink_to_fit();
         let batch = LineBatch { number: self.next_batch, first_line: self.next_line, bytes };
         self.next_line += lines;
         self.next_batch += 1;

@@ -15,7 +15,7 @@ use crate::ingest::trace::{BatchReader, ParsedBatch};
 
 /// Bytes of whole lines read per batch: enough lines to make a worker's hand-off cheap beside
 /// its parse, few enough that the batches in flight stay a few MB.
-pub const BATCH_BYTES: usize = 1 << 20;
+pub const BATCH_BYTES: usize = 256 << 10;
 
 /// Batches in flight (read, not yet consumed) per worker thread.
 const IN_FLIGHT_PER_THREAD: usize = 2;

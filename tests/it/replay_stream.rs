@@ -149,19 +149,19 @@ fn a_line_later_than_the_window_is_an_error_naming_it_with_exit_1() {
 
 #[test]
 fn the_window_also_bounds_the_bytes_it_holds() {
-    // Lines of about 100 KB: a window of 2 lines holds at most 2 × 64 KiB = 128 KiB of them, so
+    // Lines of about 100 KB: a window of 4 lines holds at most 4 × 32 KiB = 128 KiB of them, so
     // line 2 arriving makes 200 KB and the earliest (line 2, at 1,000 ms) runs at once. Line 3
     // (at 500 ms) then starts before a line that ran. With lines alone as the bound, line 3 would
-    // still have been in reach.
+    // still have been in reach. A window of 8 lines (256 KiB) holds all three until line 3.
     let big =
         |label: &str| Body::blocks(vec![text(&label.repeat(100_000 / label.len()), 30_000)]).0.to_string();
     let trace = [envelope(3_000, &big("a")), envelope(1_000, &big("b")), envelope(500, &big("c"))].concat();
     assert!(trace.len() > 300_000);
-    let config = ReplayConfig { reorder_window: 2, ..ReplayConfig::default() };
+    let config = ReplayConfig { reorder_window: 4, ..ReplayConfig::default() };
     let err = replay(&config, PriceTable::builtin(), &trace).unwrap_err();
     let ReplayError::OutOfOrder(late) = err else { panic!("expected out of order") };
     assert_eq!((late.line, late.ran_line), (3, 2));
-    let config = ReplayConfig { reorder_window: 4, ..ReplayConfig::default() };
+    let config = ReplayConfig { reorder_window: 8, ..ReplayConfig::default() };
     let report = replay(&config, PriceTable::builtin(), &trace).unwrap();
     let starts: Vec<u64> = report.records.iter().map(|r| r.at.ms()).collect();
     assert_eq!(starts, [3_000, 1_000, 500], "file order, each at its own start");
