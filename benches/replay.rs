@@ -77,6 +77,8 @@ fn print_ratios(path: &Path, prices: &PriceTable) {
 fn main() {
     let path = trace_file();
     let prices = PriceTable::builtin();
+    // Criterion's plots need a font the machine may lack; the project ships one.
+    forkcache::report::chart::register_font();
     let mut criterion = Criterion::default().configure_from_args();
     let mut group = criterion.benchmark_group("replay_stream");
     group.throughput(Throughput::Bytes(std::fs::metadata(&path).expect("the trace exists").len()));
