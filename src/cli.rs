@@ -305,6 +305,14 @@ pub struct ReplayArgs {
     /// Stop at the first unreadable line (exit 1) instead of reporting it and going on (exit 3).
     #[arg(long)]
     pub strict: bool,
+    /// Threads that read and parse the trace (the cache runs on one more); the output is the
+    /// same on any number. Default: the machine's cores.
+    #[arg(long, value_parser = clap::value_parser!(usize))]
+    pub threads: Option<usize>,
+    /// Lines run in start order as far as this many lines (and 32 KiB of line bytes per line)
+    /// reach; a line starting before one that already ran is an error (exit 1) naming it.
+    #[arg(long, default_value_t = forkcache::replay::DEFAULT_REORDER_WINDOW)]
+    pub reorder_window: usize,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

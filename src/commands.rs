@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use forkcache::demo;
-use forkcache::replay::{ReplayConfig, replay};
+use forkcache::replay::{ReplayConfig, replay_stream};
 
 use crate::cli::{
     Cli, Command, DemoArgs, ExplainArgs, ImportSource, ReplayArgs, ReportArgs, RunArgs, SweepArgs,
@@ -124,13 +124,25 @@ const EXIT_INVALID_INPUT: u8 = 1;
 /// Exit 0 when every line was read (requests the API would reject are results); 3 when some
 /// lines were unreadable (each named on stderr); 1 when `--strict` stopped at one.
 fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
-    let trace = read_input_bytes(&args.trace)?;
-    let config =
-        ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms, strict: args.strict };
+    let config = ReplayConfig {
+        endpoint: args.engine.endpoint_config(),
+        gap_ms: args.gap_ms,
+        strict: args.strict,
+        threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
+        reorder_window: args.reorder_window,
+    };
     if args.calibrate {
-        return run_calibrate(args, &config, &trace);
+        return run_calibrate(args, &config, &read_input_bytes(&args.trace)?);
     }
-    let report = match replay(&config, args.engine.prices()?, &trace) {
+    // The trace streams through the replay: it is never held whole.
+    let replayed = if args.trace.as_os_str() == "-" {
+        replay_stream(&config, args.engine.prices()?, std::io::BufReader::new(std::io::stdin()))
+    } else {
+        let file =
+            std::fs::File::open(&args.trace).with_context(|| format!("reading {}", args.trace.display()))?;
+        replay_stream(&config, args.engine.prices()?, std::io::BufReader::new(file))
+    };
+    let report = match replayed {
         Ok(report) => report,
         Err(err) => return replay_failed(args, err),
     };
@@ -155,6 +167,11 @@ fn replay_failed(args: &ReplayArgs, err: forkcache::replay::ReplayError) -> anyh
     match err {
         forkcache::replay::ReplayError::Unreadable(line) => {
             eprintln!("forkcache: {}: {line}", args.trace.display());
+            Ok(ExitCode::from(EXIT_INVALID_INPUT))
+        }
+        // A trace further out of start order than the window is invalid input for that window.
+        forkcache::replay::ReplayError::OutOfOrder(late) => {
+            eprintln!("forkcache: {}: {late}", args.trace.display());
             Ok(ExitCode::from(EXIT_INVALID_INPUT))
         }
         err => Err(err).with_context(|| format!("replaying {}", args.trace.display())),
@@ -227,7 +244,11 @@ fn run_explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
 fn run_explain_request(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let index = args.request.context("--request is required with a single file")?;
     let trace = read_input(&args.a)?;
-    let config = ReplayConfig { endpoint: args.engine.endpoint_config(), gap_ms: args.gap_ms, strict: false };
+    let config = ReplayConfig {
+        endpoint: args.engine.endpoint_config(),
+        gap_ms: args.gap_ms,
+        ..ReplayConfig::default()
+    };
     let explanation = forkcache::explain::explain_request(&config, args.engine.prices()?, &trace, index)
         .with_context(|| format!("explaining {}", args.a.display()))?;
     if args.json {

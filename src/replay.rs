@@ -1,7 +1,20 @@
 //! `replay`: prices a recorded request stream through the endpoint, request by request, and
 //! renders the result as JSON or a table.
+//!
+//! The trace streams through: [`pipeline`] reads and parses batches of lines on worker threads
+//! and hands them back in file order; each request line then waits in the reorder window (a heap
+//! keyed by start time, then line number) until the window holds more than
+//! [`ReplayConfig::reorder_window`] lines, or that many times [`REORDER_BYTES_PER_LINE`] bytes of
+//! them, and the earliest runs. A line that starts before one that already ran is
+//! [`ReplayError::OutOfOrder`]: traces that `serve` and `proxy` write are in start order, and a
+//! trace more disordered than the window needs a larger one. What is held at any time is the
+//! batches in flight, the window, the endpoint's cache state (bounded: see the memo and history
+//! modules) and the records, never the whole file. The report is byte for byte the same on any
+//! number of threads: parsing is a pure function of a batch's bytes, and the cache sees the lines
+//! in the same order whatever thread parsed them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -11,9 +24,13 @@ use crate::billing::{Cost, PriceTable, RecordedUsage, TokenEquivalents, Usage};
 use crate::cache::{CacheMissType, Miss, MissCause, StoreStats, layout_notes, miss_reason_type};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
-use crate::ingest::trace::{TraceBody, TraceEntry, TraceLine, UnreadableLine, read_trace};
+use crate::ingest::trace::{ParsedBatch, TraceBody, TraceEntry, TraceLine, UnreadableLine};
 use crate::tokenize::TokenizerUnavailable;
 use crate::wire::{ApiError, Reply, parse_request};
+
+mod pipeline;
+
+pub use pipeline::BATCH_BYTES;
 
 /// Replay settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,11 +43,34 @@ pub struct ReplayConfig {
     pub gap_ms: u64,
     /// Stop at the first unreadable line instead of reporting it and going on. Default false.
     pub strict: bool,
+    /// Threads that read and parse the trace's lines (the cache itself runs on the calling
+    /// thread); 0 or 1 does everything on the calling thread. The report is the same on any
+    /// number. Default 1.
+    pub threads: usize,
+    /// How far out of start order a line may be: up to this many lines (and this many times
+    /// [`REORDER_BYTES_PER_LINE`] bytes of them) wait to run in start order; a line that starts
+    /// before one that already ran is an error ([`ReplayError::OutOfOrder`]). Default
+    /// [`DEFAULT_REORDER_WINDOW`].
+    pub reorder_window: usize,
 }
+
+/// The reorder window's default, in lines: room for hundreds of concurrent requests logged as
+/// they finish, and 8 MiB of line bytes.
+pub const DEFAULT_REORDER_WINDOW: usize = 256;
+
+/// Bytes of waiting lines the reorder window holds per line of its size, so the window bounds
+/// memory whatever the lines' length.
+pub const REORDER_BYTES_PER_LINE: usize = 32 << 10;
 
 impl Default for ReplayConfig {
     fn default() -> Self {
-        ReplayConfig { endpoint: EndpointConfig::default(), gap_ms: 30_000, strict: false }
+        ReplayConfig {
+            endpoint: EndpointConfig::default(),
+            gap_ms: 30_000,
+            strict: false,
+            threads: 1,
+            reorder_window: DEFAULT_REORDER_WINDOW,
+        }
     }
 }
 
@@ -238,52 +278,289 @@ pub enum ReplayError {
     /// `strict` was set and this line is not a request.
     #[error("{0}")]
     Unreadable(UnreadableLine),
+    /// A line starts before a line that already ran: it is further out of start order than the
+    /// reorder window reaches.
+    #[error("{0}")]
+    OutOfOrder(OutOfOrder),
+    /// The trace could not be read.
+    #[error("reading the trace: {0}")]
+    Read(#[from] std::io::Error),
 }
 
-/// Replays a JSONL trace, read as bytes. Each server run in it (from one session marker to the
-/// next) is its own timeline on an empty cache; within one, lines run in start-time order (file
-/// order among equal times). The records come back in file order. An unreadable line is
-/// reported and skipped, unless `strict` asks to stop there.
+/// A line further out of start order than the reorder window reaches.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "line {line} starts at {at_ms} ms, before line {ran_line} ({ran_at_ms} ms), which already ran: it is more than the reorder window ({window} lines) out of start order; a larger --reorder-window replays it"
+)]
+pub struct OutOfOrder {
+    /// 1-based number of the late line.
+    pub line: usize,
+    /// Its start.
+    pub at_ms: u64,
+    /// 1-based number of the line that ran before it.
+    pub ran_line: usize,
+    /// That line's start.
+    pub ran_at_ms: u64,
+    /// The window, in lines.
+    pub window: usize,
+}
+
+/// Replays a JSONL trace held in memory: [`replay_stream`] over its bytes.
 pub fn replay(
     config: &ReplayConfig,
     prices: PriceTable,
     trace: &(impl AsRef<[u8]> + ?Sized),
 ) -> Result<ReplayReport, ReplayError> {
-    let mut sessions: Vec<Vec<TraceLine>> = Vec::new();
-    let mut current = Vec::new();
-    let mut unreadable = Vec::new();
-    for entry in read_trace(trace.as_ref()) {
-        match entry {
-            TraceEntry::Request(line) => current.push(line),
-            // Requests before the first marker (an old trace, raw bodies) are a run of their own;
-            // an empty one is no run.
-            TraceEntry::Session { .. } if current.is_empty() && sessions.is_empty() => {}
-            TraceEntry::Session { .. } => sessions.push(std::mem::take(&mut current)),
-            TraceEntry::Unreadable(line) if config.strict => return Err(ReplayError::Unreadable(line)),
-            TraceEntry::Unreadable(line) => unreadable.push(line),
+    replay_stream(config, prices, trace.as_ref())
+}
+
+/// Replays a JSONL trace as it is read, never holding more of it than the batches in flight and
+/// the reorder window. Each server run in it (from one session marker to the next) is its own
+/// timeline on an empty cache; within one, lines run in start-time order (file order among equal
+/// times) as far as [`ReplayConfig::reorder_window`] reaches, and a line later than that is an
+/// error. The records come back in file order. An unreadable line is reported and skipped, unless
+/// `strict` asks to stop there. Lines are read and parsed on [`ReplayConfig::threads`] threads;
+/// the report is the same on any number.
+pub fn replay_stream(
+    config: &ReplayConfig,
+    prices: PriceTable,
+    trace: impl std::io::BufRead + Send,
+) -> Result<ReplayReport, ReplayError> {
+    let mut replayer = Replayer::new(config, prices)?;
+    pipeline::for_each_batch(trace, config.threads, |batch| replayer.take(batch))?;
+    replayer.finish()
+}
+
+/// A replay under way: the endpoint of the current server run, the lines waiting in the reorder
+/// window, and the batches they live in.
+struct Replayer<'c> {
+    config: &'c ReplayConfig,
+    prices: PriceTable,
+    endpoint: MockEndpoint,
+    run: Run,
+    /// Server runs closed so far.
+    runs: usize,
+    /// The index the next request line gets (file order).
+    next_index: usize,
+    window: ReorderWindow,
+    /// Batches from the oldest one a waiting line lives in to the newest one read.
+    held: VecDeque<HeldBatch>,
+    records: Vec<ReplayRecord>,
+    unreadable: Vec<UnreadableLine>,
+    cache: StoreStats,
+}
+
+/// What the current server run has seen.
+#[derive(Default)]
+struct Run {
+    /// The start of its last line read (lines without `at_ms` follow it by the gap).
+    previous_at: Option<SimTime>,
+    /// Request lines read in it.
+    requests: usize,
+    /// The last line run: nothing may start before it.
+    last_run: Option<(SimTime, usize)>,
+}
+
+struct HeldBatch {
+    batch: ParsedBatch,
+    /// Its lines still in the reorder window.
+    waiting: usize,
+}
+
+/// A request line read and not yet run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Waiting {
+    at: SimTime,
+    line: usize,
+    index: usize,
+    batch: u64,
+    entry: usize,
+    bytes: usize,
+}
+
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.line).cmp(&(other.at, other.line))
+    }
+}
+
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Lines waiting to run, earliest start first.
+#[derive(Default)]
+struct ReorderWindow {
+    lines: BinaryHeap<Reverse<Waiting>>,
+    bytes: usize,
+}
+
+/// What a line read is, without borrowing its batch.
+enum Arrival {
+    Request { line: usize, at_ms: Option<u64>, bytes: usize },
+    Session,
+    Unreadable(UnreadableLine),
+}
+
+impl<'c> Replayer<'c> {
+    fn new(config: &'c ReplayConfig, prices: PriceTable) -> Result<Replayer<'c>, ReplayError> {
+        let endpoint = MockEndpoint::new(config.endpoint.clone(), prices.clone())?;
+        Ok(Replayer {
+            config,
+            prices,
+            endpoint,
+            run: Run::default(),
+            runs: 0,
+            next_index: 0,
+            window: ReorderWindow::default(),
+            held: VecDeque::new(),
+            records: Vec::new(),
+            unreadable: Vec::new(),
+            cache: StoreStats::default(),
+        })
+    }
+
+    /// Reads a batch's lines into the window, running the earliest ones as the window fills.
+    fn take(&mut self, batch: ParsedBatch) -> Result<(), ReplayError> {
+        let number = batch.number();
+        let count = batch.entries().len();
+        self.held.push_back(HeldBatch { batch, waiting: 0 });
+        let slot = self.held.len() - 1;
+        for entry in 0..count {
+            match arrival(&self.held[slot].batch, entry) {
+                Arrival::Request { line, at_ms, bytes } => {
+                    let at = self.start_of(at_ms);
+                    self.check_order(line, at)?;
+                    let index = self.next_index;
+                    self.next_index += 1;
+                    self.window.lines.push(Reverse(Waiting { at, line, index, batch: number, entry, bytes }));
+                    self.window.bytes += bytes;
+                    self.held[slot].waiting += 1;
+                    while self.window_is_over() {
+                        self.run_earliest();
+                    }
+                }
+                Arrival::Session => self.new_run()?,
+                Arrival::Unreadable(line) if self.config.strict => return Err(ReplayError::Unreadable(line)),
+                Arrival::Unreadable(line) => self.unreadable.push(line),
+            }
+        }
+        self.release_batches();
+        Ok(())
+    }
+
+    /// `at_ms` where given; otherwise the previous line's start plus the gap.
+    fn start_of(&mut self, at_ms: Option<u64>) -> SimTime {
+        let at = match (at_ms, self.run.previous_at) {
+            (Some(ms), _) => SimTime(ms),
+            (None, Some(before)) => before.plus_ms(self.config.gap_ms),
+            (None, None) => SimTime::ZERO,
+        };
+        self.run.previous_at = Some(at);
+        self.run.requests += 1;
+        at
+    }
+
+    /// A line may not start before one that already ran.
+    fn check_order(&self, line: usize, at: SimTime) -> Result<(), ReplayError> {
+        match self.run.last_run {
+            Some((ran_at, ran_line)) if at < ran_at => Err(ReplayError::OutOfOrder(OutOfOrder {
+                line,
+                at_ms: at.ms(),
+                ran_line,
+                ran_at_ms: ran_at.ms(),
+                window: self.config.reorder_window,
+            })),
+            _ => Ok(()),
         }
     }
-    sessions.push(current);
-    let prices_date = prices.date.clone();
-    let mut records = Vec::new();
-    let mut cache = StoreStats::default();
-    for lines in &sessions {
-        let mut endpoint = MockEndpoint::new(config.endpoint.clone(), prices.clone())?;
-        records.extend(replay_session(&mut endpoint, lines, config.gap_ms, records.len()));
-        add_store_stats(&mut cache, &endpoint.cache_stats());
+
+    fn window_is_over(&self) -> bool {
+        let window = self.config.reorder_window;
+        self.window.lines.len() > window || self.window.bytes > window.saturating_mul(REORDER_BYTES_PER_LINE)
     }
-    let totals = sum_records(&mut records);
-    let recorded = recorded_totals(&records);
-    Ok(ReplayReport {
-        records,
-        totals,
-        config: config.clone(),
-        prices_date,
-        cache,
-        recorded,
-        unreadable,
-        sessions: sessions.len(),
-    })
+
+    /// Runs the waiting line that starts first.
+    fn run_earliest(&mut self) {
+        let Some(Reverse(waiting)) = self.window.lines.pop() else { return };
+        self.window.bytes -= waiting.bytes;
+        self.run.last_run = Some((waiting.at, waiting.line));
+        // Every waiting line's batch is held: batches are released only once none of their lines
+        // wait, and numbers are consecutive from the front.
+        let Some(front) = self.held.front() else { return };
+        let slot = (waiting.batch - front.batch.number()) as usize;
+        let Some(held) = self.held.get_mut(slot) else { return };
+        held.waiting -= 1;
+        if let Some((TraceEntry::Request(line), _)) = held.batch.entries().get(waiting.entry) {
+            let record = replay_line(&mut self.endpoint, waiting.index, line, waiting.at);
+            self.records.push(record);
+        }
+    }
+
+    /// Drops the batches at the front none of whose lines wait any more.
+    fn release_batches(&mut self) {
+        while self.held.front().is_some_and(|held| held.waiting == 0) {
+            self.held.pop_front();
+        }
+    }
+
+    /// Runs every waiting line.
+    fn drain(&mut self) {
+        while !self.window.lines.is_empty() {
+            self.run_earliest();
+        }
+    }
+
+    /// A session marker: the run so far ends and a new one starts on an empty cache. Requests
+    /// before the first marker (an old trace, raw bodies) are a run of their own; an empty one is
+    /// no run.
+    fn new_run(&mut self) -> Result<(), ReplayError> {
+        if self.run.requests == 0 && self.runs == 0 {
+            return Ok(());
+        }
+        self.close_run();
+        self.endpoint = MockEndpoint::new(self.config.endpoint.clone(), self.prices.clone())?;
+        Ok(())
+    }
+
+    fn close_run(&mut self) {
+        self.drain();
+        add_store_stats(&mut self.cache, &self.endpoint.cache_stats());
+        self.runs += 1;
+        self.run = Run::default();
+    }
+
+    fn finish(mut self) -> Result<ReplayReport, ReplayError> {
+        self.close_run();
+        let mut records = std::mem::take(&mut self.records);
+        // Lines ran in start order; the report lists them in file order.
+        records.sort_by_key(|record| record.index);
+        let totals = sum_records(&mut records);
+        let recorded = recorded_totals(&records);
+        Ok(ReplayReport {
+            records,
+            totals,
+            config: self.config.clone(),
+            prices_date: self.prices.date.clone(),
+            cache: self.cache,
+            recorded,
+            unreadable: self.unreadable,
+            sessions: self.runs,
+        })
+    }
+}
+
+/// Entry `entry` of `batch`, as far as reading it into the window needs.
+fn arrival(batch: &ParsedBatch, entry: usize) -> Arrival {
+    match batch.entries().get(entry) {
+        Some((TraceEntry::Request(line), bytes)) => {
+            Arrival::Request { line: line.line, at_ms: line.at_ms, bytes: *bytes }
+        }
+        Some((TraceEntry::Unreadable(line), _)) => Arrival::Unreadable(line.clone()),
+        Some((TraceEntry::Session { .. }, _)) | None => Arrival::Session,
+    }
 }
 
 /// The recorded usage and agreement summed, when the trace recorded any usage.
@@ -293,25 +570,6 @@ fn recorded_totals(records: &[ReplayRecord]) -> Option<RecordedTotals> {
         recorded.get_or_insert_with(RecordedTotals::default).add(line);
     }
     recorded
-}
-
-/// One server run's lines, on one endpoint, in start-time order; records in file order, indexed
-/// from `first_index`.
-fn replay_session(
-    endpoint: &mut MockEndpoint,
-    lines: &[TraceLine],
-    gap_ms: u64,
-    first_index: usize,
-) -> Vec<ReplayRecord> {
-    let starts = start_times(lines, gap_ms);
-    let mut order: Vec<usize> = (0..lines.len()).collect();
-    order.sort_by_key(|&index| starts[index]);
-    let mut records: Vec<Option<ReplayRecord>> = vec![None; lines.len()];
-    for index in order {
-        records[index] = Some(replay_line(endpoint, first_index + index, &lines[index], starts[index]));
-    }
-    // `order` is a permutation of the indexes, so every slot was filled.
-    records.into_iter().flatten().collect()
 }
 
 /// The totals of every record. A priced request that would carry a sum past 2^64 is not added:
@@ -340,23 +598,6 @@ fn add_store_stats(into: &mut StoreStats, session: &StoreStats) {
     into.writes += session.writes;
     into.reads += session.reads;
     into.evictions += session.evictions;
-}
-
-/// `at_ms` where given; otherwise the previous line's start plus the gap.
-fn start_times(lines: &[TraceLine], gap_ms: u64) -> Vec<SimTime> {
-    let mut previous: Option<SimTime> = None;
-    lines
-        .iter()
-        .map(|line| {
-            let at = match (line.at_ms, previous) {
-                (Some(ms), _) => SimTime(ms),
-                (None, Some(before)) => before.plus_ms(gap_ms),
-                (None, None) => SimTime::ZERO,
-            };
-            previous = Some(at);
-            at
-        })
-        .collect()
 }
 
 fn replay_line(endpoint: &mut MockEndpoint, index: usize, line: &TraceLine, at: SimTime) -> ReplayRecord {

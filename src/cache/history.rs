@@ -1,13 +1,22 @@
 //! What earlier requests sent, independent of what was cached: the ground truth the miss
 //! diagnosis compares against ("this prefix was sent before, by request R").
+//!
+//! Bounded by two generations: prefixes go into the current one; when it holds
+//! [`HISTORY_LIMIT`]` / 2` it becomes the previous one and the one before is dropped, with the
+//! summaries only it named. So at most [`HISTORY_LIMIT`] prefixes (about 50 bytes each, plus the
+//! hash table's slack) are remembered, and every prefix among the last `HISTORY_LIMIT / 2` new
+//! ones sent is. The effect of forgetting: a later request that misses on a prefix forgotten is
+//! diagnosed as if that prefix had never been sent (its miss names no earlier request). Only what
+//! the diagnosis says changes, never a usage or a cost: the cache itself is not the history.
 
 use std::collections::{HashMap, HashSet};
 
 use super::store::{EntryKey, ScopeId};
 use crate::prompt::{BuildPassThrough, PromptRef, Salts};
 
-/// Distinct sent prefixes remembered before the history starts over (bounds memory).
-pub const HISTORY_LIMIT: usize = 4 << 20;
+/// Distinct sent prefixes remembered at most (two generations of half as many; the current one
+/// alone covers a full cache at the default capacity of 2^20 entries).
+pub const HISTORY_LIMIT: usize = 2 << 20;
 
 /// What the diagnosis needs to know about an earlier request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,12 +31,20 @@ pub struct Summary {
 }
 
 /// Prefixes sent so far, per scope.
-#[derive(Default)]
 pub struct History {
-    // Point lookups only.
+    /// Prefixes remembered at most ([`HISTORY_LIMIT`]; smaller in tests).
+    limit: usize,
+    // Point lookups only (the values are iterated into a set, never into output).
     sent: HashMap<EntryKey, u64, BuildPassThrough>,
+    sent_before: HashMap<EntryKey, u64, BuildPassThrough>,
     summaries: HashMap<u64, Summary, BuildPassThrough>,
     last_in_scope: HashMap<ScopeId, u64, BuildPassThrough>,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History::with_limit(HISTORY_LIMIT)
+    }
 }
 
 /// The earlier request this one shares the most with.
@@ -40,11 +57,23 @@ pub struct Closest {
 }
 
 impl History {
+    /// An empty history remembering at most `limit` prefixes.
+    fn with_limit(limit: usize) -> History {
+        History {
+            limit,
+            sent: HashMap::default(),
+            sent_before: HashMap::default(),
+            summaries: HashMap::default(),
+            last_in_scope: HashMap::default(),
+        }
+    }
+
     /// The earlier request in `scope` sharing the longest prefix with `prompt`.
     pub fn closest(&self, scope: ScopeId, prompt: PromptRef) -> Closest {
         for index in (0..prompt.len() as u32).rev() {
             let prefix = prompt.position(index).hash;
-            if let Some(&request) = self.sent.get(&EntryKey { scope, prefix }) {
+            let key = EntryKey { scope, prefix };
+            if let Some(&request) = self.sent.get(&key).or_else(|| self.sent_before.get(&key)) {
                 return Closest { shared_to: Some(index), request: Some(request) };
             }
         }
@@ -65,9 +94,8 @@ impl History {
         closest: Closest,
         summary: Summary,
     ) {
-        if self.sent.len() >= HISTORY_LIMIT {
-            self.sent.clear();
-            self.summaries.clear();
+        if self.sent.len() >= self.limit / 2 {
+            self.sent_before = std::mem::take(&mut self.sent);
         }
         let fresh_from = closest.shared_to.unwrap_or(0);
         // The shared prefix's last position names whichever of its senders cached deeper (the
@@ -88,12 +116,18 @@ impl History {
     /// steady load) would otherwise add one summary per request forever while `sent` stays small.
     /// Pruning once they outnumber the reachable ones twice over keeps the cost amortized O(1).
     fn forget_unreachable_summaries(&mut self) {
-        let reachable = self.sent.len() + self.last_in_scope.len();
+        let reachable = self.sent.len() + self.sent_before.len() + self.last_in_scope.len();
         if self.summaries.len() <= 2 * reachable + SUMMARY_SLACK {
             return;
         }
         // Point lookups only.
-        let live: HashSet<u64> = self.sent.values().chain(self.last_in_scope.values()).copied().collect();
+        let live: HashSet<u64> = self
+            .sent
+            .values()
+            .chain(self.sent_before.values())
+            .chain(self.last_in_scope.values())
+            .copied()
+            .collect();
         self.summaries.retain(|request, _| live.contains(request));
     }
 }
@@ -128,5 +162,30 @@ mod tests {
         let closest = history.closest(scope, prompts[1].as_ref());
         assert_eq!(closest.request, Some(19_999));
         assert!(history.summary(19_999).is_some() && history.summary(19_998).is_some());
+    }
+
+    #[test]
+    fn a_prefix_is_remembered_for_half_the_limit_of_new_ones_and_forgotten_after_the_limit() {
+        let limit = 2_000;
+        let mut history = History::with_limit(limit);
+        let scope = ScopeId(0);
+        let summary = Summary { salts: Salts::default(), cached_to: None, own_tool_use_at: None };
+        let first = prompt(&[u128::MAX]);
+        let closest = history.closest(scope, first.as_ref());
+        history.record(scope, first.as_ref(), 0, closest, summary);
+        let send = |history: &mut History, from: u64, to: u64| {
+            for request in from..to {
+                let other = prompt(&[u128::from(request)]);
+                let closest = history.closest(scope, other.as_ref());
+                history.record(scope, other.as_ref(), request, closest, summary);
+            }
+        };
+        let half = (limit / 2) as u64;
+        send(&mut history, 1, half);
+        assert_eq!(history.closest(scope, first.as_ref()).shared_to, Some(0), "still in reach");
+        send(&mut history, half, 2 * half + 1);
+        assert!(history.sent.len() + history.sent_before.len() <= limit + 1);
+        let forgotten = history.closest(scope, first.as_ref());
+        assert_eq!(forgotten.shared_to, None, "never sent, as far as the diagnosis can tell");
     }
 }

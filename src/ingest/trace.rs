@@ -208,18 +208,111 @@ pub fn read_line(line: usize, text: &str) -> TraceEntry<'_> {
 /// Every non-blank line of a trace, in file order. The trace is read as bytes: a line that is not
 /// UTF-8 (such as one torn inside a character) is unreadable on its own.
 pub fn read_trace(bytes: &[u8]) -> impl Iterator<Item = TraceEntry<'_>> {
+    read_lines(bytes, 1).map(|(entry, _)| entry)
+}
+
+/// Every non-blank line of `bytes`, whose first line is line `first_line` of its file, with the
+/// line's length in bytes.
+fn read_lines(bytes: &[u8], first_line: usize) -> impl Iterator<Item = (TraceEntry<'_>, usize)> {
     bytes
         .split(|&byte| byte == b'\n')
         .enumerate()
-        .map(|(index, line)| (index + 1, line.strip_suffix(b"\r").unwrap_or(line)))
+        .map(move |(index, line)| (first_line + index, line.strip_suffix(b"\r").unwrap_or(line)))
         .filter(|(_, line)| !line.trim_ascii().is_empty())
-        .map(|(number, line)| match std::str::from_utf8(line) {
-            Ok(text) => read_line(number, text),
-            Err(err) => TraceEntry::Unreadable(UnreadableLine {
-                line: number,
-                message: format!("not UTF-8 (byte {})", err.valid_up_to() + 1),
-            }),
+        .map(|(number, line)| {
+            let entry = match std::str::from_utf8(line) {
+                Ok(text) => read_line(number, text),
+                Err(err) => TraceEntry::Unreadable(UnreadableLine {
+                    line: number,
+                    message: format!("not UTF-8 (byte {})", err.valid_up_to() + 1),
+                }),
+            };
+            (entry, line.len())
         })
+}
+
+/// Whole lines of a trace, read together so that a worker thread can parse them while the lines
+/// before them are replayed.
+#[derive(Debug)]
+pub struct LineBatch {
+    /// Batch number, from 0, in file order.
+    pub number: u64,
+    /// 1-based number of the batch's first line in the file.
+    pub first_line: usize,
+    /// The lines, each with its newline (the file's last line may have none).
+    pub bytes: Vec<u8>,
+}
+
+/// Reads a trace as [`LineBatch`]es of whole lines of about `target_bytes` each (a longer line is
+/// a batch of its own): only the batches in flight are ever in memory, never the whole file.
+pub struct BatchReader<R> {
+    reader: R,
+    target_bytes: usize,
+    next_line: usize,
+    next_batch: u64,
+}
+
+impl<R: std::io::BufRead> BatchReader<R> {
+    /// Batches of about `target_bytes` (at least one line each).
+    pub fn new(reader: R, target_bytes: usize) -> BatchReader<R> {
+        BatchReader { reader, target_bytes, next_line: 1, next_batch: 0 }
+    }
+
+    /// The next batch; `None` at the end of the file.
+    pub fn next_batch(&mut self) -> std::io::Result<Option<LineBatch>> {
+        let mut bytes = Vec::with_capacity(self.target_bytes);
+        let mut lines = 0;
+        while bytes.len() < self.target_bytes {
+            let read = self.reader.read_until(b'\n', &mut bytes)?;
+            if read == 0 {
+                break;
+            }
+            lines += 1;
+        }
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        // The read may have doubled the buffer past what it holds: batches in flight and lines in
+        // the reorder window are what a replay's memory is made of.
+        bytes.shrink_to_fit();
+        let batch = LineBatch { number: self.next_batch, first_line: self.next_line, bytes };
+        self.next_line += lines;
+        self.next_batch += 1;
+        Ok(Some(batch))
+    }
+}
+
+/// A batch's non-blank lines, each with its length in bytes.
+pub type BatchEntries<'a> = Vec<(TraceEntry<'a>, usize)>;
+
+self_cell::self_cell!(
+    /// A [`LineBatch`] and its lines read in place: the entries borrow the batch's bytes, so the
+    /// two travel together from the thread that parsed them to the one that replays them.
+    pub struct ParsedBatch {
+        owner: LineBatch,
+
+        #[covariant]
+        dependent: BatchEntries,
+    }
+
+    impl {Debug}
+);
+
+impl ParsedBatch {
+    /// Reads every line of `batch` (the work a worker thread does).
+    pub fn parse(batch: LineBatch) -> ParsedBatch {
+        ParsedBatch::new(batch, |batch| read_lines(&batch.bytes, batch.first_line).collect())
+    }
+
+    /// The batch's number.
+    pub fn number(&self) -> u64 {
+        self.borrow_owner().number
+    }
+
+    /// The batch's entries, in file order.
+    pub fn entries(&self) -> &BatchEntries<'_> {
+        self.borrow_dependent()
+    }
 }
 
 /// Envelope fields and request fields of a line, gathered in one pass.

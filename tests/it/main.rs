@@ -23,6 +23,7 @@ mod proxy_tls;
 mod reference;
 mod rendered;
 mod replay_cli;
+mod replay_stream;
 mod reports;
 mod runtimes;
 mod salts;
