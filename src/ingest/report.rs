@@ -449,6 +449,7 @@ impl ImportReport {
         totals["skipped_lines"] = json!(self.read.skipped_lines);
         totals["unknown_line_kinds"] = json!(self.read.unknown_line_kinds);
         totals["unknown_usage_fields"] = json!(self.read.unknown_usage_fields);
+        totals["unknown_fields"] = json!(self.read.unknown_fields);
         totals["notes"] = json!(self.read.notes);
         if let Some(join) = &self.join {
             totals["trace_join"] = json!({"breaks_located": join.divergences.len(),
@@ -542,6 +543,8 @@ impl ImportReport {
                 w.breaks_added
             );
         }
+        unknown_table_line(&mut out, "unknown line kinds", &self.read.unknown_line_kinds);
+        unknown_table_line(&mut out, "unknown fields", &self.read.unknown_fields);
         if self.read.skipped_lines > 0 {
             let _ = writeln!(out, "  {} unreadable lines skipped:", self.read.skipped_lines);
             for note in &self.read.notes {
@@ -730,6 +733,15 @@ fn session_table(out: &mut String, report: &SessionReport) {
             extra
         );
     }
+}
+
+/// `  unknown fields (counted, not read): message.foo ×3, bar ×1`, when there are any.
+fn unknown_table_line(out: &mut String, what: &str, counts: &BTreeMap<String, u64>) {
+    if counts.is_empty() {
+        return;
+    }
+    let listed: Vec<String> = counts.iter().map(|(name, n)| format!("{name} ×{n}")).collect();
+    let _ = writeln!(out, "  {what} (counted, not read): {}", listed.join(", "));
 }
 
 fn percent(part: u64, whole: u64) -> f64 {

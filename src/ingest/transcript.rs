@@ -5,14 +5,19 @@
 //! not time order, so requests are ordered by their first line's timestamp; every chain (`main`,
 //! or `agent:<agentId>` for a sub-agent, whether read from its own file or echoed into the main
 //! file by `agent_progress`) is its own cache stream; `<synthetic>` lines are not requests.
-//! Unreadable lines, unknown line kinds and unknown usage fields are counted, never fatal.
+//! Unreadable lines, unknown line kinds and unknown fields (of a line, its message or its usage;
+//! the known ones are listed in [`KNOWN_LINE_FIELDS`], [`KNOWN_MESSAGE_FIELDS`] and the usage
+//! fields forkcache prices or passes through) are counted, never fatal.
 //!
 //! Files are read line by line, so memory grows with the number of requests, not with bytes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 
-use serde::Deserialize;
+use std::borrow::Cow;
+
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use crate::billing::{self, Modifiers, Usage};
@@ -113,6 +118,10 @@ pub struct ReadStats {
     pub unknown_line_kinds: BTreeMap<String, u64>,
     /// Usage fields the reader does not know (kept in `raw`, not priced), by name.
     pub unknown_usage_fields: BTreeMap<String, u64>,
+    /// Fields the reader does not know, by path: a line's top-level field (`name`, outside
+    /// [`KNOWN_LINE_FIELDS`]), a message's (`message.name`, outside [`KNOWN_MESSAGE_FIELDS`]) or a
+    /// usage object's (`message.usage.name`); counted once per line holding it.
+    pub unknown_fields: BTreeMap<String, u64>,
     /// `<synthetic>` assistant lines dropped.
     pub synthetic_lines: u64,
     /// Assistant lines that repeated a request already seen (streamed blocks, echoes, a fork
@@ -158,6 +167,10 @@ const BOOKKEEPING_KINDS: &[&str] = &[
     "fork-context-ref",
 ];
 
+/// Line kinds the reader reads beyond their `type` (their fields are checked against
+/// [`KNOWN_LINE_FIELDS`]).
+const READ_KINDS: &[&str] = &["assistant", "user", "system", "attachment", "progress"];
+
 /// Usage fields the reader knows.
 const KNOWN_USAGE_FIELDS: &[&str] = &[
     "input_tokens",
@@ -175,48 +188,204 @@ const KNOWN_USAGE_FIELDS: &[&str] = &[
 /// Tool names that spawn a sub-agent.
 const SPAWNING_TOOLS: &[&str] = &["Agent", "Task"];
 
-#[derive(Deserialize)]
-struct Line<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Option<&'a str>,
-    #[serde(borrow)]
-    subtype: Option<&'a str>,
-    #[serde(borrow)]
-    timestamp: Option<&'a str>,
-    #[serde(rename = "requestId", borrow)]
-    request_id: Option<&'a str>,
-    #[serde(rename = "sessionId", borrow)]
-    session_id: Option<&'a str>,
-    #[serde(rename = "agentId", borrow)]
-    agent_id: Option<&'a str>,
-    #[serde(rename = "isSidechain")]
-    is_sidechain: Option<bool>,
-    #[serde(borrow)]
-    uuid: Option<&'a str>,
-    #[serde(rename = "parentUuid", borrow)]
-    parent_uuid: Option<&'a str>,
-    #[serde(borrow)]
-    message: Option<MessagePart<'a>>,
-    #[serde(borrow)]
-    data: Option<&'a RawValue>,
-    #[serde(borrow)]
-    attachment: Option<Attachment<'a>>,
-    #[serde(rename = "compactMetadata")]
-    compact_metadata: Option<CompactMetadata>,
-    #[serde(rename = "toolUseResult", borrow)]
-    tool_use_result: Option<&'a RawValue>,
+/// Top-level fields of the line kinds the reader reads (`assistant`, `user`, `system`,
+/// `attachment`, `progress`), sorted: any other field is counted under `unknown_fields`, never
+/// fatal. Bookkeeping kinds are not read beyond their `type`, so their fields are not counted.
+pub const KNOWN_LINE_FIELDS: &[&str] = &[
+    "agentId",
+    "apiErrorStatus",
+    "attachment",
+    "cause",
+    "compactMetadata",
+    "content",
+    "contextLength",
+    "cwd",
+    "data",
+    "durationMs",
+    "error",
+    "gitBranch",
+    "hasOutput",
+    "hookCount",
+    "hookErrors",
+    "hookInfos",
+    "imagePasteIds",
+    "isApiErrorMessage",
+    "isCompactSummary",
+    "isMeta",
+    "isSidechain",
+    "isVisibleInTranscriptOnly",
+    "level",
+    "logicalParentUuid",
+    "maxRetries",
+    "message",
+    "parentLastUuid",
+    "parentSessionId",
+    "parentToolUseID",
+    "parentUuid",
+    "preventedContinuation",
+    "requestId",
+    "retryAttempt",
+    "retryInMs",
+    "sessionId",
+    "slug",
+    "sourceToolAssistantUUID",
+    "sourceToolUseID",
+    "stopReason",
+    "subtype",
+    "teamName",
+    "thinkingMetadata",
+    "timestamp",
+    "todos",
+    "toolUseID",
+    "toolUseResult",
+    "type",
+    "userType",
+    "uuid",
+    "version",
+];
+
+/// Fields of a line's `message` (an API message, or a user turn), sorted; others are counted as
+/// `message.<name>`.
+pub const KNOWN_MESSAGE_FIELDS: &[&str] = &[
+    "container",
+    "content",
+    "context_management",
+    "id",
+    "model",
+    "role",
+    "stop_reason",
+    "stop_sequence",
+    "type",
+    "usage",
+];
+
+/// A JSON object key, borrowed from the line when it has no escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, key: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(key)))
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(key.to_string())))
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
 }
 
-#[derive(Deserialize)]
+/// Whether `name` is in the sorted list `known`.
+fn is_known(known: &[&str], name: &str) -> bool {
+    known.binary_search(&name).is_ok()
+}
+
+/// The fields of one line the reader uses; the others are skipped without building anything,
+/// and those not in [`KNOWN_LINE_FIELDS`] are named in `unknown`.
+#[derive(Default)]
+struct Line<'a> {
+    kind: Option<&'a str>,
+    subtype: Option<&'a str>,
+    timestamp: Option<&'a str>,
+    request_id: Option<&'a str>,
+    session_id: Option<&'a str>,
+    agent_id: Option<&'a str>,
+    is_sidechain: Option<bool>,
+    uuid: Option<&'a str>,
+    parent_uuid: Option<&'a str>,
+    message: Option<MessagePart<'a>>,
+    data: Option<&'a RawValue>,
+    attachment: Option<Attachment<'a>>,
+    compact_metadata: Option<CompactMetadata>,
+    tool_use_result: Option<&'a RawValue>,
+    unknown: Vec<Cow<'a, str>>,
+}
+
+impl<'de> Deserialize<'de> for Line<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LineVisitor;
+        impl<'de> Visitor<'de> for LineVisitor {
+            type Value = Line<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a transcript line (a JSON object)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Line<'de>, A::Error> {
+                let mut line = Line::default();
+                while let Some(Key(key)) = map.next_key()? {
+                    match key.as_ref() {
+                        "type" => line.kind = map.next_value()?,
+                        "subtype" => line.subtype = map.next_value()?,
+                        "timestamp" => line.timestamp = map.next_value()?,
+                        "requestId" => line.request_id = map.next_value()?,
+                        "sessionId" => line.session_id = map.next_value()?,
+                        "agentId" => line.agent_id = map.next_value()?,
+                        "isSidechain" => line.is_sidechain = map.next_value()?,
+                        "uuid" => line.uuid = map.next_value()?,
+                        "parentUuid" => line.parent_uuid = map.next_value()?,
+                        "message" => line.message = map.next_value()?,
+                        "data" => line.data = map.next_value()?,
+                        "attachment" => line.attachment = map.next_value()?,
+                        "compactMetadata" => line.compact_metadata = map.next_value()?,
+                        "toolUseResult" => line.tool_use_result = map.next_value()?,
+                        name => {
+                            map.next_value::<IgnoredAny>()?;
+                            if !is_known(KNOWN_LINE_FIELDS, name) {
+                                line.unknown.push(key);
+                            }
+                        }
+                    }
+                }
+                Ok(line)
+            }
+        }
+        deserializer.deserialize_map(LineVisitor)
+    }
+}
+
+#[derive(Default)]
 struct MessagePart<'a> {
-    #[serde(borrow)]
     id: Option<&'a str>,
-    #[serde(borrow)]
     model: Option<&'a str>,
-    #[serde(borrow)]
     usage: Option<&'a RawValue>,
-    #[serde(borrow)]
     content: Option<&'a RawValue>,
+    unknown: Vec<Cow<'a, str>>,
+}
+
+impl<'de> Deserialize<'de> for MessagePart<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MessageVisitor;
+        impl<'de> Visitor<'de> for MessageVisitor {
+            type Value = MessagePart<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a message object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MessagePart<'de>, A::Error> {
+                let mut message = MessagePart::default();
+                while let Some(Key(key)) = map.next_key()? {
+                    match key.as_ref() {
+                        "id" => message.id = map.next_value()?,
+                        "model" => message.model = map.next_value()?,
+                        "usage" => message.usage = map.next_value()?,
+                        "content" => message.content = map.next_value()?,
+                        name => {
+                            map.next_value::<IgnoredAny>()?;
+                            if !is_known(KNOWN_MESSAGE_FIELDS, name) {
+                                message.unknown.push(key);
+                            }
+                        }
+                    }
+                }
+                Ok(message)
+            }
+        }
+        deserializer.deserialize_map(MessageVisitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -361,7 +530,11 @@ impl TranscriptReader {
         let line: Line = serde_json::from_str(text).map_err(|_| "not a JSON object")?;
         let session = line.session_id.unwrap_or_default().to_string();
         let chain = chain_of(&line, context);
-        match line.kind.unwrap_or_default() {
+        let kind = line.kind.unwrap_or_default();
+        if READ_KINDS.contains(&kind) {
+            self.count_unknown_fields(&line);
+        }
+        match kind {
             "assistant" => self.read_assistant(&line, session, chain),
             "user" => self.read_user(&line, session, chain),
             "system" => {
@@ -388,6 +561,18 @@ impl TranscriptReader {
                 *self.stats.unknown_line_kinds.entry(kind.to_string()).or_insert(0) += 1;
                 Ok(())
             }
+        }
+    }
+
+    fn count_unknown_fields(&mut self, line: &Line) {
+        let message_fields = line.message.iter().flat_map(|m| &m.unknown);
+        let names = line
+            .unknown
+            .iter()
+            .map(|name| name.to_string())
+            .chain(message_fields.map(|name| format!("message.{name}")));
+        for name in names {
+            *self.stats.unknown_fields.entry(name).or_insert(0) += 1;
         }
     }
 
@@ -512,6 +697,7 @@ impl TranscriptReader {
         if let Some(object) = value.as_object() {
             for name in object.keys().filter(|name| !KNOWN_USAGE_FIELDS.contains(&name.as_str())) {
                 *self.stats.unknown_usage_fields.entry(name.clone()).or_insert(0) += 1;
+                *self.stats.unknown_fields.entry(format!("message.usage.{name}")).or_insert(0) += 1;
             }
         }
         let read =
@@ -627,6 +813,13 @@ mod tests {
         assert_eq!(parse_timestamp("1970-01-01T01:00:00+01:00"), Some(0));
         assert_eq!(parse_timestamp("1970-01-01T00:00:00.5Z"), Some(500));
         assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn known_field_lists_are_sorted_for_binary_search() {
+        for list in [KNOWN_LINE_FIELDS, KNOWN_MESSAGE_FIELDS] {
+            assert!(list.windows(2).all(|pair| pair[0] < pair[1]), "{list:?}");
+        }
     }
 
     #[test]

@@ -392,3 +392,35 @@ fn each_request_is_priced_on_its_date_with_its_modifiers() {
     assert_eq!(document["by_day"]["2026-10-06"]["cost_usd"], 0.002);
     assert_eq!(document["by_day"]["2026-11-01"]["cost_usd"], 0.021824);
 }
+
+#[test]
+fn unknown_fields_are_counted_by_path_and_listed_never_fatal() {
+    let (code, document) = import("unknown_fields.jsonl", &[]);
+    assert_eq!(code, 0);
+    let totals = &document["totals"];
+    // Per line holding the field: the user line has `futureFlag`; both streamed lines of req_1
+    // have `experimentId`, `message.reasoning_trace` and `message.usage.cache_hints`. The
+    // queue-operation's and the unknown kind's fields are not read, so not counted.
+    let expected = serde_json::json!({"experimentId": 2, "futureFlag": 1,
+        "message.reasoning_trace": 2, "message.usage.cache_hints": 2});
+    assert_eq!(totals["unknown_fields"], expected);
+    let names: Vec<&String> = totals["unknown_fields"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["experimentId", "futureFlag", "message.reasoning_trace", "message.usage.cache_hints"]);
+    assert_eq!(totals["unknown_line_kinds"], serde_json::json!({"mystery-kind": 1}));
+    // The request is read as usual: its last line's output.
+    assert_eq!(totals["requests"], 1);
+    assert_eq!(totals["recorded"]["usage"]["output_tokens"], 40);
+
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", &format!("{DATA}unknown_fields.jsonl")])
+        .output()
+        .expect("the binary runs");
+    let table = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        table.contains(
+            "unknown fields (counted, not read): experimentId ×2, futureFlag ×1, message.reasoning_trace ×2, message.usage.cache_hints ×2"
+        ),
+        "{table}"
+    );
+    assert!(table.contains("unknown line kinds (counted, not read): mystery-kind ×1"), "{table}");
+}
