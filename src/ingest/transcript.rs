@@ -21,6 +21,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use crate::billing::{self, Modifiers, Usage};
+use crate::prompt::MAX_DECLARED_TOKENS;
 
 /// Milliseconds since 1970-01-01T00:00:00Z.
 pub type EpochMs = i64;
@@ -430,6 +431,9 @@ struct ToolUseResult<'a> {
     agent_id: Option<&'a str>,
 }
 
+/// Why a line was skipped.
+type Why = Cow<'static, str>;
+
 /// Where a file's lines belong when they do not say.
 #[derive(Clone, Debug, Default)]
 struct FileContext {
@@ -502,7 +506,7 @@ impl TranscriptReader {
             }
             self.stats.lines += 1;
             if let Err(why) = self.read_line(&context, line) {
-                self.skip(&context, number, if torn { "torn last line" } else { why });
+                self.skip(&context, number, if torn { "torn last line" } else { &why });
             }
         }
         Ok(())
@@ -526,7 +530,7 @@ impl TranscriptReader {
         self.stats.notes.push(format!("{}:{number}: {why}", context.name));
     }
 
-    fn read_line(&mut self, context: &FileContext, text: &str) -> Result<(), &'static str> {
+    fn read_line(&mut self, context: &FileContext, text: &str) -> Result<(), Why> {
         let line: Line = serde_json::from_str(text).map_err(|_| "not a JSON object")?;
         let session = line.session_id.unwrap_or_default().to_string();
         let chain = chain_of(&line, context);
@@ -582,7 +586,7 @@ impl TranscriptReader {
 
     /// A user line: a turn or tool results. Remembers its time (a request answers it), links
     /// sub-agents named by `Agent` tool results, and notes task notifications.
-    fn read_user(&mut self, line: &Line, session: String, chain: Chain) -> Result<(), &'static str> {
+    fn read_user(&mut self, line: &Line, session: String, chain: Chain) -> Result<(), Why> {
         if let (Some(uuid), Some(at)) = (line.uuid, line.timestamp.and_then(parse_timestamp)) {
             self.user_times.insert(uuid.to_string(), at);
         }
@@ -609,7 +613,7 @@ impl TranscriptReader {
     }
 
     /// A `progress` line: an `agent_progress` echo is the sub-agent's assistant line.
-    fn read_progress(&mut self, line: &Line, session: String) -> Result<(), &'static str> {
+    fn read_progress(&mut self, line: &Line, session: String) -> Result<(), Why> {
         let Some(data) = line.data else { return Ok(()) };
         let Ok(data) = serde_json::from_str::<ProgressData>(data.get()) else { return Ok(()) };
         let (Some("agent_progress"), Some(agent_id), Some(message)) =
@@ -626,18 +630,18 @@ impl TranscriptReader {
         self.read_assistant(&inner, session, Chain::Agent(agent_id.to_string()))
     }
 
-    fn read_assistant(&mut self, line: &Line, session: String, chain: Chain) -> Result<(), &'static str> {
-        let Some(message) = &line.message else { return Err("assistant line without a message") };
+    fn read_assistant(&mut self, line: &Line, session: String, chain: Chain) -> Result<(), Why> {
+        let Some(message) = &line.message else { return Err("assistant line without a message".into()) };
         let model = message.model.unwrap_or_default();
         if model == "<synthetic>" {
             self.stats.synthetic_lines += 1;
             return Ok(());
         }
-        let Some(usage) = message.usage else { return Err("assistant line without message.usage") };
+        let Some(usage) = message.usage else { return Err("assistant line without message.usage".into()) };
         let id = line.request_id.or(message.id).ok_or("assistant line without requestId or message.id")?;
         let at_text = line.timestamp.ok_or("assistant line without a timestamp")?;
         let first_line_ms = parse_timestamp(at_text).ok_or("timestamp is not ISO 8601")?;
-        let recorded = self.recorded_usage(usage)?;
+        let recorded = self.recorded_usage(usage, id)?;
         if let Some(content) = message.content {
             self.note_spawning_calls(content.get(), &session, id);
         }
@@ -691,9 +695,15 @@ impl TranscriptReader {
     }
 
     /// The usage object as recorded, read by the price table's own reader.
-    fn recorded_usage(&mut self, raw: &RawValue) -> Result<RecordedUsage, &'static str> {
+    fn recorded_usage(&mut self, raw: &RawValue, request_id: &str) -> Result<RecordedUsage, Why> {
         let value: serde_json::Value =
             serde_json::from_str(raw.get()).map_err(|_| "message.usage is not JSON")?;
+        if let Some((field, tokens)) = absurd_count(&value) {
+            return Err(format!(
+                "request {request_id}: message.usage.{field} is {tokens} tokens, past any context window (more than {MAX_DECLARED_TOKENS}); request skipped"
+            )
+            .into());
+        }
         if let Some(object) = value.as_object() {
             for name in object.keys().filter(|name| !KNOWN_USAGE_FIELDS.contains(&name.as_str())) {
                 *self.stats.unknown_usage_fields.entry(name.clone()).or_insert(0) += 1;
@@ -710,6 +720,26 @@ impl TranscriptReader {
         })
     }
 }
+/// Counts a usage object holds, as paths under `usage`.
+const COUNT_FIELDS: &[&[&str]] = &[
+    &["input_tokens"],
+    &["cache_read_input_tokens"],
+    &["cache_creation_input_tokens"],
+    &["cache_creation", "ephemeral_5m_input_tokens"],
+    &["cache_creation", "ephemeral_1h_input_tokens"],
+    &["output_tokens"],
+];
+
+/// The first count of a usage object above [`MAX_DECLARED_TOKENS`] (the bound every ingest
+/// source puts on a recorded count), by its path: no model reads or writes that much in one
+/// request, and sums of such counts would overflow the totals.
+fn absurd_count(usage: &serde_json::Value) -> Option<(String, u64)> {
+    COUNT_FIELDS.iter().find_map(|path| {
+        let tokens = path.iter().try_fold(usage, |value, key| value.get(key))?.as_u64()?;
+        (tokens > MAX_DECLARED_TOKENS).then(|| (path.join("."), tokens))
+    })
+}
+
 /// The agent id of sidechain lines that name no agent (Claude Code 2.0 wrote some into the
 /// session file): one chain of their own, never the main chain.
 pub const UNNAMED_SIDECHAIN: &str = "sidechain";

@@ -424,3 +424,26 @@ fn unknown_fields_are_counted_by_path_and_listed_never_fatal() {
     );
     assert!(table.contains("unknown line kinds (counted, not read): mystery-kind ×1"), "{table}");
 }
+
+/// Regression: the prediction used to `expect` the endpoint to accept every simulated body, so
+/// a transcript with absurd counts panicked.
+#[test]
+fn absurd_usage_is_a_counted_skip_or_a_refused_prediction_never_a_panic() {
+    let (code, document) = import("absurd_usage.jsonl", &[]);
+    // req_2's counts are near u64::MAX: its line is skipped and noted by request id, exit 3.
+    assert_eq!(code, 3);
+    let totals = &document["totals"];
+    assert_eq!(totals["skipped_lines"], 1);
+    let note = totals["notes"][0].as_str().unwrap();
+    assert!(note.contains("request req_2") && note.contains("input_tokens"), "{note}");
+    // req_1 and req_3 are read; req_3's 900,020,003-token prompt is past Sonnet 4.6's context
+    // window, so the simulation cannot price it: refused, named, counted, not predicted.
+    assert_eq!(totals["requests"], 2);
+    assert_eq!(totals["predictions_refused"], 1);
+    let all = requests(&document);
+    let refused = &request(&all, "req_3")["predicted"];
+    assert!(refused["refused"].as_str().unwrap().contains("prompt is too long"), "{refused}");
+    assert_eq!(refused["usage"], Value::Null);
+    assert_eq!(request(&all, "req_3")["agreement"], false);
+    assert_eq!(request(&all, "req_1")["predicted"]["refused"], Value::Null);
+}
