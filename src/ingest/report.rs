@@ -662,7 +662,7 @@ fn session_json(report: &SessionReport, divergences: Option<&BTreeMap<String, Di
     for (index, (request, row)) in session.requests.iter().zip(&report.rows).enumerate() {
         let r = &request.request;
         let raw: Value = match &r.recorded.raw {
-            Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            Some(raw) => serde_json::from_str(&raw.text()).unwrap_or(Value::Null),
             None => usage_json(&r.recorded.usage),
         };
         let break_ = request.break_.map_or(Value::Null, |b| {

@@ -20,6 +20,7 @@ use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use super::compact::{CompactJson, Shapes};
 use crate::billing::{self, Modifiers, Usage};
 use crate::prompt::MAX_DECLARED_TOKENS;
 
@@ -72,8 +73,9 @@ pub struct Spawn {
 #[derive(Clone, Debug)]
 pub struct RecordedUsage {
     /// The object exactly as the transcript holds it (extra fields such as `speed`,
-    /// `inference_geo` or `iterations` included); `None` when the reader was told not to keep it.
-    pub raw: Option<Box<RawValue>>,
+    /// `inference_geo` or `iterations` included), kept compactly; `None` when the reader was told
+    /// not to keep it.
+    pub raw: Option<CompactJson>,
     /// Its token counts. Without a `cache_creation` split (Claude Code 1.0.x) every write is
     /// counted as a 5-minute write.
     pub usage: Usage,
@@ -196,6 +198,9 @@ pub const KNOWN_LINE_FIELDS: &[&str] = &[
     "agentId",
     "apiErrorStatus",
     "attachment",
+    "attributionAgent",
+    "attributionPlugin",
+    "attributionSkill",
     "cause",
     "compactMetadata",
     "content",
@@ -203,7 +208,10 @@ pub const KNOWN_LINE_FIELDS: &[&str] = &[
     "cwd",
     "data",
     "durationMs",
+    "effort",
+    "entrypoint",
     "error",
+    "errorDetails",
     "gitBranch",
     "hasOutput",
     "hookCount",
@@ -223,11 +231,14 @@ pub const KNOWN_LINE_FIELDS: &[&str] = &[
     "parentSessionId",
     "parentToolUseID",
     "parentUuid",
+    "permissionMode",
     "preventedContinuation",
+    "promptId",
     "requestId",
     "retryAttempt",
     "retryInMs",
     "sessionId",
+    "session_id",
     "slug",
     "sourceToolAssistantUUID",
     "sourceToolUseID",
@@ -251,9 +262,11 @@ pub const KNOWN_MESSAGE_FIELDS: &[&str] = &[
     "container",
     "content",
     "context_management",
+    "diagnostics",
     "id",
     "model",
     "role",
+    "stop_details",
     "stop_reason",
     "stop_sequence",
     "type",
@@ -456,6 +469,7 @@ pub struct TranscriptReader {
     spawns: BTreeMap<(String, String), Spawn>,
     stats: ReadStats,
     keep_raw_usage: bool,
+    usage_shapes: Shapes,
 }
 
 impl Default for TranscriptReader {
@@ -476,6 +490,7 @@ impl TranscriptReader {
             spawns: BTreeMap::new(),
             stats: ReadStats::default(),
             keep_raw_usage: true,
+            usage_shapes: Shapes::default(),
         }
     }
 
@@ -713,7 +728,7 @@ impl TranscriptReader {
         let read =
             billing::RecordedUsage::from_value(value).map_err(|_| "message.usage is not a usage object")?;
         Ok(RecordedUsage {
-            raw: self.keep_raw_usage.then(|| raw.to_owned()),
+            raw: self.keep_raw_usage.then(|| self.usage_shapes.compact(raw.get())),
             usage: read.usage,
             modifiers: read.modifiers,
             split_known: read.ttl_split_known,

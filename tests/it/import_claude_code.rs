@@ -447,3 +447,38 @@ fn absurd_usage_is_a_counted_skip_or_a_refused_prediction_never_a_panic() {
     assert_eq!(request(&all, "req_3")["agreement"], false);
     assert_eq!(request(&all, "req_1")["predicted"]["refused"], Value::Null);
 }
+
+#[test]
+fn html_is_one_self_contained_page_with_a_section_per_session() {
+    let dir = std::env::temp_dir().join(format!("forkcache-import-html-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", &format!("{DATA}every_rule"), "--what-if", "ttl=1h", "--html"])
+        .arg(&dir)
+        .output()
+        .expect("the binary runs");
+    // every_rule ends in a torn line: exit 3, the page is written all the same.
+    assert_eq!(output.status.code(), Some(3), "{}", String::from_utf8_lossy(&output.stderr));
+    let names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names, ["index.html"]);
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // One session (s1): the overview, then its section with two inline charts.
+    assert_eq!(html.matches("<h2>").count(), 2, "{html}");
+    assert!(html.contains("<h2>Session s1</h2>"));
+    assert_eq!(html.matches("<svg").count(), 2);
+    // Sortable tables: sessions, what-ifs, the session's breaks (one row per break cause the
+    // fixture holds, named as in --json).
+    assert_eq!(html.matches("<table class=\"sortable\">").count(), 3);
+    assert!(html.contains("<td>ttl=1h</td>"));
+    let (_, document) = import("every_rule", &[]);
+    for (cause, _) in document["totals"]["breaks"].as_object().unwrap() {
+        assert!(html.contains(&format!("<td>{cause}</td>")), "break cause {cause} missing");
+    }
+    // The SVG namespace names a URI but fetches nothing; anything else would be a reference.
+    let without_namespace = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for needle in ["http://", "https://", "src=", "href=", "@import", "url("] {
+        assert!(!without_namespace.contains(needle), "the page refers outside itself: {needle}");
+    }
+}
