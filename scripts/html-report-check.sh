@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Opens `forkcache report --html`'s index.html in headless Chromium (from the Debian packages)
 # and checks that every chart is in the rendered page as an <svg> and that the page's console
-# logged no error. Also leaves a screenshot beside the page for a person to look at.
+# logged no error. Also leaves a screenshot beside the page for a person to look at. Then does the
+# same for `forkcache import claude-code --html` on a transcript fixture (DIR/import).
 #
 # Usage: scripts/html-report-check.sh [DIR]   (DIR: where to write the report; target/ci-html)
 # FORKCACHE_BIN: a forkcache binary to use instead of building the release one.
@@ -17,11 +18,11 @@ if ! command -v chromium >/dev/null; then
 fi
 
 rm -rf "$dir"
-if [[ -n "${FORKCACHE_BIN:-}" ]]; then
-    "$FORKCACHE_BIN" report --out "$dir" --html --threads 1 >/dev/null
-else
-    cargo run --release -q -- report --out "$dir" --html --threads 1 >/dev/null
+if [[ -z "${FORKCACHE_BIN:-}" ]]; then
+    cargo build --release -q
+    FORKCACHE_BIN=target/release/forkcache
 fi
+"$FORKCACHE_BIN" report --out "$dir" --html --threads 1 >/dev/null
 page="file://$(realpath "$dir/index.html")"
 charts=$(find "$dir" -maxdepth 1 -name '*.svg' | wc -l)
 
@@ -67,3 +68,31 @@ if grep -qE ':CONSOLE|Uncaught' "$dir/console.log"; then
     exit 1
 fi
 echo "index.html: $rendered of $charts charts rendered, $tables sortable tables, no console error ($dir/screenshot.png)"
+
+# The import's page: every chart is inline (no files beside it), so the count to reach is the
+# page's own <svg> count; the fixture ends in a torn line, so the import exits 3 by design.
+import_dir="$dir/import"
+status=0
+"$FORKCACHE_BIN" import claude-code tests/data/claude_code/every_rule --what-if ttl=1h --html "$import_dir" \
+    >/dev/null 2>&1 || status=$?
+if [[ "$status" -ne 3 ]]; then
+    echo "import --html: exit $status (expected 3: the fixture's torn last line)" >&2
+    exit 1
+fi
+import_page="file://$(realpath "$import_dir/index.html")"
+written=$(grep -o '<svg' "$import_dir/index.html" | wc -l)
+"${browser[@]}" --dump-dom "$import_page" >"$import_dir/dom.html" 2>"$import_dir/console.log"
+"${browser[@]}" --screenshot="$import_dir/screenshot.png" --window-size=1280,2000 "$import_page" \
+    >/dev/null 2>>"$import_dir/console.log"
+rendered=$(grep -o '<svg' "$import_dir/dom.html" | wc -l)
+if [[ "$rendered" -ne "$written" || "$written" -eq 0 ]]; then
+    echo "import index.html: $rendered charts rendered, $written in the page" >&2
+    exit 1
+fi
+if grep -qE ':CONSOLE|Uncaught' "$import_dir/console.log"; then
+    echo "import index.html logged to the console:" >&2
+    grep -E ':CONSOLE|Uncaught' "$import_dir/console.log" >&2
+    exit 1
+fi
+tables=$(grep -o '<table class="sortable">' "$import_dir/dom.html" | wc -l)
+echo "import index.html: $rendered of $written charts rendered, $tables sortable tables, no console error ($import_dir/screenshot.png)"

@@ -153,6 +153,10 @@ pub struct ClaudeCodeArgs {
     /// breaks marked, and real beside predicted read over time.
     #[arg(long, value_name = "DIR")]
     pub chart: Option<PathBuf>,
+    /// Write one self-contained page to DIR/index.html: every session's charts (inline SVG), its
+    /// breaks with their causes as a sortable table, and the what-ifs.
+    #[arg(long, value_name = "DIR")]
+    pub html: Option<PathBuf>,
     /// Re-run the prediction under a changed setting: ttl=1h, ttl=5m, subagent-ttl=1h,
     /// no-model-switch, max-idle=5m (repeatable).
     #[arg(long = "what-if", value_name = "SETTING", value_parser = forkcache::ingest::predict::WhatIf::parse)]

@@ -61,6 +61,10 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         let charts = forkcache::ingest::chart::charts(&report.sessions)?;
         forkcache::report::write(dir, &charts).with_context(|| format!("writing {}", dir.display()))?;
     }
+    if let Some(dir) = &args.html {
+        let page = forkcache::ingest::html::page(&report)?;
+        forkcache::report::write(dir, &[page]).with_context(|| format!("writing {}", dir.display()))?;
+    }
     if let Some(path) = &args.emit_trace {
         let mut text = report.trace.join("\n");
         text.push('\n');

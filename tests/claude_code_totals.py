@@ -40,12 +40,21 @@ def assistant_lines(path):
                 yield line
 
 
+def absurd(usage):
+    """A count above 1e9 tokens is no real request's: such a line is skipped."""
+    split = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
+    counts = [usage.get(f) for f in FIELDS] + list(split.values())
+    return any(isinstance(n, int) and n > 1_000_000_000 for n in counts)
+
+
 def totals(paths):
     last = {}
     for path in files(paths):
         for line in assistant_lines(path):
             message = line.get("message") or {}
             if message.get("model") == "<synthetic>" or "usage" not in message:
+                continue
+            if absurd(message["usage"]):
                 continue
             key = line.get("requestId") or message.get("id")
             # A fork child's file copies parent lines; the main chain's own line wins.

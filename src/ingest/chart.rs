@@ -7,7 +7,8 @@
 
 use crate::report::Artifact;
 use crate::report::chart::{
-    ChartError, Column, Corner, LineChart, Series, StackedColumns, ValueFormat, line_chart, stacked_columns,
+    ChartError, Column, Corner, LineChart, Rendered, Series, StackedColumns, ValueFormat, line_chart,
+    stacked_columns,
 };
 
 use super::report::SessionReport;
@@ -17,13 +18,18 @@ pub fn charts(sessions: &[SessionReport]) -> Result<Vec<Artifact>, ChartError> {
     let mut artifacts = Vec::new();
     for session in sessions {
         let name = file_stem(&session.session.session_id);
-        for (suffix, rendered) in [("usage", usage_chart(session)?), ("read", read_chart(session)?)] {
+        for (suffix, rendered) in session_charts(session)? {
             artifacts.push(Artifact { name: format!("{name}-{suffix}.png"), bytes: rendered.png });
             artifacts
                 .push(Artifact { name: format!("{name}-{suffix}.svg"), bytes: rendered.svg.into_bytes() });
         }
     }
     Ok(artifacts)
+}
+
+/// A session's two charts, by the suffix of their file names: `usage`, then `read`.
+pub fn session_charts(session: &SessionReport) -> Result<[(&'static str, Rendered); 2], ChartError> {
+    Ok([("usage", usage_chart(session)?), ("read", read_chart(session)?)])
 }
 
 /// A session id as a file name: letters, digits, `-` and `_` kept, anything else `_`.
@@ -47,7 +53,7 @@ fn column_width(session: &SessionReport) -> f64 {
     (minutes_since_start(session, last) / 100.0).max(1.0 / 60.0)
 }
 
-fn usage_chart(session: &SessionReport) -> Result<crate::report::chart::Rendered, ChartError> {
+fn usage_chart(session: &SessionReport) -> Result<Rendered, ChartError> {
     let columns = session
         .session
         .requests
@@ -81,7 +87,7 @@ fn usage_chart(session: &SessionReport) -> Result<crate::report::chart::Rendered
     })
 }
 
-fn read_chart(session: &SessionReport) -> Result<crate::report::chart::Rendered, ChartError> {
+fn read_chart(session: &SessionReport) -> Result<Rendered, ChartError> {
     let points = |agents: bool, predicted: bool| -> Vec<(f64, f64)> {
         let requests = &session.session.requests;
         (0..requests.len())

@@ -6,11 +6,14 @@
 //! Code session transcripts ([`transcript`]: real usage, chains and events, but no bodies). A
 //! transcript import groups requests into [`ImportedSession`]s of chains, finds the observed
 //! cache breaks ([`breaks`]), re-runs each session through the endpoint ([`predict`]) and reports
-//! the real bill beside the prediction ([`report`]).
+//! the real bill beside the prediction ([`report`]), as JSON, tables, CSV, charts ([`chart`]) or
+//! one HTML page ([`html`]).
 
 pub mod breaks;
 pub mod chart;
+pub mod compact;
 pub mod files;
+pub mod html;
 pub mod predict;
 pub mod proxy;
 pub mod report;

@@ -19,22 +19,22 @@
 //! chain start or after a break in an earlier request of that kind, else the smallest earlier
 //! total input, else [`DEFAULT_STABLE_TOKENS`].
 
-// A listed exception to the crate's unwrap/expect lint: this module's `expect`s are on its own
-// serializations and on bodies it builds from transcript usage (within the token caps).
-#![allow(clippy::expect_used)]
-
-use std::collections::{BTreeMap, HashMap};
-
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
+
+use serde_json::value::RawValue;
 
 use crate::billing::{PriceTable, Usage};
 use crate::cache::Miss;
 use crate::clock::{SimTime, Visibility};
-use crate::endpoint::{Call, EndpointConfig, MockEndpoint};
+use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record, RenderedRequest};
 use crate::ingest::trace::{Envelope, envelope_line};
-use crate::prompt::Ttl;
+use crate::prompt::{
+    BlockContext, BlockInfo, Breakpoint, Checkpoint, Position, PromptBuilder, PromptRef, SaltInputs, Salts,
+    Ttl,
+};
 use crate::tokenize::TokenizerUnavailable;
-use crate::wire::{Betas, Reply};
+use crate::wire::{ApiError, Reply, Role};
 
 use super::transcript::{Chain, EpochMs, Event};
 use super::{ImportedSession, SessionRequest};
@@ -115,6 +115,9 @@ pub struct Predicted {
     pub at_ms: u64,
     /// The model simulated (the recorded one, unless a what-if kept an earlier one).
     pub model: String,
+    /// Why the endpoint refused the simulated request (then `usage` is all zero and not a
+    /// prediction): a transcript whose counts no real prompt could have.
+    pub refused: Option<String>,
 }
 
 /// Facts about the whole import the prediction of one request may use: only what started
@@ -187,16 +190,11 @@ pub fn written_ttl(usage: &Usage) -> Option<Ttl> {
 /// One declared-size block of a simulated conversation.
 #[derive(Clone, Debug)]
 struct Block {
-    /// The block's JSON up to (not including) its closing brace, serialized once: a request
-    /// repeats every earlier block, so its body is these fragments joined.
-    json: String,
+    /// Unique within the session: the rendering recognises blocks it already holds by it.
+    id: u64,
+    /// The block's text (`main turn 3`): names it in an emitted trace, and makes it distinct.
+    text: Box<str>,
     tokens: u64,
-}
-
-impl Block {
-    fn new(text: &str, tokens: u64) -> Block {
-        Block { json: text_block_json(text, tokens), tokens }
-    }
 }
 
 /// `{"type":"text","text":…,"forkcache_tokens":N` (open: a marker may follow).
@@ -206,11 +204,46 @@ fn text_block_json(text: &str, tokens: u64) -> String {
     format!(r#"{{"type":"text","text":{text},"forkcache_tokens":{tokens}"#)
 }
 
+/// A block's facts as the endpoint's renderer reads them from the block's bytes (no marker:
+/// a request's markers are placed as breakpoints).
+fn block_info(
+    endpoint: &mut MockEndpoint,
+    text: &str,
+    tokens: u64,
+    context: BlockContext,
+) -> Result<BlockInfo, ApiError> {
+    let json = format!("{}}}", text_block_json(text, tokens));
+    let raw = RawValue::from_string(json).map_err(|e| ApiError::invalid(format!("simulated block: {e}")))?;
+    endpoint.block_info(&raw, context, "simulated block")
+}
+
+/// A chain's prompt as the endpoint prices it: the stable prefix and the history rendered once,
+/// append-only, so a request is priced by [`MockEndpoint::handle_rendered`] without building,
+/// parsing or hashing its body (the scenario engine's way; a test checks it prices exactly as
+/// the bodies do).
+#[derive(Clone, Debug)]
+struct Rendering {
+    /// What the positions were built for: a change of either starts over.
+    model: String,
+    stable: (Box<str>, u64),
+    salts: Salts,
+    positions: Vec<Position>,
+    /// The breakpoint a marker after each block would make: the stable prefix, then each
+    /// history block.
+    marks: Vec<Breakpoint>,
+    /// The chain after the stable prefix and after each history block.
+    checkpoints: Vec<Checkpoint>,
+    /// Ids of the history blocks rendered.
+    ids: Vec<u64>,
+    first_after_tools: u32,
+    first_message: u32,
+}
+
 /// A chain as the simulation holds it.
 #[derive(Clone, Debug)]
 struct ChainState {
     agent: bool,
-    stable_text: String,
+    stable_text: Box<str>,
     stable_tokens: u64,
     history: Vec<Block>,
     /// The history block the request's last breakpoint is on.
@@ -220,6 +253,7 @@ struct ChainState {
     model: String,
     ttl: Ttl,
     turns: u64,
+    rendering: Option<Rendering>,
 }
 
 impl ChainState {
@@ -230,7 +264,7 @@ impl ChainState {
     /// Brings the history to `total` tokens: the growth as a new marked block followed by its
     /// unmarked `tail` (Claude Code can send content after its last breakpoint), or, when the
     /// prompt shrank, the longest prefix that fits and the rest as new blocks.
-    fn grow_to(&mut self, total: u64, tail: u64, label: &str) {
+    fn grow_to(&mut self, total: u64, tail: u64, label: &str, ids: &mut u64) {
         let mut held = self.held_tokens();
         if total < held {
             while held > total && !self.history.is_empty() {
@@ -249,22 +283,54 @@ impl ChainState {
         let tail = tail.min(growth);
         self.turns += 1;
         self.marker_at = self.history.len();
-        self.history.push(Block::new(&format!("{label} turn {}", self.turns), growth - tail));
+        let mut push = |history: &mut Vec<Block>, text: String, tokens: u64| {
+            *ids += 1;
+            history.push(Block { id: *ids, text: text.into_boxed_str(), tokens });
+        };
+        push(&mut self.history, format!("{label} turn {}", self.turns), growth - tail);
         if tail > 0 {
-            self.history.push(Block::new(&format!("{label} turn {} after the marker", self.turns), tail));
+            push(&mut self.history, format!("{label} turn {} after the marker", self.turns), tail);
         }
     }
 
+    /// Brings the rendering up to the chain: kept where the model, the stable prefix and the
+    /// blocks are the same, cut back to the first block that differs, then extended.
+    fn render(&mut self, endpoint: &mut MockEndpoint) -> Result<&Rendering, ApiError> {
+        let stable = (self.stable_text.clone(), self.stable_tokens);
+        let current = self.rendering.take().filter(|r| r.model == self.model && r.stable == stable);
+        let mut rendering = match current {
+            Some(rendering) => rendering,
+            None => start_rendering(endpoint, &self.model, stable)?,
+        };
+        let kept = rendering.ids.iter().zip(&self.history).take_while(|(id, block)| **id == block.id).count();
+        let checkpoint = rendering.checkpoints[kept];
+        rendering.positions.truncate(checkpoint.len() as usize);
+        rendering.marks.truncate(kept + 1);
+        rendering.checkpoints.truncate(kept + 1);
+        rendering.ids.truncate(kept);
+        let mut builder = PromptBuilder::resume(&checkpoint);
+        for (index, block) in self.history.iter().enumerate().skip(kept) {
+            let info = block_info(endpoint, &block.text, block.tokens, BlockContext::Message)?;
+            builder.message_block(0, index as u32, Role::User, index == 0, &info);
+            rendering.marks.push(builder.breakpoint_here(Ttl::FiveMinutes));
+            rendering.checkpoints.push(builder.checkpoint());
+            rendering.ids.push(block.id);
+        }
+        rendering.positions.extend(builder.finish().positions);
+        Ok(self.rendering.insert(rendering))
+    }
+
+    /// The body this request's rendering stands for (for `--emit-trace` only).
     fn body(&self) -> Vec<u8> {
         let marker = cache_control(self.ttl);
-        let size = self.history.iter().map(|b| b.json.len() + 1).sum::<usize>() + 256;
+        let size = self.history.iter().map(|b| b.text.len() + 64).sum::<usize>() + 256;
         let mut body = String::with_capacity(size);
         self.open_body(&mut body, 1);
         for (index, block) in self.history.iter().enumerate() {
             if index > 0 {
                 body.push(',');
             }
-            body.push_str(&block.json);
+            body.push_str(&text_block_json(&block.text, block.tokens));
             if index == self.marker_at {
                 body.push_str(marker);
             }
@@ -277,7 +343,7 @@ impl ChainState {
     fn prewarm_body(&self) -> Vec<u8> {
         let mut body = String::new();
         self.open_body(&mut body, 0);
-        body.push_str(&text_block_json("prewarm", 1));
+        body.push_str(&text_block_json(PREWARM_TEXT, 1));
         body.push_str("}]}]}");
         body.into_bytes()
     }
@@ -293,6 +359,58 @@ impl ChainState {
             body,
             r#"{{"model":{model},"max_tokens":{max_tokens},"system":[{stable}{marker}}}],"messages":[{{"role":"user","content":["#
         );
+    }
+}
+
+/// The one-token message a pre-warm sends after the stable prefix.
+const PREWARM_TEXT: &str = "prewarm";
+
+/// A chain's rendering with its stable prefix only: salts as the renderer derives them for a
+/// body with no tools, thinking or other setting, and the marked system block.
+fn start_rendering(
+    endpoint: &mut MockEndpoint,
+    model: &str,
+    stable: (Box<str>, u64),
+) -> Result<Rendering, ApiError> {
+    let config = endpoint.config().prompt.clone();
+    let price = endpoint.prices().resolve(model).price.clone();
+    let salts =
+        SaltInputs { config_ahead: config.render_config_ahead, ..SaltInputs::default() }.salts(&price);
+    let mut builder = PromptBuilder::new(salts, config.collapse_tool_runs);
+    builder.system(0, &block_info(endpoint, &stable.0, stable.1, BlockContext::System)?);
+    let marks = vec![builder.breakpoint_here(Ttl::FiveMinutes)];
+    let checkpoints = vec![builder.checkpoint()];
+    let prompt = builder.finish();
+    Ok(Rendering {
+        model: model.to_string(),
+        stable,
+        salts,
+        positions: prompt.positions,
+        marks,
+        checkpoints,
+        ids: Vec::new(),
+        first_after_tools: prompt.first_after_tools,
+        first_message: prompt.first_message,
+    })
+}
+
+impl Rendering {
+    /// The prompt of a request: every position, marked at the stable prefix and after history
+    /// block `marker_at` (none before the first block).
+    fn prompt<'r>(&'r self, tail: &'r [Position], breakpoints: &'r [Breakpoint]) -> PromptRef<'r> {
+        PromptRef {
+            head: &self.positions,
+            tail,
+            breakpoints,
+            salts: self.salts,
+            first_after_tools: self.first_after_tools,
+            first_message: self.first_message,
+        }
+    }
+
+    fn breakpoints(&self, marker_at: Option<usize>, ttl: Ttl) -> Vec<Breakpoint> {
+        let marked = std::iter::once(0).chain(marker_at.map(|at| at + 1));
+        marked.filter_map(|index| self.marks.get(index)).map(|mark| Breakpoint { ttl, ..*mark }).collect()
     }
 }
 
@@ -313,8 +431,20 @@ pub fn endpoint_config() -> EndpointConfig {
     config
 }
 
-/// Predicts every request of one session, in the session's order.
-#[allow(clippy::expect_used)] // bodies built from transcript usage stay within the token caps and context windows; a transcript with absurd counts would fail here (to become an error: follow-up)
+/// One session's simulation: its endpoint, its chains, and where fork children start from.
+struct Simulation<'s> {
+    endpoint: MockEndpoint,
+    chains: BTreeMap<Chain, ChainState>,
+    spawn_points: HashMap<&'s str, ChainState>,
+    block_ids: u64,
+    workspace: String,
+    /// Requests that spawned a linked chain: their chain's state is kept for the child.
+    spawning: &'s BTreeSet<String>,
+}
+
+/// Predicts every request of one session, in the session's order. A request whose simulated
+/// prompt the endpoint refuses (past the model's context window, a block past
+/// [`crate::prompt::MAX_DECLARED_TOKENS`]) is not predicted: its [`Predicted::refused`] says why.
 pub fn predict_session(
     session: &ImportedSession,
     account: &AccountView,
@@ -322,55 +452,108 @@ pub fn predict_session(
     prices: &PriceTable,
     mut trace: Option<&mut Vec<String>>,
 ) -> Result<Vec<Predicted>, TokenizerUnavailable> {
-    // In an emitted trace each session is its own workspace, named by its id.
-    let workspace = format!("session:{}", session.session_id);
-    let mut endpoint = MockEndpoint::new(endpoint_config(), prices.clone())?;
+    let mut simulation = Simulation {
+        endpoint: MockEndpoint::new(endpoint_config(), prices.clone())?,
+        chains: BTreeMap::new(),
+        spawn_points: HashMap::new(),
+        block_ids: 0,
+        spawning: &session.spawning_requests,
+        // In an emitted trace each session is its own workspace, named by its id.
+        workspace: format!("session:{}", session.session_id),
+    };
     let times = simulated_times(session, what_if);
-    let mut chains: BTreeMap<Chain, ChainState> = BTreeMap::new();
-    let mut spawn_points: HashMap<&str, ChainState> = HashMap::new();
     let mut predictions = Vec::with_capacity(session.requests.len());
     for (request, &at_ms) in session.requests.iter().zip(&times) {
-        let state = match chains.get_mut(&request.request.chain) {
-            Some(state) => state,
-            None => {
-                let state = start_chain(request, account, &spawn_points, what_if);
-                chains.entry(request.request.chain.clone()).or_insert(state)
-            }
-        };
-        advance(state, request, what_if);
-        if account.warm(state.agent, &state.model, request.start_ms) {
-            let body = state.prewarm_body();
-            endpoint.handle(Call::new(&body, SimTime(at_ms))).expect("a pre-warm body is valid");
-            emit(trace.as_deref_mut(), &workspace, at_ms, &body);
-        }
-        let output = request.request.recorded.usage.output_tokens;
-        let reply = Reply { output_tokens: Some(output), ..Reply::input_only() };
-        let call = Call {
-            body: &[],
-            api_key: None,
-            workspace: None,
-            betas: Betas::NONE,
-            at: SimTime(at_ms),
-            first_byte: None,
-            reply,
-        };
-        let body = state.body();
-        let record =
-            endpoint.handle(Call { body: &body, ..call }).expect("simulated bodies are valid").record;
-        emit(trace.as_deref_mut(), &workspace, at_ms, &body);
-        let guessed_tail = state.last_tail;
-        state.last_tail = request.request.recorded.usage.input_tokens;
-        predictions.push(Predicted {
-            usage: with_guessed_tail(record.usage, guessed_tail, state.ttl),
-            miss: record.miss,
-            at_ms,
-            model: state.model.clone(),
-        });
-        if session.spawning_requests.contains(request.request.request_id.as_str()) {
-            spawn_points.insert(request.request.request_id.as_str(), state.clone());
-        }
+        let predicted = simulation.request(request, account, what_if, at_ms, trace.as_deref_mut());
+        predictions.push(predicted);
     }
     Ok(predictions)
+}
+
+impl<'s> Simulation<'s> {
+    fn request(
+        &mut self,
+        request: &'s SessionRequest,
+        account: &AccountView,
+        what_if: Option<&WhatIf>,
+        at_ms: u64,
+        trace: Option<&mut Vec<String>>,
+    ) -> Predicted {
+        let state = match self.chains.get_mut(&request.request.chain) {
+            Some(state) => state,
+            None => {
+                let state = start_chain(request, account, &self.spawn_points, what_if);
+                self.chains.entry(request.request.chain.clone()).or_insert(state)
+            }
+        };
+        advance(state, request, what_if, &mut self.block_ids);
+        let warm = account.warm(state.agent, &state.model, request.start_ms);
+        let output = request.request.recorded.usage.output_tokens;
+        let priced = price_request(&mut self.endpoint, state, warm, at_ms, output);
+        if let Some(trace) = trace {
+            if warm {
+                emit(trace, &self.workspace, at_ms, &state.prewarm_body());
+            }
+            emit(trace, &self.workspace, at_ms, &state.body());
+        }
+        let guessed_tail = state.last_tail;
+        state.last_tail = request.request.recorded.usage.input_tokens;
+        let predicted = match priced {
+            Ok(record) => Predicted {
+                usage: with_guessed_tail(record.usage, guessed_tail, state.ttl),
+                miss: record.miss,
+                at_ms,
+                model: state.model.clone(),
+                refused: None,
+            },
+            Err(refusal) => Predicted {
+                usage: Usage::default(),
+                miss: None,
+                at_ms,
+                model: state.model.clone(),
+                refused: Some(refusal.message),
+            },
+        };
+        if self.spawning.contains(request.request.request_id.as_str()) {
+            self.spawn_points.insert(request.request.request_id.as_str(), state.clone());
+        }
+        predicted
+    }
+}
+
+/// Prices one request of a chain (after the account's pre-warm of its stable prefix, when
+/// `warm`) from the chain's rendering.
+fn price_request(
+    endpoint: &mut MockEndpoint,
+    state: &mut ChainState,
+    warm: bool,
+    at_ms: u64,
+    output: u64,
+) -> Result<Record, ApiError> {
+    let (model, ttl, marker_at) = (state.model.clone(), state.ttl, state.marker_at);
+    let marked = (!state.history.is_empty()).then_some(marker_at);
+    let rendering = state.render(endpoint)?;
+    if warm {
+        let stable_only = &rendering.positions[..rendering.checkpoints[0].len() as usize];
+        let mut builder = PromptBuilder::resume(&rendering.checkpoints[0]);
+        let info = block_info(endpoint, PREWARM_TEXT, 1, BlockContext::Message)?;
+        builder.message_block(0, 0, Role::User, true, &info);
+        let tail = builder.finish().positions;
+        let breakpoints = rendering.breakpoints(None, ttl);
+        let prompt = PromptRef { head: stable_only, ..rendering.prompt(&tail, &breakpoints) };
+        let prewarm = RenderedRequest { model: &model, prompt, stream: false, max_tokens: 0 };
+        endpoint.handle_rendered(&prewarm, &Call::new(&[], SimTime(at_ms)))?;
+    }
+    let breakpoints = rendering.breakpoints(marked, ttl);
+    let request = RenderedRequest {
+        model: &model,
+        prompt: rendering.prompt(&[], &breakpoints),
+        stream: false,
+        max_tokens: 1,
+    };
+    let reply = Reply { output_tokens: Some(output), ..Reply::input_only() };
+    let call = Call { reply, ..Call::new(&[], SimTime(at_ms)) };
+    Ok(endpoint.handle_rendered(&request, &call)?.record)
 }
 
 /// The chain's state before its first request: its parent's context for a fork child (a child
@@ -403,7 +586,7 @@ fn start_chain(
     };
     ChainState {
         agent,
-        stable_text: if agent { "stable prefix: sub-agent" } else { "stable prefix: main" }.to_string(),
+        stable_text: if agent { "stable prefix: sub-agent" } else { "stable prefix: main" }.into(),
         stable_tokens,
         history: Vec::new(),
         marker_at: 0,
@@ -411,12 +594,13 @@ fn start_chain(
         model: request.request.model.clone(),
         ttl,
         turns: 0,
+        rendering: None,
     }
 }
 
 /// Applies what the transcript says happened before this request: a compaction, a model
 /// switch, the chain's current TTL, then the growth to this request's total input.
-fn advance(state: &mut ChainState, request: &SessionRequest, what_if: Option<&WhatIf>) {
+fn advance(state: &mut ChainState, request: &SessionRequest, what_if: Option<&WhatIf>, block_ids: &mut u64) {
     let usage = &request.request.recorded.usage;
     if request.request.events.iter().any(|e| matches!(e, Event::Compacted { .. })) {
         // The summary replaces the history: the growth below is the summary.
@@ -428,7 +612,7 @@ fn advance(state: &mut ChainState, request: &SessionRequest, what_if: Option<&Wh
     if let Some(ttl) = request.ttl_before {
         state.ttl = chain_ttl(state.agent, ttl, what_if);
     }
-    state.grow_to(usage.total_input_tokens(), usage.input_tokens, &request.request.chain.name());
+    state.grow_to(usage.total_input_tokens(), usage.input_tokens, &request.request.chain.name(), block_ids);
 }
 
 /// The predicted usage as reported: the endpoint's read, and the rest split into uncached and
@@ -457,13 +641,11 @@ fn chain_ttl(agent: bool, observed: Ttl, what_if: Option<&WhatIf>) -> Ttl {
 }
 
 /// Appends a simulated request to the trace `--emit-trace` writes.
-fn emit(trace: Option<&mut Vec<String>>, workspace: &str, at_ms: u64, body: &[u8]) {
-    if let Some(trace) = trace {
-        // The workspace by name: a trace never carries a key, and replay prices it in that workspace.
-        let envelope =
-            Envelope { at_ms: Some(at_ms), workspace: Some(workspace.to_string()), ..Envelope::default() };
-        trace.push(envelope_line(&envelope, body));
-    }
+fn emit(trace: &mut Vec<String>, workspace: &str, at_ms: u64, body: &[u8]) {
+    // The workspace by name: a trace never carries a key, and replay prices it in that workspace.
+    let envelope =
+        Envelope { at_ms: Some(at_ms), workspace: Some(workspace.to_string()), ..Envelope::default() };
+    trace.push(envelope_line(&envelope, body));
 }
 
 /// Start times in ms since the session's first request; under `max-idle`, each longer gap in
@@ -493,6 +675,76 @@ fn simulated_times(session: &ImportedSession, what_if: Option<&WhatIf>) -> Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chain(model: &str, stable_tokens: u64, ttl: Ttl) -> ChainState {
+        ChainState {
+            agent: false,
+            stable_text: "stable prefix: main".into(),
+            stable_tokens,
+            history: Vec::new(),
+            marker_at: 0,
+            last_tail: 0,
+            model: model.to_string(),
+            ttl,
+            turns: 0,
+            rendering: None,
+        }
+    }
+
+    /// The rendered path must price every step exactly as the bodies it stands for: growth, a
+    /// tail after the marker, a shrink, a compaction, a model switch, a TTL change, a pre-warm.
+    #[test]
+    fn rendered_requests_price_exactly_as_their_bodies() {
+        let prices = PriceTable::builtin();
+        let mut by_bytes = MockEndpoint::new(endpoint_config(), prices.clone()).unwrap();
+        let mut by_rendering = MockEndpoint::new(endpoint_config(), prices).unwrap();
+        let mut state = chain("claude-sonnet-4-6", 12_000, Ttl::OneHour);
+        let mut ids = 0;
+        // (at_ms, total input, uncached tail, pre-warm first, change before the request)
+        let steps: &[(u64, u64, u64, bool, &str)] = &[
+            (0, 20_000, 3, false, ""),
+            (1_000, 26_000, 3, false, ""),
+            (2_000, 31_000, 2_500, true, ""),
+            (3_000, 31_000, 0, false, ""),
+            (4_000, 29_000, 3, false, ""),
+            (5_000, 17_000, 3, false, "compact"),
+            (6_000, 19_000, 3, true, "model"),
+            (7_000, 21_000, 3, false, "ttl"),
+            (8_000_000, 22_000, 3, true, ""),
+            (8_001_000, 5_000, 3, false, ""),
+        ];
+        let mut reads = 0;
+        for &(at_ms, total, tail, warm, change) in steps {
+            match change {
+                "compact" => state.history.clear(),
+                "model" => state.model = "claude-opus-4-6".to_string(),
+                "ttl" => state.ttl = Ttl::FiveMinutes,
+                _ => {}
+            }
+            state.grow_to(total, tail, "main", &mut ids);
+            if warm {
+                by_bytes.handle(Call::new(&state.prewarm_body(), SimTime(at_ms))).unwrap();
+            }
+            let reply = Reply { output_tokens: Some(7), ..Reply::input_only() };
+            let body = state.body();
+            let call = Call { reply, ..Call::new(&body, SimTime(at_ms)) };
+            let expected = by_bytes.handle(call).unwrap().record;
+            let got = price_request(&mut by_rendering, &mut state, warm, at_ms, 7).unwrap();
+            assert_eq!((got.usage, got.miss), (expected.usage, expected.miss), "at {at_ms} ms");
+            reads += expected.usage.cache_read_input_tokens;
+        }
+        // The steps do read from the cache (the comparison is not of all-zero usage).
+        assert!(reads > 100_000, "{reads}");
+    }
+
+    #[test]
+    fn a_prompt_past_the_context_window_is_refused_not_a_panic() {
+        let mut endpoint = MockEndpoint::new(endpoint_config(), PriceTable::builtin()).unwrap();
+        let mut state = chain("claude-sonnet-4-6", 12_000, Ttl::OneHour);
+        state.grow_to(900_000_000, 3, "main", &mut 0);
+        let refusal = price_request(&mut endpoint, &mut state, true, 0, 1).unwrap_err();
+        assert!(refusal.message.contains("prompt is too long"), "{}", refusal.message);
+    }
 
     #[test]
     fn what_ifs_parse_and_print_back() {

@@ -6,10 +6,6 @@
 //! priced as another: its tokens are counted, its cost is `null`, and it is listed under
 //! `unpriced_models`.
 
-// A listed exception to the crate's unwrap/expect lint: this module's `expect`s are on its own
-// serializations and on bodies it builds from transcript usage (within the token caps).
-#![allow(clippy::expect_used)]
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -133,6 +129,9 @@ pub struct Totals {
     pub unpriced_models: BTreeSet<String>,
     /// Requests whose writes had no 5m/1h split (priced as 5m).
     pub writes_assumed_5m: u64,
+    /// Requests whose simulated prompt the endpoint refused (not predicted; their predicted
+    /// usage counts as zero).
+    pub predictions_refused: u64,
 }
 
 impl Totals {
@@ -164,6 +163,7 @@ impl Totals {
         if let Some(extra) = &row.break_extra {
             self.breaks_extra_cost.add(extra);
         }
+        self.predictions_refused += u64::from(row.predicted.refused.is_some());
         self.writes_assumed_5m +=
             u64::from(!recorded.split_known && recorded.usage.cache_creation_input_tokens > 0);
     }
@@ -183,6 +183,7 @@ impl Totals {
             "breaks_extra_cost_usd": self.breaks_extra_cost.usd(),
             "unpriced_models": self.unpriced_models,
             "writes_priced_as_5m": self.writes_assumed_5m,
+            "predictions_refused": self.predictions_refused,
         })
     }
 }
@@ -348,7 +349,9 @@ fn rows_of(session: &ImportedSession, predictions: Vec<Predicted>, prices: &Pric
             RequestRow {
                 recorded_cost: cost_of(prices, &request.request, &request.request.model, usage),
                 predicted_cost: cost_of(prices, &request.request, &predicted.model, &predicted.usage),
-                agreement: agrees(predicted.usage.cache_read_input_tokens, usage.cache_read_input_tokens),
+                // A request the simulation could not price is counted as a disagreement.
+                agreement: predicted.refused.is_none()
+                    && agrees(predicted.usage.cache_read_input_tokens, usage.cache_read_input_tokens),
                 baseline_agreement: agrees(baseline_read, usage.cache_read_input_tokens),
                 predicted,
                 break_extra,
@@ -421,12 +424,14 @@ fn cost_json(cost: &Option<Cost>) -> Value {
     cost.map_or(Value::Null, |c| json!(c.usd()))
 }
 
+#[allow(clippy::expect_used)] // a miss is strings and integers: serializing it cannot fail
 fn miss_json(miss: &Option<Miss>) -> Value {
     miss.as_ref().map_or(Value::Null, |m| serde_json::to_value(m).expect("a miss serializes"))
 }
 
 impl ImportReport {
     /// The `--json` document.
+    #[allow(clippy::expect_used)] // writing to a Vec cannot fail, and serde_json writes UTF-8
     pub fn to_json(&self) -> String {
         let mut out = Vec::new();
         self.write_json(&mut out).expect("writing to memory cannot fail");
@@ -449,6 +454,7 @@ impl ImportReport {
         totals["skipped_lines"] = json!(self.read.skipped_lines);
         totals["unknown_line_kinds"] = json!(self.read.unknown_line_kinds);
         totals["unknown_usage_fields"] = json!(self.read.unknown_usage_fields);
+        totals["unknown_fields"] = json!(self.read.unknown_fields);
         totals["notes"] = json!(self.read.notes);
         if let Some(join) = &self.join {
             totals["trace_join"] = json!({"breaks_located": join.divergences.len(),
@@ -479,8 +485,8 @@ impl ImportReport {
             "what_if": self.what_ifs.iter().map(WhatIfResult::json).collect::<Vec<_>>(),
         });
         // The members after `sessions`, without the object's own opening brace.
-        let rest = serde_json::to_string(&rest).expect("the totals serialize");
-        out.write_all(&rest.as_bytes()[1..])
+        let rest = serde_json::to_vec(&rest).map_err(std::io::Error::other)?;
+        out.write_all(rest.get(1..).unwrap_or_default())
     }
 
     /// The table: per session its totals, then every break.
@@ -512,6 +518,13 @@ impl ImportReport {
             let _ =
                 writeln!(out, "  warning: no price for {} (tokens counted, cost left out)", names.join(", "));
         }
+        if t.predictions_refused > 0 {
+            let _ = writeln!(
+                out,
+                "  warning: {} requests not predicted (the simulated prompt was refused; see predicted.refused in --json)",
+                t.predictions_refused
+            );
+        }
         if t.writes_assumed_5m > 0 {
             let _ = writeln!(
                 out,
@@ -542,6 +555,8 @@ impl ImportReport {
                 w.breaks_added
             );
         }
+        unknown_table_line(&mut out, "unknown line kinds", &self.read.unknown_line_kinds);
+        unknown_table_line(&mut out, "unknown fields", &self.read.unknown_fields);
         if self.read.skipped_lines > 0 {
             let _ = writeln!(out, "  {} unreadable lines skipped:", self.read.skipped_lines);
             for note in &self.read.notes {
@@ -647,14 +662,14 @@ fn session_json(report: &SessionReport, divergences: Option<&BTreeMap<String, Di
     for (index, (request, row)) in session.requests.iter().zip(&report.rows).enumerate() {
         let r = &request.request;
         let raw: Value = match &r.recorded.raw {
-            Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            Some(raw) => serde_json::from_str(&raw.text()).unwrap_or(Value::Null),
             None => usage_json(&r.recorded.usage),
         };
         let break_ = request.break_.map_or(Value::Null, |b| {
             let mut value = json!({"cause": b.cause.name(), "gap_ms": b.gap_ms, "tokens_lost": b.tokens_lost,
                    "extra_cost_usd": cost_json(&row.break_extra)});
             if let Some(divergence) = divergences.and_then(|d| d.get(&r.request_id)) {
-                value["divergence"] = serde_json::to_value(divergence).expect("a divergence serializes");
+                value["divergence"] = divergence_json(divergence);
             }
             value
         });
@@ -669,8 +684,7 @@ fn session_json(report: &SessionReport, divergences: Option<&BTreeMap<String, Di
             "at_ms": request.start_ms - first,
             "model": r.model,
             "recorded": recorded,
-            "predicted": {"usage": usage_json(&row.predicted.usage), "cost_usd": cost_json(&row.predicted_cost),
-                          "miss": miss_json(&row.predicted.miss)},
+            "predicted": predicted_json(row),
             "agreement": row.agreement,
             "baseline_agreement": row.baseline_agreement,
             "break": break_,
@@ -685,6 +699,20 @@ fn session_json(report: &SessionReport, divergences: Option<&BTreeMap<String, Di
         })
         .collect();
     json!({"session_id": session.session_id, "chains": chains, "totals": report.totals.json()})
+}
+
+#[allow(clippy::expect_used)] // a divergence is strings and integers: serializing it cannot fail
+fn divergence_json(divergence: &Divergence) -> Value {
+    serde_json::to_value(divergence).expect("a divergence serializes")
+}
+
+/// A request's `predicted` object; a refused prediction says why instead of a usage.
+fn predicted_json(row: &RequestRow) -> Value {
+    match &row.predicted.refused {
+        Some(why) => json!({"usage": null, "cost_usd": null, "miss": null, "refused": why}),
+        None => json!({"usage": usage_json(&row.predicted.usage), "cost_usd": cost_json(&row.predicted_cost),
+                       "miss": miss_json(&row.predicted.miss)}),
+    }
 }
 
 fn session_table(out: &mut String, report: &SessionReport) {
@@ -706,8 +734,13 @@ fn session_table(out: &mut String, report: &SessionReport) {
         percent(t.agreement.predicted, t.agreement.requests),
         percent(t.agreement.baseline, t.agreement.requests),
     );
-    let breaks: Vec<_> =
-        report.session.requests.iter().zip(&report.rows).filter(|(r, _)| r.break_.is_some()).collect();
+    let breaks: Vec<_> = report
+        .session
+        .requests
+        .iter()
+        .zip(&report.rows)
+        .filter_map(|(r, row)| Some((r, row, r.break_?)))
+        .collect();
     if breaks.is_empty() {
         return;
     }
@@ -716,8 +749,7 @@ fn session_table(out: &mut String, report: &SessionReport) {
         "  {:<24} {:<22} {:>9} {:<24} {:>11} {:>10}",
         "time", "chain", "gap", "cause", "tokens lost", "extra $"
     );
-    for (request, row) in breaks {
-        let b = request.break_.expect("filtered on breaks");
+    for (request, row, b) in breaks {
         let extra = row.break_extra.map_or("unpriced".to_string(), |c| format!("{:.4}", c.usd()));
         let _ = writeln!(
             out,
@@ -730,6 +762,15 @@ fn session_table(out: &mut String, report: &SessionReport) {
             extra
         );
     }
+}
+
+/// `  unknown fields (counted, not read): message.foo ×3, bar ×1`, when there are any.
+fn unknown_table_line(out: &mut String, what: &str, counts: &BTreeMap<String, u64>) {
+    if counts.is_empty() {
+        return;
+    }
+    let listed: Vec<String> = counts.iter().map(|(name, n)| format!("{name} ×{n}")).collect();
+    let _ = writeln!(out, "  {what} (counted, not read): {}", listed.join(", "));
 }
 
 fn percent(part: u64, whole: u64) -> f64 {

@@ -5,17 +5,24 @@
 //! not time order, so requests are ordered by their first line's timestamp; every chain (`main`,
 //! or `agent:<agentId>` for a sub-agent, whether read from its own file or echoed into the main
 //! file by `agent_progress`) is its own cache stream; `<synthetic>` lines are not requests.
-//! Unreadable lines, unknown line kinds and unknown usage fields are counted, never fatal.
+//! Unreadable lines, unknown line kinds and unknown fields (of a line, its message or its usage;
+//! the known ones are listed in [`KNOWN_LINE_FIELDS`], [`KNOWN_MESSAGE_FIELDS`] and the usage
+//! fields forkcache prices or passes through) are counted, never fatal.
 //!
 //! Files are read line by line, so memory grows with the number of requests, not with bytes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 
-use serde::Deserialize;
+use std::borrow::Cow;
+
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use super::compact::{CompactJson, Shapes};
 use crate::billing::{self, Modifiers, Usage};
+use crate::prompt::MAX_DECLARED_TOKENS;
 
 /// Milliseconds since 1970-01-01T00:00:00Z.
 pub type EpochMs = i64;
@@ -66,8 +73,9 @@ pub struct Spawn {
 #[derive(Clone, Debug)]
 pub struct RecordedUsage {
     /// The object exactly as the transcript holds it (extra fields such as `speed`,
-    /// `inference_geo` or `iterations` included); `None` when the reader was told not to keep it.
-    pub raw: Option<Box<RawValue>>,
+    /// `inference_geo` or `iterations` included), kept compactly; `None` when the reader was told
+    /// not to keep it.
+    pub raw: Option<CompactJson>,
     /// Its token counts. Without a `cache_creation` split (Claude Code 1.0.x) every write is
     /// counted as a 5-minute write.
     pub usage: Usage,
@@ -113,6 +121,10 @@ pub struct ReadStats {
     pub unknown_line_kinds: BTreeMap<String, u64>,
     /// Usage fields the reader does not know (kept in `raw`, not priced), by name.
     pub unknown_usage_fields: BTreeMap<String, u64>,
+    /// Fields the reader does not know, by path: a line's top-level field (`name`, outside
+    /// [`KNOWN_LINE_FIELDS`]), a message's (`message.name`, outside [`KNOWN_MESSAGE_FIELDS`]) or a
+    /// usage object's (`message.usage.name`); counted once per line holding it.
+    pub unknown_fields: BTreeMap<String, u64>,
     /// `<synthetic>` assistant lines dropped.
     pub synthetic_lines: u64,
     /// Assistant lines that repeated a request already seen (streamed blocks, echoes, a fork
@@ -158,6 +170,10 @@ const BOOKKEEPING_KINDS: &[&str] = &[
     "fork-context-ref",
 ];
 
+/// Line kinds the reader reads beyond their `type` (their fields are checked against
+/// [`KNOWN_LINE_FIELDS`]).
+const READ_KINDS: &[&str] = &["assistant", "user", "system", "attachment", "progress"];
+
 /// Usage fields the reader knows.
 const KNOWN_USAGE_FIELDS: &[&str] = &[
     "input_tokens",
@@ -175,48 +191,215 @@ const KNOWN_USAGE_FIELDS: &[&str] = &[
 /// Tool names that spawn a sub-agent.
 const SPAWNING_TOOLS: &[&str] = &["Agent", "Task"];
 
-#[derive(Deserialize)]
-struct Line<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Option<&'a str>,
-    #[serde(borrow)]
-    subtype: Option<&'a str>,
-    #[serde(borrow)]
-    timestamp: Option<&'a str>,
-    #[serde(rename = "requestId", borrow)]
-    request_id: Option<&'a str>,
-    #[serde(rename = "sessionId", borrow)]
-    session_id: Option<&'a str>,
-    #[serde(rename = "agentId", borrow)]
-    agent_id: Option<&'a str>,
-    #[serde(rename = "isSidechain")]
-    is_sidechain: Option<bool>,
-    #[serde(borrow)]
-    uuid: Option<&'a str>,
-    #[serde(rename = "parentUuid", borrow)]
-    parent_uuid: Option<&'a str>,
-    #[serde(borrow)]
-    message: Option<MessagePart<'a>>,
-    #[serde(borrow)]
-    data: Option<&'a RawValue>,
-    #[serde(borrow)]
-    attachment: Option<Attachment<'a>>,
-    #[serde(rename = "compactMetadata")]
-    compact_metadata: Option<CompactMetadata>,
-    #[serde(rename = "toolUseResult", borrow)]
-    tool_use_result: Option<&'a RawValue>,
+/// Top-level fields of the line kinds the reader reads (`assistant`, `user`, `system`,
+/// `attachment`, `progress`), sorted: any other field is counted under `unknown_fields`, never
+/// fatal. Bookkeeping kinds are not read beyond their `type`, so their fields are not counted.
+pub const KNOWN_LINE_FIELDS: &[&str] = &[
+    "agentId",
+    "apiErrorStatus",
+    "attachment",
+    "attributionAgent",
+    "attributionPlugin",
+    "attributionSkill",
+    "cause",
+    "compactMetadata",
+    "content",
+    "contextLength",
+    "cwd",
+    "data",
+    "durationMs",
+    "effort",
+    "entrypoint",
+    "error",
+    "errorDetails",
+    "gitBranch",
+    "hasOutput",
+    "hookCount",
+    "hookErrors",
+    "hookInfos",
+    "imagePasteIds",
+    "isApiErrorMessage",
+    "isCompactSummary",
+    "isMeta",
+    "isSidechain",
+    "isVisibleInTranscriptOnly",
+    "level",
+    "logicalParentUuid",
+    "maxRetries",
+    "message",
+    "parentLastUuid",
+    "parentSessionId",
+    "parentToolUseID",
+    "parentUuid",
+    "permissionMode",
+    "preventedContinuation",
+    "promptId",
+    "requestId",
+    "retryAttempt",
+    "retryInMs",
+    "sessionId",
+    "session_id",
+    "slug",
+    "sourceToolAssistantUUID",
+    "sourceToolUseID",
+    "stopReason",
+    "subtype",
+    "teamName",
+    "thinkingMetadata",
+    "timestamp",
+    "todos",
+    "toolUseID",
+    "toolUseResult",
+    "type",
+    "userType",
+    "uuid",
+    "version",
+];
+
+/// Fields of a line's `message` (an API message, or a user turn), sorted; others are counted as
+/// `message.<name>`.
+pub const KNOWN_MESSAGE_FIELDS: &[&str] = &[
+    "container",
+    "content",
+    "context_management",
+    "diagnostics",
+    "id",
+    "model",
+    "role",
+    "stop_details",
+    "stop_reason",
+    "stop_sequence",
+    "type",
+    "usage",
+];
+
+/// A JSON object key, borrowed from the line when it has no escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, key: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(key)))
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(key.to_string())))
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
 }
 
-#[derive(Deserialize)]
+/// Whether `name` is in the sorted list `known`.
+fn is_known(known: &[&str], name: &str) -> bool {
+    known.binary_search(&name).is_ok()
+}
+
+/// The fields of one line the reader uses; the others are skipped without building anything,
+/// and those not in [`KNOWN_LINE_FIELDS`] are named in `unknown`.
+#[derive(Default)]
+struct Line<'a> {
+    kind: Option<&'a str>,
+    subtype: Option<&'a str>,
+    timestamp: Option<&'a str>,
+    request_id: Option<&'a str>,
+    session_id: Option<&'a str>,
+    agent_id: Option<&'a str>,
+    is_sidechain: Option<bool>,
+    uuid: Option<&'a str>,
+    parent_uuid: Option<&'a str>,
+    message: Option<MessagePart<'a>>,
+    data: Option<&'a RawValue>,
+    attachment: Option<Attachment<'a>>,
+    compact_metadata: Option<CompactMetadata>,
+    tool_use_result: Option<&'a RawValue>,
+    unknown: Vec<Cow<'a, str>>,
+}
+
+impl<'de> Deserialize<'de> for Line<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LineVisitor;
+        impl<'de> Visitor<'de> for LineVisitor {
+            type Value = Line<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a transcript line (a JSON object)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Line<'de>, A::Error> {
+                let mut line = Line::default();
+                while let Some(Key(key)) = map.next_key()? {
+                    match key.as_ref() {
+                        "type" => line.kind = map.next_value()?,
+                        "subtype" => line.subtype = map.next_value()?,
+                        "timestamp" => line.timestamp = map.next_value()?,
+                        "requestId" => line.request_id = map.next_value()?,
+                        "sessionId" => line.session_id = map.next_value()?,
+                        "agentId" => line.agent_id = map.next_value()?,
+                        "isSidechain" => line.is_sidechain = map.next_value()?,
+                        "uuid" => line.uuid = map.next_value()?,
+                        "parentUuid" => line.parent_uuid = map.next_value()?,
+                        "message" => line.message = map.next_value()?,
+                        "data" => line.data = map.next_value()?,
+                        "attachment" => line.attachment = map.next_value()?,
+                        "compactMetadata" => line.compact_metadata = map.next_value()?,
+                        "toolUseResult" => line.tool_use_result = map.next_value()?,
+                        name => {
+                            map.next_value::<IgnoredAny>()?;
+                            if !is_known(KNOWN_LINE_FIELDS, name) {
+                                line.unknown.push(key);
+                            }
+                        }
+                    }
+                }
+                Ok(line)
+            }
+        }
+        deserializer.deserialize_map(LineVisitor)
+    }
+}
+
+#[derive(Default)]
 struct MessagePart<'a> {
-    #[serde(borrow)]
     id: Option<&'a str>,
-    #[serde(borrow)]
     model: Option<&'a str>,
-    #[serde(borrow)]
     usage: Option<&'a RawValue>,
-    #[serde(borrow)]
     content: Option<&'a RawValue>,
+    unknown: Vec<Cow<'a, str>>,
+}
+
+impl<'de> Deserialize<'de> for MessagePart<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MessageVisitor;
+        impl<'de> Visitor<'de> for MessageVisitor {
+            type Value = MessagePart<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a message object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MessagePart<'de>, A::Error> {
+                let mut message = MessagePart::default();
+                while let Some(Key(key)) = map.next_key()? {
+                    match key.as_ref() {
+                        "id" => message.id = map.next_value()?,
+                        "model" => message.model = map.next_value()?,
+                        "usage" => message.usage = map.next_value()?,
+                        "content" => message.content = map.next_value()?,
+                        name => {
+                            map.next_value::<IgnoredAny>()?;
+                            if !is_known(KNOWN_MESSAGE_FIELDS, name) {
+                                message.unknown.push(key);
+                            }
+                        }
+                    }
+                }
+                Ok(message)
+            }
+        }
+        deserializer.deserialize_map(MessageVisitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -261,6 +444,9 @@ struct ToolUseResult<'a> {
     agent_id: Option<&'a str>,
 }
 
+/// Why a line was skipped.
+type Why = Cow<'static, str>;
+
 /// Where a file's lines belong when they do not say.
 #[derive(Clone, Debug, Default)]
 struct FileContext {
@@ -283,6 +469,7 @@ pub struct TranscriptReader {
     spawns: BTreeMap<(String, String), Spawn>,
     stats: ReadStats,
     keep_raw_usage: bool,
+    usage_shapes: Shapes,
 }
 
 impl Default for TranscriptReader {
@@ -303,6 +490,7 @@ impl TranscriptReader {
             spawns: BTreeMap::new(),
             stats: ReadStats::default(),
             keep_raw_usage: true,
+            usage_shapes: Shapes::default(),
         }
     }
 
@@ -333,7 +521,7 @@ impl TranscriptReader {
             }
             self.stats.lines += 1;
             if let Err(why) = self.read_line(&context, line) {
-                self.skip(&context, number, if torn { "torn last line" } else { why });
+                self.skip(&context, number, if torn { "torn last line" } else { &why });
             }
         }
         Ok(())
@@ -357,11 +545,15 @@ impl TranscriptReader {
         self.stats.notes.push(format!("{}:{number}: {why}", context.name));
     }
 
-    fn read_line(&mut self, context: &FileContext, text: &str) -> Result<(), &'static str> {
+    fn read_line(&mut self, context: &FileContext, text: &str) -> Result<(), Why> {
         let line: Line = serde_json::from_str(text).map_err(|_| "not a JSON object")?;
         let session = line.session_id.unwrap_or_default().to_string();
         let chain = chain_of(&line, context);
-        match line.kind.unwrap_or_default() {
+        let kind = line.kind.unwrap_or_default();
+        if READ_KINDS.contains(&kind) {
+            self.count_unknown_fields(&line);
+        }
+        match kind {
             "assistant" => self.read_assistant(&line, session, chain),
             "user" => self.read_user(&line, session, chain),
             "system" => {
@@ -391,13 +583,25 @@ impl TranscriptReader {
         }
     }
 
+    fn count_unknown_fields(&mut self, line: &Line) {
+        let message_fields = line.message.iter().flat_map(|m| &m.unknown);
+        let names = line
+            .unknown
+            .iter()
+            .map(|name| name.to_string())
+            .chain(message_fields.map(|name| format!("message.{name}")));
+        for name in names {
+            *self.stats.unknown_fields.entry(name).or_insert(0) += 1;
+        }
+    }
+
     fn push_event(&mut self, session: String, chain: Chain, event: Event) {
         self.pending_events.entry((session, chain)).or_default().push(event);
     }
 
     /// A user line: a turn or tool results. Remembers its time (a request answers it), links
     /// sub-agents named by `Agent` tool results, and notes task notifications.
-    fn read_user(&mut self, line: &Line, session: String, chain: Chain) -> Result<(), &'static str> {
+    fn read_user(&mut self, line: &Line, session: String, chain: Chain) -> Result<(), Why> {
         if let (Some(uuid), Some(at)) = (line.uuid, line.timestamp.and_then(parse_timestamp)) {
             self.user_times.insert(uuid.to_string(), at);
         }
@@ -424,7 +628,7 @@ impl TranscriptReader {
     }
 
     /// A `progress` line: an `agent_progress` echo is the sub-agent's assistant line.
-    fn read_progress(&mut self, line: &Line, session: String) -> Result<(), &'static str> {
+    fn read_progress(&mut self, line: &Line, session: String) -> Result<(), Why> {
         let Some(data) = line.data else { return Ok(()) };
         let Ok(data) = serde_json::from_str::<ProgressData>(data.get()) else { return Ok(()) };
         let (Some("agent_progress"), Some(agent_id), Some(message)) =
@@ -441,18 +645,18 @@ impl TranscriptReader {
         self.read_assistant(&inner, session, Chain::Agent(agent_id.to_string()))
     }
 
-    fn read_assistant(&mut self, line: &Line, session: String, chain: Chain) -> Result<(), &'static str> {
-        let Some(message) = &line.message else { return Err("assistant line without a message") };
+    fn read_assistant(&mut self, line: &Line, session: String, chain: Chain) -> Result<(), Why> {
+        let Some(message) = &line.message else { return Err("assistant line without a message".into()) };
         let model = message.model.unwrap_or_default();
         if model == "<synthetic>" {
             self.stats.synthetic_lines += 1;
             return Ok(());
         }
-        let Some(usage) = message.usage else { return Err("assistant line without message.usage") };
+        let Some(usage) = message.usage else { return Err("assistant line without message.usage".into()) };
         let id = line.request_id.or(message.id).ok_or("assistant line without requestId or message.id")?;
         let at_text = line.timestamp.ok_or("assistant line without a timestamp")?;
         let first_line_ms = parse_timestamp(at_text).ok_or("timestamp is not ISO 8601")?;
-        let recorded = self.recorded_usage(usage)?;
+        let recorded = self.recorded_usage(usage, id)?;
         if let Some(content) = message.content {
             self.note_spawning_calls(content.get(), &session, id);
         }
@@ -506,24 +710,51 @@ impl TranscriptReader {
     }
 
     /// The usage object as recorded, read by the price table's own reader.
-    fn recorded_usage(&mut self, raw: &RawValue) -> Result<RecordedUsage, &'static str> {
+    fn recorded_usage(&mut self, raw: &RawValue, request_id: &str) -> Result<RecordedUsage, Why> {
         let value: serde_json::Value =
             serde_json::from_str(raw.get()).map_err(|_| "message.usage is not JSON")?;
+        if let Some((field, tokens)) = absurd_count(&value) {
+            return Err(format!(
+                "request {request_id}: message.usage.{field} is {tokens} tokens, past any context window (more than {MAX_DECLARED_TOKENS}); request skipped"
+            )
+            .into());
+        }
         if let Some(object) = value.as_object() {
             for name in object.keys().filter(|name| !KNOWN_USAGE_FIELDS.contains(&name.as_str())) {
                 *self.stats.unknown_usage_fields.entry(name.clone()).or_insert(0) += 1;
+                *self.stats.unknown_fields.entry(format!("message.usage.{name}")).or_insert(0) += 1;
             }
         }
         let read =
             billing::RecordedUsage::from_value(value).map_err(|_| "message.usage is not a usage object")?;
         Ok(RecordedUsage {
-            raw: self.keep_raw_usage.then(|| raw.to_owned()),
+            raw: self.keep_raw_usage.then(|| self.usage_shapes.compact(raw.get())),
             usage: read.usage,
             modifiers: read.modifiers,
             split_known: read.ttl_split_known,
         })
     }
 }
+/// Counts a usage object holds, as paths under `usage`.
+const COUNT_FIELDS: &[&[&str]] = &[
+    &["input_tokens"],
+    &["cache_read_input_tokens"],
+    &["cache_creation_input_tokens"],
+    &["cache_creation", "ephemeral_5m_input_tokens"],
+    &["cache_creation", "ephemeral_1h_input_tokens"],
+    &["output_tokens"],
+];
+
+/// The first count of a usage object above [`MAX_DECLARED_TOKENS`] (the bound every ingest
+/// source puts on a recorded count), by its path: no model reads or writes that much in one
+/// request, and sums of such counts would overflow the totals.
+fn absurd_count(usage: &serde_json::Value) -> Option<(String, u64)> {
+    COUNT_FIELDS.iter().find_map(|path| {
+        let tokens = path.iter().try_fold(usage, |value, key| value.get(key))?.as_u64()?;
+        (tokens > MAX_DECLARED_TOKENS).then(|| (path.join("."), tokens))
+    })
+}
+
 /// The agent id of sidechain lines that name no agent (Claude Code 2.0 wrote some into the
 /// session file): one chain of their own, never the main chain.
 pub const UNNAMED_SIDECHAIN: &str = "sidechain";
@@ -627,6 +858,13 @@ mod tests {
         assert_eq!(parse_timestamp("1970-01-01T01:00:00+01:00"), Some(0));
         assert_eq!(parse_timestamp("1970-01-01T00:00:00.5Z"), Some(500));
         assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn known_field_lists_are_sorted_for_binary_search() {
+        for list in [KNOWN_LINE_FIELDS, KNOWN_MESSAGE_FIELDS] {
+            assert!(list.windows(2).all(|pair| pair[0] < pair[1]), "{list:?}");
+        }
     }
 
     #[test]

@@ -392,3 +392,93 @@ fn each_request_is_priced_on_its_date_with_its_modifiers() {
     assert_eq!(document["by_day"]["2026-10-06"]["cost_usd"], 0.002);
     assert_eq!(document["by_day"]["2026-11-01"]["cost_usd"], 0.021824);
 }
+
+#[test]
+fn unknown_fields_are_counted_by_path_and_listed_never_fatal() {
+    let (code, document) = import("unknown_fields.jsonl", &[]);
+    assert_eq!(code, 0);
+    let totals = &document["totals"];
+    // Per line holding the field: the user line has `futureFlag`; both streamed lines of req_1
+    // have `experimentId`, `message.reasoning_trace` and `message.usage.cache_hints`. The
+    // queue-operation's and the unknown kind's fields are not read, so not counted.
+    let expected = serde_json::json!({"experimentId": 2, "futureFlag": 1,
+        "message.reasoning_trace": 2, "message.usage.cache_hints": 2});
+    assert_eq!(totals["unknown_fields"], expected);
+    let names: Vec<&String> = totals["unknown_fields"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["experimentId", "futureFlag", "message.reasoning_trace", "message.usage.cache_hints"]);
+    assert_eq!(totals["unknown_line_kinds"], serde_json::json!({"mystery-kind": 1}));
+    // The request is read as usual: its last line's output.
+    assert_eq!(totals["requests"], 1);
+    assert_eq!(totals["recorded"]["usage"]["output_tokens"], 40);
+
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", &format!("{DATA}unknown_fields.jsonl")])
+        .output()
+        .expect("the binary runs");
+    let table = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        table.contains(
+            "unknown fields (counted, not read): experimentId ×2, futureFlag ×1, message.reasoning_trace ×2, message.usage.cache_hints ×2"
+        ),
+        "{table}"
+    );
+    assert!(table.contains("unknown line kinds (counted, not read): mystery-kind ×1"), "{table}");
+}
+
+/// Regression: the prediction used to `expect` the endpoint to accept every simulated body, so
+/// a transcript with absurd counts panicked.
+#[test]
+fn absurd_usage_is_a_counted_skip_or_a_refused_prediction_never_a_panic() {
+    let (code, document) = import("absurd_usage.jsonl", &[]);
+    // req_2's counts are near u64::MAX: its line is skipped and noted by request id, exit 3.
+    assert_eq!(code, 3);
+    let totals = &document["totals"];
+    assert_eq!(totals["skipped_lines"], 1);
+    let note = totals["notes"][0].as_str().unwrap();
+    assert!(note.contains("request req_2") && note.contains("input_tokens"), "{note}");
+    // req_1 and req_3 are read; req_3's 900,020,003-token prompt is past Sonnet 4.6's context
+    // window, so the simulation cannot price it: refused, named, counted, not predicted.
+    assert_eq!(totals["requests"], 2);
+    assert_eq!(totals["predictions_refused"], 1);
+    let all = requests(&document);
+    let refused = &request(&all, "req_3")["predicted"];
+    assert!(refused["refused"].as_str().unwrap().contains("prompt is too long"), "{refused}");
+    assert_eq!(refused["usage"], Value::Null);
+    assert_eq!(request(&all, "req_3")["agreement"], false);
+    assert_eq!(request(&all, "req_1")["predicted"]["refused"], Value::Null);
+}
+
+#[test]
+fn html_is_one_self_contained_page_with_a_section_per_session() {
+    let dir = std::env::temp_dir().join(format!("forkcache-import-html-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", &format!("{DATA}every_rule"), "--what-if", "ttl=1h", "--html"])
+        .arg(&dir)
+        .output()
+        .expect("the binary runs");
+    // every_rule ends in a torn line: exit 3, the page is written all the same.
+    assert_eq!(output.status.code(), Some(3), "{}", String::from_utf8_lossy(&output.stderr));
+    let names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names, ["index.html"]);
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // One session (s1): the overview, then its section with two inline charts.
+    assert_eq!(html.matches("<h2>").count(), 2, "{html}");
+    assert!(html.contains("<h2>Session s1</h2>"));
+    assert_eq!(html.matches("<svg").count(), 2);
+    // Sortable tables: sessions, what-ifs, the session's breaks (one row per break cause the
+    // fixture holds, named as in --json).
+    assert_eq!(html.matches("<table class=\"sortable\">").count(), 3);
+    assert!(html.contains("<td>ttl=1h</td>"));
+    let (_, document) = import("every_rule", &[]);
+    for (cause, _) in document["totals"]["breaks"].as_object().unwrap() {
+        assert!(html.contains(&format!("<td>{cause}</td>")), "break cause {cause} missing");
+    }
+    // The SVG namespace names a URI but fetches nothing; anything else would be a reference.
+    let without_namespace = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for needle in ["http://", "https://", "src=", "href=", "@import", "url("] {
+        assert!(!without_namespace.contains(needle), "the page refers outside itself: {needle}");
+    }
+}
