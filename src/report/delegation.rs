@@ -87,13 +87,13 @@ pub(crate) fn csv(rows: &[Row]) -> String {
         "baseline_token_equivalents",
         "added_token_equivalents",
         "delegate_token_equivalents",
-        "hit_rate_pct",
-        "delegate_hit_rate_pct",
+        "hit_rate",
+        "delegate_hit_rate",
     ];
     writer.write_record(header).expect("writing to memory");
     for row in rows {
         let hit = |t: &ScenarioTotals| {
-            format::percent(
+            format::fraction(
                 i128::from(t.usage.cache_read_input_tokens),
                 u128::from(t.usage.total_input_tokens()),
             )

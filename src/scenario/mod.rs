@@ -27,7 +27,8 @@ pub use spec::{
     ResumeSpec, ScenarioSpec, SectionSpec, SidecarSpec, Sizes, TaskSpec, TeamSpec, ToolSpec, TurnSpec,
 };
 pub use suite::{
-    FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, suite_table,
+    FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, run_suite_seeded,
+    suite_table,
 };
 
 use crate::agent::{AgentDefinition, NamedAgent};
