@@ -79,7 +79,7 @@ pub(crate) const CHARTS: &[ChartNote] = &[
     ChartNote {
         stem: "delegation_vs_idle",
         shows: "the same five ways by the idle gap between the delegate's requests, at a 100,000-token history",
-        read: "Each line jumps where a gap outlasts the cache for that way of delegating; the background agent adds least at every gap shown.",
+        read: "Each line is flat while the gap stays inside the 5-minute TTL and steps up at it (marked), where the delegate's cached prefix has expired; the background agent adds least at every gap shown.",
         data: "delegation.csv: `added_token_equivalents`, `history_tokens` 100000",
     },
 ];
