@@ -263,3 +263,61 @@ fn quiet_prints_nothing_on_stdout_and_json_conflicts_with_csv() {
     let out = run_binary(&["run", "fixtures/scenarios/forks.json", "--json", "--csv"], b"");
     assert_eq!(out.status.code(), Some(2), "a usage error");
 }
+
+// ---- scenario realism knobs: a history of a target size, the model's context window ----
+
+/// A Haiku 5.5 scenario (a 200,000-token context window in the shipped price table) whose
+/// history is generated to `target` tokens in steps of exactly 2,000: a 1,000-token reply with no
+/// tool call, then a 1,000-token prompt. `extra` is spliced into the top-level object.
+fn window_scenario(target: u64, turns: u32, extra: &str) -> forkcache::scenario::ScenarioSpec {
+    let json = format!(
+        r#"{{"name": "window", "model": "claude-haiku-5-5", "seed": 1, {extra}
+            "history": {{"target_tokens": {target}, "generate": {{"user_tokens": [1000, 1000],
+              "assistant_tokens": [1000, 1000], "tool_calls": [0, 0]}}}},
+            "timeline": [{{"turn": {{"count": {turns}}}}}]}}"#
+    );
+    forkcache::scenario::ScenarioSpec::from_json(&json).expect("a valid scenario")
+}
+
+fn run_scenario(
+    spec: &forkcache::scenario::ScenarioSpec,
+) -> Result<forkcache::scenario::ScenarioReport, forkcache::scenario::ScenarioError> {
+    let config = forkcache::scenario::RunConfig::for_spec(spec);
+    forkcache::scenario::run(spec, &config, &forkcache::PriceTable::builtin())
+}
+
+fn first_input_tokens(report: &forkcache::scenario::ScenarioReport) -> u64 {
+    report.records[0].record.usage.total_input_tokens()
+}
+
+#[test]
+fn a_history_is_generated_to_its_target_token_count() {
+    // Target 1: the first prompt alone, 1,000 tokens. Target 150,000: 1,000 + 75 × 2,000 =
+    // 151,000 (74 steps reach 149,000, short of it). The first request differs by 150,000.
+    let small = run_scenario(&window_scenario(1, 1, "")).expect("runs");
+    let large = run_scenario(&window_scenario(150_000, 1, "")).expect("runs");
+    assert_eq!(first_input_tokens(&large) - first_input_tokens(&small), 150_000);
+}
+
+#[test]
+fn a_target_past_the_context_window_is_an_error_naming_the_field() {
+    let err = run_scenario(&window_scenario(250_000, 1, "")).unwrap_err().to_string();
+    assert!(err.starts_with("history.target_tokens:"), "{err}");
+    assert!(err.contains("200000") && err.contains("context_window"), "{err}");
+}
+
+#[test]
+fn a_main_loop_past_the_window_compacts_when_enabled_and_is_an_error_otherwise() {
+    // 151,000 tokens of history plus 2,000 per turn: 60 turns pass the window (200,000) and the
+    // refusal limit, 200,000 × 1.3 = 260,000, whatever the system and tools add.
+    let err = run_scenario(&window_scenario(150_000, 60, "")).unwrap_err().to_string();
+    assert!(err.starts_with("agent.compaction_threshold_tokens:"), "{err}");
+    assert!(err.contains("context_window"), "{err}");
+    // A threshold above the window: compaction happens at the window instead.
+    let agent = r#""agent": {"compaction_threshold_tokens": 10000000},"#;
+    let report = run_scenario(&window_scenario(150_000, 60, agent)).expect("compaction keeps it inside");
+    let compactions = report.records.iter().filter(|r| r.role.name() == "compaction").count();
+    assert!(compactions >= 1, "compacted at the window");
+    let largest = report.records.iter().map(|r| r.record.usage.total_input_tokens()).max().unwrap();
+    assert!(largest <= 260_000, "no request past the refusal limit: {largest}");
+}
