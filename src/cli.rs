@@ -13,11 +13,98 @@ use forkcache::tokenize::TokenizerKind;
 
 /// Simulate, measure and price prompt-cache sharing in LLM agent systems.
 #[derive(Parser, Debug)]
-#[command(name = "forkcache", version, about, long_about = None)]
+#[command(name = "forkcache", version, about, long_about = None, after_help = CONVENTIONS)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The conventions every command shares, written once (the `forkcache --help` epilogue).
+pub const CONVENTIONS: &str = "\
+Conventions (every command):
+  --json         one JSON document on standard output instead of tables
+  --csv          the table as CSV on standard output (import: --csv DIR writes its CSVs there)
+  --quiet, -q    no progress bar, table or per-request line on standard output; errors still
+                 go to standard error (and --json still prints its document)
+  --out DIR      where a command writes files (demo, report, sweep: reports/ by default)
+  --prices FILE  the price table (shaped like fixtures/pricing.json); the shipped one by default
+  --seed N       the seed of every generated conversation (run, demo, sweep, report)
+JSON: usage objects have the API's keys (input_tokens, cache_creation_input_tokens,
+  cache_read_input_tokens, output_tokens); money is cost_usd (a number, or null when a model is
+  not priced); savings and rates are fractions in [0, 1] (tables show percents).
+Indexes: request and record indexes are 0-based everywhere (tables, JSON, CSV, charts, errors,
+  explain --request N); what people count is 1-based and says so: --shard i/n, file line
+  numbers, agent labels such as \"fork 1\".
+Exit codes: 0 success; 1 invalid input (stderr names the file, line, column and field);
+  2 usage error; 3 finished, but some input lines were unreadable.";
+
+/// `--json`, the same on every command.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct JsonFlag {
+    /// Print one JSON document on standard output instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--csv`, on commands that print a table.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct CsvFlag {
+    /// Print the table as CSV on standard output (one header line, then one row per line).
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+}
+
+/// `--quiet`, the same on every command that prints as it goes.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct QuietFlag {
+    /// Print no progress bar, table or per-request line on standard output (errors still go to
+    /// standard error; `--json` still prints its document).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// `--prices FILE`, on every command that prices.
+#[derive(Args, Clone, Debug, Default)]
+pub struct PricesFlag {
+    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+}
+
+impl PricesFlag {
+    /// The price table named, or the shipped one.
+    pub fn load(&self) -> anyhow::Result<PriceTable> {
+        load_prices(self.prices.as_deref())
+    }
+}
+
+/// `--out DIR`, on commands that write a directory of files.
+#[derive(Args, Clone, Debug)]
+pub struct OutDir {
+    /// Directory the files are written to (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "reports")]
+    pub out: PathBuf,
+}
+
+/// The grids `demo` and `report` run (their charts and CSVs follow).
+#[derive(Args, Clone, Debug, Default)]
+pub struct GridArgs {
+    /// The grid behind sweep.csv and the sweep charts (a sweep file); default
+    /// fixtures/sweeps/default.json.
+    #[arg(long = "sweep", value_name = "SWEEP.json")]
+    pub sweep: Option<PathBuf>,
+    /// The grid behind cost_curves.csv (a sweep file); default fixtures/sweeps/cost-curves.json.
+    #[arg(long, value_name = "SWEEP.json")]
+    pub cost_curves: Option<PathBuf>,
+}
+
+/// `--seed`, on every command that generates conversations.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct SeedFlag {
+    /// Seed of every generated conversation (default: each scenario's own `seed`).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
 }
 
 /// The subcommands.
@@ -61,8 +148,12 @@ pub struct MergeShardsArgs {
     /// subdirectories.
     pub dir: PathBuf,
     /// Directory sweep.csv and sweep.meta.json are written to. Default: DIR.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: JsonFlag,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
 }
 
 /// `completions`.
@@ -115,12 +206,10 @@ pub fn man_page() -> std::io::Result<Vec<u8>> {
 /// `prices`.
 #[derive(Args, Debug)]
 pub struct PricesArgs {
-    /// Print one JSON document instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
-    #[arg(long)]
-    pub prices: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: JsonFlag,
+    #[command(flatten)]
+    pub price_file: PricesFlag,
 }
 
 /// `import`'s sources.
@@ -143,9 +232,8 @@ pub struct ClaudeCodeArgs {
     /// Only requests on or before this day (UTC, YYYY-MM-DD).
     #[arg(long)]
     pub until: Option<String>,
-    /// Print one JSON document instead of tables.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonFlag,
     /// Write requests.csv and breaks.csv (a row per request and per break) to this directory.
     #[arg(long, value_name = "DIR")]
     pub csv: Option<PathBuf>,
@@ -168,22 +256,23 @@ pub struct ClaudeCodeArgs {
     /// Write the simulated requests as a trace `replay` and `sweep` can read.
     #[arg(long, value_name = "FILE")]
     pub emit_trace: Option<PathBuf>,
-    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
-    #[arg(long)]
-    pub prices: Option<PathBuf>,
+    #[command(flatten)]
+    pub price_file: PricesFlag,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
 }
 
 impl PricesArgs {
     /// The price table named by `--prices`.
     pub fn prices(&self) -> anyhow::Result<PriceTable> {
-        load_prices(self.prices.as_deref())
+        self.price_file.load()
     }
 }
 
 impl ClaudeCodeArgs {
     /// The price table named by `--prices`.
     pub fn prices(&self) -> anyhow::Result<PriceTable> {
-        load_prices(self.prices.as_deref())
+        self.price_file.load()
     }
 }
 
@@ -196,9 +285,8 @@ fn parse_date(text: &str) -> Result<forkcache::billing::PriceDate, String> {
 pub struct SweepArgs {
     /// The sweep file (see fixtures/sweeps/ and the README); `-` reads standard input.
     pub sweep: PathBuf,
-    /// Directory sweep.csv and sweep.meta.json are written to.
-    #[arg(long, default_value = "reports")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub files: OutDir,
     /// Run only part i of n of the grid (contiguous cells; the header is in part 1 only, so
     /// the parts' files concatenate, in order, to the whole grid's).
     #[arg(long, value_name = "i/n")]
@@ -206,17 +294,23 @@ pub struct SweepArgs {
     /// Worker threads (default: one per core). The output does not depend on it.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
-    #[arg(long)]
-    pub prices: Option<PathBuf>,
+    #[command(flatten)]
+    pub price_file: PricesFlag,
+    #[command(flatten)]
+    pub generator: SeedFlag,
+    #[command(flatten)]
+    pub output: JsonFlag,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
 }
 
 /// `report`.
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// Directory the reports are written to.
-    #[arg(long, default_value = "reports")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub files: OutDir,
+    #[command(flatten)]
+    pub grids: GridArgs,
     /// Worker threads for the sweeps (default: one per core). The output does not depend on it.
     #[arg(long)]
     pub threads: Option<usize>,
@@ -224,6 +318,14 @@ pub struct ReportArgs {
     /// self-contained page (nothing fetched when it opens).
     #[arg(long)]
     pub html: bool,
+    #[command(flatten)]
+    pub price_file: PricesFlag,
+    #[command(flatten)]
+    pub generator: SeedFlag,
+    #[command(flatten)]
+    pub output: JsonFlag,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
 }
 
 /// `run`.
@@ -231,9 +333,12 @@ pub struct ReportArgs {
 pub struct RunArgs {
     /// The scenario file (see fixtures/scenarios/ and the README); `-` reads standard input.
     pub scenario: PathBuf,
-    /// Print one JSON document instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonFlag,
+    #[command(flatten)]
+    pub table: CsvFlag,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
     /// Cache policy (default: the scenario's).
     #[arg(long, value_enum)]
     pub policy: Option<PolicyArg>,
@@ -249,14 +354,13 @@ pub struct RunArgs {
     /// Token estimate (o200k needs the `o200k` cargo feature).
     #[arg(long, value_enum, default_value_t = TokenizerArg::Bytes4)]
     pub tokenizer: TokenizerArg,
-    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
-    #[arg(long)]
-    pub prices: Option<PathBuf>,
-    /// Seed (default: the scenario's).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Also write every request's body to this directory (NNNN-role.json), for `explain`.
-    #[arg(long)]
+    #[command(flatten)]
+    pub price_file: PricesFlag,
+    #[command(flatten)]
+    pub generator: SeedFlag,
+    /// Also write every request's body to this directory (NNNN-role.json, NNNN the 0-based
+    /// request index), for `explain`.
+    #[arg(long, value_name = "DIR")]
     pub bodies: Option<PathBuf>,
 }
 
@@ -271,11 +375,10 @@ pub struct ExplainArgs {
     pub b: Option<PathBuf>,
     /// Explain request N (0-based) of the trace A: its miss, the bytes around the divergence
     /// from the closest earlier request, and the fix with its saving.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub request: Option<usize>,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonFlag,
     /// Milliseconds between trace lines that carry no `at_ms` (with `--request`).
     #[arg(long, default_value_t = 30_000)]
     pub gap_ms: u64,
@@ -286,9 +389,18 @@ pub struct ExplainArgs {
 /// `demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Directory the CSVs are written to.
-    #[arg(long, default_value = "reports")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub files: OutDir,
+    #[command(flatten)]
+    pub grids: GridArgs,
+    #[command(flatten)]
+    pub price_file: PricesFlag,
+    #[command(flatten)]
+    pub generator: SeedFlag,
+    #[command(flatten)]
+    pub output: JsonFlag,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
 }
 
 /// `replay`.
@@ -296,9 +408,12 @@ pub struct DemoArgs {
 pub struct ReplayArgs {
     /// The trace; `-` reads standard input.
     pub trace: PathBuf,
-    /// Print one JSON document instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonFlag,
+    #[command(flatten)]
+    pub table: CsvFlag,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
     /// Milliseconds between lines that carry no `at_ms`.
     #[arg(long, default_value_t = 30_000)]
     pub gap_ms: u64,
@@ -343,9 +458,8 @@ pub struct ServeArgs {
     /// Stop after answering this many Messages requests (at least 1).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_requests: Option<u64>,
-    /// Print no line per request (the summary is still printed at shutdown).
-    #[arg(long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
     /// Time a client has to send a request's headers (also the longest wait for the next request
     /// on a kept-alive connection), e.g. `30s`, `500ms`.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
@@ -394,9 +508,8 @@ pub struct EngineArgs {
     /// When a write becomes readable.
     #[arg(long, value_enum, default_value_t = VisibilityArg::FirstToken)]
     pub visibility: VisibilityArg,
-    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
-    #[arg(long)]
-    pub prices: Option<PathBuf>,
+    #[command(flatten)]
+    pub price_file: PricesFlag,
     /// Price models the table does not list as this model (by default their cost is unknown:
     /// tokens are counted, cost is null, and they are listed as unpriced).
     #[arg(long, visible_alias = "default-model", value_name = "MODEL")]
@@ -531,14 +644,14 @@ impl RunArgs {
         if let Some(visibility) = self.visibility {
             spec.visibility = visibility.into();
         }
-        if let Some(seed) = self.seed {
+        if let Some(seed) = self.generator.seed {
             spec.seed = seed;
         }
     }
 
     /// The price table named by `--prices`.
     pub fn prices(&self) -> anyhow::Result<PriceTable> {
-        load_prices(self.prices.as_deref())
+        self.price_file.load()
     }
 }
 
@@ -557,7 +670,7 @@ fn load_prices(path: Option<&std::path::Path>) -> anyhow::Result<PriceTable> {
 impl SweepArgs {
     /// The price table named by `--prices`.
     pub fn prices(&self) -> anyhow::Result<PriceTable> {
-        load_prices(self.prices.as_deref())
+        self.price_file.load()
     }
 }
 
@@ -601,7 +714,7 @@ impl EngineArgs {
 
     /// The price table these flags name.
     pub fn prices(&self) -> anyhow::Result<PriceTable> {
-        let mut table = load_prices(self.prices.as_deref())?;
+        let mut table = self.price_file.load()?;
         if let Some(model) = &self.price_unknown_as {
             table.set_price_unknown_as(model)?;
         }
@@ -629,9 +742,8 @@ pub struct ProxyArgs {
     /// (`forkcache_tokens`): the trace can be shared and still replays to the same usage.
     #[arg(long)]
     pub redact: bool,
-    /// Print no comparison line per request (the summary is still printed at shutdown).
-    #[arg(long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
     /// `GET /forkcache/stats` needs a key (`x-api-key` or a bearer token) and shows only the
     /// workspaces that key's requests were counted in.
     #[arg(long)]
@@ -643,4 +755,59 @@ pub struct ProxyArgs {
 /// Parses the process arguments.
 pub fn parse() -> Cli {
     Cli::parse()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    /// Every flag and argument of every command says what it is in one line of `--help`.
+    #[test]
+    fn every_flag_has_a_help_line() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.get_help().is_none() && !["help", "version"].contains(&id) {
+                    missing.push(format!("{path} --{id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "forkcache", &mut missing);
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
+
+    /// The common flags read the same on every command that has them.
+    #[test]
+    fn common_flags_are_common() {
+        let command = Cli::command();
+        for name in ["demo", "run", "sweep", "replay", "report", "prices", "explain", "merge-shards"] {
+            let sub = command.find_subcommand(name).expect("a subcommand");
+            assert!(sub.get_arguments().any(|a| a.get_long() == Some("json")), "{name} --json");
+        }
+        for name in ["demo", "run", "sweep", "report", "prices", "serve", "proxy", "replay", "explain"] {
+            let sub = command.find_subcommand(name).expect("a subcommand");
+            assert!(sub.get_arguments().any(|a| a.get_long() == Some("prices")), "{name} --prices");
+        }
+        for name in ["demo", "run", "sweep", "report"] {
+            let sub = command.find_subcommand(name).expect("a subcommand");
+            assert!(sub.get_arguments().any(|a| a.get_long() == Some("seed")), "{name} --seed");
+        }
+        for name in ["demo", "run", "sweep", "replay", "report", "serve", "proxy", "merge-shards"] {
+            let sub = command.find_subcommand(name).expect("a subcommand");
+            assert!(sub.get_arguments().any(|a| a.get_long() == Some("quiet")), "{name} --quiet");
+        }
+        let import = command.find_subcommand("import").and_then(|i| i.find_subcommand("claude-code"));
+        let import = import.expect("import claude-code");
+        for flag in ["json", "prices", "quiet", "csv"] {
+            assert!(import.get_arguments().any(|a| a.get_long() == Some(flag)), "import --{flag}");
+        }
+        let help = command.clone().render_long_help().to_string();
+        assert!(help.contains("Conventions (every command):"), "{help}");
+    }
 }

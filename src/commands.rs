@@ -32,64 +32,135 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn run_demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
-    let prices = forkcache::PriceTable::builtin();
+    let prices = args.price_file.load()?;
     let runs = demo::seed_example(&prices)?;
-    print!("{}", demo::seed_example_table(&runs, &prices.date));
-    let suite = forkcache::scenario::run_suite(&prices)?;
-    print!("\n{}", forkcache::scenario::suite_table(&suite));
-    print!("\n{}", forkcache::scenario::mistakes_table(&suite));
-    println!();
-    write_report(&args.out, &forkcache::report::ReportOptions::default(), &prices)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn run_report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let options = forkcache::report::ReportOptions { threads: args.threads, ..Default::default() };
-    let artifacts = write_report(&args.out, &options, &forkcache::PriceTable::builtin())?;
-    if args.html {
-        let page = forkcache::report::html_page(&artifacts).context("building index.html")?;
-        let paths = forkcache::report::write(&args.out, std::slice::from_ref(&page))
-            .with_context(|| format!("writing {}", args.out.display()))?;
-        println!("wrote {}", paths[0].display());
+    let suite = forkcache::scenario::run_suite_seeded(&prices, args.generator.seed)?;
+    let tables = !(args.output.json || args.quiet.quiet);
+    if tables {
+        print!("{}", demo::seed_example_table(&runs, &prices.date));
+        print!("\n{}", forkcache::scenario::suite_table(&suite));
+        print!("\n{}", forkcache::scenario::mistakes_table(&suite));
+        println!();
+    }
+    let options = report_options(&args.grids, None, args.generator.seed)?;
+    let written = write_report(&args.files.out, &options, &prices, tables)?;
+    if args.output.json {
+        println!("{}", demo::demo_json(&runs, &suite, &written.files));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Builds every report file (sweeps included, with a progress bar) and writes them to `out`.
+fn run_report(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    let options = report_options(&args.grids, args.threads, args.generator.seed)?;
+    let out = &args.files.out;
+    let chatty = !(args.output.json || args.quiet.quiet);
+    let mut written = write_report(out, &options, &args.price_file.load()?, chatty)?;
+    if args.html {
+        let page = forkcache::report::html_page(&written.artifacts).context("building index.html")?;
+        let paths = forkcache::report::write(out, std::slice::from_ref(&page))
+            .with_context(|| format!("writing {}", out.display()))?;
+        if chatty {
+            println!("wrote {}", paths[0].display());
+        }
+        written.files.extend(paths.iter().map(|path| path.display().to_string()));
+    }
+    if args.output.json {
+        println!("{}", files_json(out, &written.files));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the report runs: the built-in grids, or the files `--sweep` and `--cost-curves` name.
+fn report_options(
+    grids: &crate::cli::GridArgs,
+    threads: Option<usize>,
+    seed: Option<u64>,
+) -> anyhow::Result<forkcache::report::ReportOptions> {
+    let mut options = forkcache::report::ReportOptions { threads, seed, ..Default::default() };
+    if let Some(path) = &grids.sweep {
+        options.sweep = read_sweep(path)?;
+    }
+    if let Some(path) = &grids.cost_curves {
+        options.cost_curves = read_sweep(path)?;
+    }
+    Ok(options)
+}
+
+fn read_sweep(path: &std::path::Path) -> anyhow::Result<forkcache::sweep::SweepSpec> {
+    let text = read_input(path)?;
+    forkcache::sweep::SweepSpec::from_json(&text).with_context(|| format!("in {}", path.display()))
+}
+
+/// What `write_report` built and where it wrote it.
+struct Written {
+    artifacts: Vec<forkcache::report::Artifact>,
+    /// The paths written, as printed.
+    files: Vec<String>,
+}
+
+/// Builds every report file (sweeps included, with a progress bar when `chatty`) and writes them
+/// to `out`.
 fn write_report(
     out: &std::path::Path,
     options: &forkcache::report::ReportOptions,
     prices: &forkcache::PriceTable,
-) -> anyhow::Result<Vec<forkcache::report::Artifact>> {
-    let bar = progress::bar(options.cells() as u64, "sweep cells");
+    chatty: bool,
+) -> anyhow::Result<Written> {
+    let bar = progress_bar(chatty, options.cells() as u64, "sweep cells");
     let artifacts =
         forkcache::report::build(options, prices, || bar.inc(1)).context("building the reports")?;
     bar.finish_and_clear();
     let paths =
         forkcache::report::write(out, &artifacts).with_context(|| format!("writing {}", out.display()))?;
-    println!(
-        "wrote {} files to {} (what they hold: {})",
-        paths.len(),
-        out.display(),
-        out.join("README.md").display()
-    );
-    Ok(artifacts)
+    if chatty {
+        println!(
+            "wrote {} files to {} (what they hold: {})",
+            paths.len(),
+            out.display(),
+            out.join("README.md").display()
+        );
+    }
+    Ok(Written { artifacts, files: paths.iter().map(|path| path.display().to_string()).collect() })
+}
+
+/// A progress bar, or a hidden one under `--quiet` and `--json`.
+fn progress_bar(chatty: bool, total: u64, what: &str) -> indicatif::ProgressBar {
+    if chatty { progress::bar(total, what) } else { indicatif::ProgressBar::hidden() }
+}
+
+/// The `--json` document of a command whose result is files written.
+fn files_json(out: &std::path::Path, files: &[String]) -> serde_json::Value {
+    serde_json::json!({"out": out.display().to_string(), "files": files})
 }
 
 fn run_sweep(args: &SweepArgs) -> anyhow::Result<ExitCode> {
-    use forkcache::sweep::{self, Shard, SweepOptions, SweepSpec};
-    let text = read_input(&args.sweep)?;
-    let spec = SweepSpec::from_json(&text).with_context(|| format!("in {}", args.sweep.display()))?;
+    use forkcache::sweep::{self, Shard, SweepOptions};
+    let mut spec = read_sweep(&args.sweep)?;
+    if let Some(seed) = args.generator.seed {
+        spec.scenario.seed = seed;
+    }
     let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or_default();
     let options = SweepOptions { threads: args.threads, shard };
     let cells = shard.range(spec.cells().len()).len();
-    let bar = progress::bar(cells as u64, "cells");
-    let written = sweep::write(&args.out, &spec, &options, &args.prices()?, || bar.inc(1))
+    let chatty = !(args.output.json || args.quiet.quiet);
+    let bar = progress_bar(chatty, cells as u64, "cells");
+    let out = &args.files.out;
+    let written = sweep::write(out, &spec, &options, &args.prices()?, || bar.inc(1))
         .with_context(|| format!("sweeping {}", args.sweep.display()))?;
     bar.finish_and_clear();
-    println!("wrote {}", written.csv.display());
-    println!("wrote {}", written.meta.display());
-    println!("{} of {} cells (shard {}/{})", written.rows, written.cells_total, shard.index, shard.count);
+    if args.output.json {
+        let mut json =
+            files_json(out, &[written.csv.display().to_string(), written.meta.display().to_string()]);
+        json["rows"] = written.rows.into();
+        json["cells_total"] = written.cells_total.into();
+        // The shard is counted by people: part 1 of n is the first.
+        json["shard"] = serde_json::json!({"i": shard.index, "n": shard.count});
+        println!("{json}");
+    } else if chatty {
+        println!("wrote {}", written.csv.display());
+        println!("wrote {}", written.meta.display());
+        println!("{} of {} cells (shard {}/{})", written.rows, written.cells_total, shard.index, shard.count);
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -107,12 +178,20 @@ fn run_merge_shards(args: &crate::cli::MergeShardsArgs) -> anyhow::Result<ExitCo
         forkcache::report::Artifact { name: "sweep.csv".into(), bytes: merged.csv },
         forkcache::report::Artifact { name: "sweep.meta.json".into(), bytes: merged.meta.into_bytes() },
     ];
-    for path in
-        forkcache::report::write(out, &artifacts).with_context(|| format!("writing {}", out.display()))?
-    {
-        println!("wrote {}", path.display());
+    let paths =
+        forkcache::report::write(out, &artifacts).with_context(|| format!("writing {}", out.display()))?;
+    let files: Vec<String> = paths.iter().map(|path| path.display().to_string()).collect();
+    if args.output.json {
+        let mut json = files_json(out, &files);
+        json["shards"] = merged.shards.into();
+        json["rows"] = merged.rows.into();
+        println!("{json}");
+    } else if !args.quiet.quiet {
+        for file in &files {
+            println!("wrote {file}");
+        }
+        println!("{} shards, {} cells", merged.shards, merged.rows);
     }
-    println!("{} shards, {} cells", merged.shards, merged.rows);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -146,9 +225,11 @@ fn run_replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         Ok(report) => report,
         Err(err) => return replay_failed(args, err),
     };
-    if args.json {
+    if args.output.json {
         println!("{}", report.to_json());
-    } else {
+    } else if args.table.csv {
+        print!("{}", forkcache::report::replay_csv(&report));
+    } else if !args.quiet.quiet {
         print!("{}", report.to_table());
     }
     for line in &report.unreadable {
@@ -183,7 +264,7 @@ fn run_calibrate(args: &ReplayArgs, config: &ReplayConfig, trace: &[u8]) -> anyh
         Ok(calibration) => calibration,
         Err(err) => return replay_failed(args, err),
     };
-    if args.json {
+    if args.output.json {
         println!("{}", calibration.to_json());
     } else {
         print!("{}", calibration.to_table());
@@ -209,9 +290,11 @@ fn run_scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.bodies {
         write_bodies(dir, &report)?;
     }
-    if args.json {
+    if args.output.json {
         println!("{}", report.to_json());
-    } else {
+    } else if args.table.csv {
+        print!("{}", forkcache::report::scenario_requests_csv(&report));
+    } else if !args.quiet.quiet {
         print!("{}", report.to_table());
     }
     Ok(ExitCode::SUCCESS)
@@ -232,7 +315,7 @@ fn run_explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let a = request_body(&read_input(&args.a)?).with_context(|| format!("in {}", args.a.display()))?;
     let b = request_body(&read_input(b_path)?).with_context(|| format!("in {}", b_path.display()))?;
     let explanation = forkcache::verify::explain(&a, &b).context("reading the requests")?;
-    if args.json {
+    if args.output.json {
         println!("{}", serde_json::to_string(&explanation)?);
     } else {
         print!("{}", explanation.to_text());
@@ -251,7 +334,7 @@ fn run_explain_request(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     };
     let explanation = forkcache::explain::explain_request(&config, args.engine.prices()?, &trace, index)
         .with_context(|| format!("explaining {}", args.a.display()))?;
-    if args.json {
+    if args.output.json {
         println!("{}", serde_json::to_string(&explanation)?);
     } else {
         print!("{}", explanation.to_text());
@@ -298,7 +381,7 @@ fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
 
 fn run_prices(args: &crate::cli::PricesArgs) -> anyhow::Result<ExitCode> {
     let table = args.prices()?;
-    if args.json {
+    if args.output.json {
         println!("{}", table.to_json());
     } else {
         print!("{}", table.to_table());

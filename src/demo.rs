@@ -159,9 +159,10 @@ fn naive_of<'r>(runs: &'r [SeedRun], run: &SeedRun) -> Option<&'r SeedRun> {
     runs.iter().find(|r| r.case == SeedCase::Naive && r.policy == run.policy && r.billing == run.billing)
 }
 
-fn savings_pct(run: &SeedRun, naive: Option<&SeedRun>) -> f64 {
+/// `1 − forks ÷ naive forks`: a fraction (tables print it as a percent).
+fn savings(run: &SeedRun, naive: Option<&SeedRun>) -> f64 {
     match naive {
-        Some(naive) if naive.forks.0 > 0 => 100.0 * (1.0 - run.forks.0 as f64 / naive.forks.0 as f64),
+        Some(naive) if naive.forks.0 > 0 => 1.0 - run.forks.0 as f64 / naive.forks.0 as f64,
         _ => 0.0,
     }
 }
@@ -194,7 +195,7 @@ pub fn seed_example_table(runs: &[SeedRun], prices_date: &str) -> String {
             cell(SeedCase::Warm),
             cell(SeedCase::Cold),
             cell(SeedCase::Naive),
-            savings_pct(warm, naive_of(runs, warm))
+            100.0 * savings(warm, naive_of(runs, warm))
         );
     }
     let _ = writeln!(out, "\nprices of {prices_date}; token counts declared by the example's blocks");
@@ -212,7 +213,7 @@ struct SeedRow {
     uncached_tokens: u64,
     forks_token_equivalents: String,
     naive_token_equivalents: String,
-    savings_pct: String,
+    savings: String,
 }
 
 /// The comparison as CSV, one row per case × policy × billing.
@@ -232,9 +233,64 @@ pub fn seed_example_csv(runs: &[SeedRun]) -> Result<String, csv::Error> {
             uncached_tokens: usage.input_tokens,
             forks_token_equivalents: format!("{:.3}", run.forks.value()),
             naive_token_equivalents: format!("{:.3}", naive.map_or(0.0, |n| n.forks.value())),
-            savings_pct: format!("{:.2}", savings_pct(run, naive)),
+            savings: format!("{:.4}", savings(run, naive)),
         })?;
     }
     let bytes = writer.into_inner().map_err(|e| e.into_error())?;
     Ok(String::from_utf8(bytes).expect("csv output is UTF-8"))
+}
+
+/// The `demo --json` document: the seed example, the scenario suite and the mistakes, with the
+/// files written (`files`, as given). Usage objects have the API's keys, money is `cost_usd`,
+/// savings are fractions.
+#[allow(clippy::expect_used)] // strings, integers and finite floats: serializing cannot fail
+pub fn demo_json(runs: &[SeedRun], suite: &[crate::scenario::SuiteRun], files: &[String]) -> String {
+    let json = json!({
+        "seed_example": runs.iter().map(|run| seed_run_json(runs, run)).collect::<Vec<_>>(),
+        "scenarios": suite.iter().map(suite_run_json).collect::<Vec<_>>(),
+        "mistakes": crate::scenario::MISTAKES.iter().filter_map(|m| mistake_json(suite, m)).collect::<Vec<_>>(),
+        "files": files,
+    });
+    serde_json::to_string(&json).expect("the demo serializes")
+}
+
+fn seed_run_json(runs: &[SeedRun], run: &SeedRun) -> Value {
+    let naive = naive_of(runs, run);
+    json!({
+        "case": run.case.name(), "policy": run.policy.name(), "billing": run.billing.name(),
+        "requests": run.report.records.len(), "usage": run.report.totals.usage,
+        "cost_usd": run.report.totals.cost.usd(),
+        "forks_token_equivalents": run.forks.value(),
+        "naive_token_equivalents": naive.map_or(0.0, |n| n.forks.value()),
+        "savings": round6(savings(run, naive)),
+    })
+}
+
+fn suite_run_json(run: &crate::scenario::SuiteRun) -> Value {
+    let t = &run.report.totals;
+    json!({
+        "scenario": run.fixture.name, "seed": run.report.seed, "requests": t.requests, "usage": t.usage,
+        "cost_usd": usd(t.cost_nanousd), "naive_cost_usd": usd(t.naive_nanousd),
+        "token_equivalents": t.token_equivalents.value(), "savings": round6(t.savings()),
+        "hit_rate": round6(t.hit_rate()),
+    })
+}
+
+fn mistake_json(suite: &[crate::scenario::SuiteRun], m: &crate::scenario::Mistake) -> Option<Value> {
+    let totals = |name: &str| suite.iter().find(|run| run.fixture.name == name).map(|run| &run.report.totals);
+    let (bad, good) = (totals(m.mistake)?, totals(m.correct)?);
+    Some(json!({
+        "mistake": m.name, "what": m.what, "mistake_scenario": m.mistake, "correct_scenario": m.correct,
+        "mistake_cost_usd": usd(bad.cost_nanousd), "correct_cost_usd": usd(good.cost_nanousd),
+        "multiplier": if good.cost_nanousd > 0 { round6(bad.cost_nanousd as f64 / good.cost_nanousd as f64) } else { 0.0 },
+    }))
+}
+
+/// Nano-dollars as dollars (display and JSON only; sums stay integers).
+fn usd(nanousd: u64) -> f64 {
+    nanousd as f64 / 1e9
+}
+
+fn round6(value: f64) -> f64 {
+    (value * 1e6).round() / 1e6
 }

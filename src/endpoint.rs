@@ -264,7 +264,7 @@ impl MockEndpoint {
         let tokens = request.prompt.total_tokens();
         let limit = u128::from(window) * u128::from(100 + CONTEXT_MARGIN_PERCENT) / 100;
         if u128::from(tokens) > limit {
-            return Err(ApiError::invalid(format!("prompt is too long: {tokens} tokens > {window} maximum")));
+            return Err(ApiError::invalid(format!("{PROMPT_TOO_LONG}: {tokens} tokens > {window} maximum")));
         }
         Ok(())
     }
@@ -551,6 +551,9 @@ impl Pricing<'_> {
 /// How far past a model's context window an estimated prompt may go before it is refused, in
 /// percent: the estimate is not Claude's tokenizer (later models count up to 30% more or less).
 pub const CONTEXT_MARGIN_PERCENT: u64 = 30;
+
+/// How the refusal of a prompt past the context window begins (the API's own words).
+pub const PROMPT_TOO_LONG: &str = "prompt is too long";
 
 /// The request a parsed body describes, over its rendered prompt.
 fn rendered<'p>(

@@ -22,8 +22,12 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let paths = files::transcript_files(&args.paths).context("finding transcript files")?;
-    let bar = progress::bar(paths.len() as u64, "files");
-    let mut reader = TranscriptReader::new().keep_raw_usage(args.json);
+    let bar = if args.quiet.quiet || args.output.json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        progress::bar(paths.len() as u64, "files")
+    };
+    let mut reader = TranscriptReader::new().keep_raw_usage(args.output.json);
     for path in &paths {
         let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
         reader
@@ -42,11 +46,11 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("reading {}", path.display()))?;
         report.join = Some(join);
     }
-    if args.json {
+    if args.output.json {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         report.write_json(&mut out).context("writing the report")?;
         writeln!(out).context("writing the report")?;
-    } else {
+    } else if !args.quiet.quiet {
         print!("{}", report.to_table());
     }
     if let Some(dir) = &args.csv {

@@ -22,7 +22,7 @@ pub fn run_proxy(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
         let pem = std::fs::read(path).with_context(|| format!("reading --upstream-ca {}", path.display()))?;
         config.upstream_ca_pem = Some(pem);
     }
-    if !args.quiet {
+    if !args.quiet.quiet {
         config.request_log = Some(Box::new(std::io::stdout()));
     }
     on_runtime(async {

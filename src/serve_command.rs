@@ -35,7 +35,7 @@ pub fn run_serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     config.strict = args.strict;
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     raise_open_file_limit(config.max_connections);
-    if !args.quiet {
+    if !args.quiet.quiet {
         config.request_log = Some(Box::new(std::io::stdout()));
     }
     on_runtime(async {

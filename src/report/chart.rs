@@ -119,7 +119,7 @@ impl Series {
     }
 
     /// The path drawn: the points, with a corner pair at each step between two of them.
-    fn path(&self) -> Vec<(f64, f64)> {
+    pub(crate) fn path(&self) -> Vec<(f64, f64)> {
         let mut path = Vec::with_capacity(self.points.len() * 2);
         for (index, &(x, y)) in self.points.iter().enumerate() {
             if let Some(&(before_x, before_y)) = index.checked_sub(1).and_then(|i| self.points.get(i)) {

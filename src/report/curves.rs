@@ -3,7 +3,7 @@
 //! `cost-curves` sweep; `cargo bench --bench cost_curves` and `forkcache report` both write them.
 
 use super::chart::{ChartError, Corner, LineChart, Rendered, Series, ValueFormat, line_chart};
-use super::format::{ratio, savings_percent};
+use super::format::{ratio, savings_fraction};
 use crate::sweep::{SweepCell, SweepResult, SweepRow};
 
 type Cell = fn(&SweepRow) -> String;
@@ -19,7 +19,7 @@ const TABLE: &[(&str, Cell)] = &[
     ("forks_naive_nanousd", |r| r.subagents.naive_nanousd.to_string()),
     ("cost_per_fork_nanousd", |r| per_fork(r.subagents.cost_nanousd, r.cell.forks).to_string()),
     ("naive_per_fork_nanousd", |r| per_fork(r.subagents.naive_nanousd, r.cell.forks).to_string()),
-    ("savings_pct", |r| savings_percent(r.subagents.cost_nanousd, r.subagents.naive_nanousd)),
+    ("savings", |r| savings_fraction(r.subagents.cost_nanousd, r.subagents.naive_nanousd)),
     ("naive_over_shared", |r| {
         ratio(u128::from(r.subagents.naive_nanousd), u128::from(r.subagents.cost_nanousd))
     }),

@@ -6,7 +6,7 @@
 //! ([`crate::scenario::baseline_spec`]): the parent's call and its longer context count, as do
 //! the delegate's own requests.
 
-use super::chart::{ChartError, Corner, LineChart, Rendered, Series, ValueFormat, line_chart};
+use super::chart::{ChartError, Corner, LineChart, Rendered, Series, ValueFormat, XMark, line_chart};
 use super::format;
 use crate::billing::PriceTable;
 use crate::scenario::{
@@ -87,13 +87,13 @@ pub(crate) fn csv(rows: &[Row]) -> String {
         "baseline_token_equivalents",
         "added_token_equivalents",
         "delegate_token_equivalents",
-        "hit_rate_pct",
-        "delegate_hit_rate_pct",
+        "hit_rate",
+        "delegate_hit_rate",
     ];
     writer.write_record(header).expect("writing to memory");
     for row in rows {
         let hit = |t: &ScenarioTotals| {
-            format::percent(
+            format::fraction(
                 i128::from(t.usage.cache_read_input_tokens),
                 u128::from(t.usage.total_input_tokens()),
             )
@@ -134,10 +134,19 @@ fn history_series(rows: &[Row]) -> Vec<Series> {
         .collect()
 }
 
-/// One line per way over the gaps, at the focus history.
+/// The TTL the delegation rows run under, in minutes on the idle axis: a gap's cost is flat up to
+/// it and jumps there (the entry expired), so the lines step at it instead of sloping.
+const TTL_MINUTES: f64 = 5.0;
+
+/// One line per way over the gaps, at the focus history, stepping at the TTL.
 fn gap_series(rows: &[Row]) -> Vec<Series> {
     let at_focus = |r: &Row| r.history_tokens == FOCUS_HISTORY_TOKENS;
-    WAYS.iter().map(|&way| series(rows, way, at_focus, |r| r.idle_ms as f64 / 60_000.0)).collect()
+    WAYS.iter()
+        .map(|&way| Series {
+            steps_at: vec![TTL_MINUTES],
+            ..series(rows, way, at_focus, |r| r.idle_ms as f64 / 60_000.0)
+        })
+        .collect()
 }
 
 fn caption(fixed: &str, prices: &PriceTable) -> String {
@@ -169,7 +178,7 @@ pub(crate) fn vs_history(rows: &[Row], prices: &PriceTable) -> Result<Rendered, 
 /// The whole session's cost by the idle gap before the delegation, one line per way.
 pub(crate) fn vs_idle(rows: &[Row], prices: &PriceTable) -> Result<Rendered, ChartError> {
     line_chart(&LineChart {
-        x_marks: Vec::new(),
+        x_marks: vec![XMark { at: TTL_MINUTES, label: "5m TTL".into() }],
         title: "One unit of delegated work, five ways: cost by the gap between the delegate's requests"
             .into(),
         x_label: "the delegate's gap between requests: its tools' time, or a teammate's wait (minutes)"
@@ -202,5 +211,25 @@ mod tests {
             let xs: Vec<f64> = series.points.iter().map(|p| p.0).collect();
             assert_eq!(xs, IDLE_MS.map(|ms| ms as f64 / 60_000.0), "{}", series.name);
         }
+    }
+
+    #[test]
+    fn the_idle_lines_step_at_the_ttl_instead_of_sloping() {
+        // Gaps of 4 and 6 minutes sit either side of the 5-minute TTL: a line that changes
+        // between them must hold its 4-minute value up to x = 5, then jump.
+        let rows = rows(&PriceTable::builtin()).unwrap();
+        let mut stepped = 0;
+        for series in gap_series(&rows) {
+            assert_eq!(series.steps_at, vec![5.0], "{}", series.name);
+            let at = |x: f64| series.points.iter().find(|p| p.0 == x).map(|p| p.1);
+            let (before, after) = (at(4.0).unwrap(), at(6.0).unwrap());
+            let path = series.path();
+            if before != after {
+                stepped += 1;
+                let i = path.iter().position(|&p| p == (5.0, before)).expect("the corner at the TTL");
+                assert_eq!(path[i + 1], (5.0, after), "{}: vertical at the TTL", series.name);
+            }
+        }
+        assert!(stepped > 0, "some way pays again once the entry expired");
     }
 }

@@ -6,10 +6,16 @@ pub(crate) fn thousandths(value: u64) -> String {
     format!("{}.{:03}", value / 1000, value % 1000)
 }
 
-/// `numerator ÷ denominator` as a percentage with two decimals, rounded half away from zero;
-/// `0.00` when the denominator is 0.
-pub(crate) fn percent(numerator: i128, denominator: u128) -> String {
-    fixed(numerator * 100, denominator, 2)
+/// `numerator ÷ denominator` as a fraction with four decimals (a percent's two), rounded half
+/// away from zero; `0.0000` when the denominator is 0. Files hold fractions; tables for people
+/// print percents.
+pub(crate) fn fraction(numerator: i128, denominator: u128) -> String {
+    fixed(numerator, denominator, 4)
+}
+
+/// Nano-dollars as dollars with nine decimals: exact, no float formatted.
+pub(crate) fn usd(nanousd: u64) -> String {
+    fixed(i128::from(nanousd), 1_000_000_000, 9)
 }
 
 /// `numerator ÷ denominator` with three decimals (a ratio such as a cost multiplier).
@@ -30,9 +36,9 @@ fn fixed(numerator: i128, denominator: u128, decimals: u32) -> String {
     format!("{sign}{}.{:0width$}", units / scale, units % scale, width = decimals as usize)
 }
 
-/// `1 − part ÷ whole` as a percentage: what sharing saved against the naive cost.
-pub(crate) fn savings_percent(cost: u64, naive: u64) -> String {
-    percent(i128::from(naive) - i128::from(cost), u128::from(naive))
+/// `1 − part ÷ whole` as a fraction: what sharing saved against the naive cost.
+pub(crate) fn savings_fraction(cost: u64, naive: u64) -> String {
+    fraction(i128::from(naive) - i128::from(cost), u128::from(naive))
 }
 
 /// `cause=count` pairs in cause order, `;`-separated; empty when nothing was missed.
@@ -49,15 +55,18 @@ mod tests {
     fn fixed_point_text() {
         assert_eq!(thousandths(31_140_000), "31140.000");
         assert_eq!(thousandths(5), "0.005");
-        assert_eq!(percent(1, 3), "33.33");
-        assert_eq!(percent(2, 3), "66.67");
-        assert_eq!(percent(1, 8), "12.50");
-        assert_eq!(percent(1, 80_000), "0.00");
-        assert_eq!(percent(-1, 8), "-12.50");
-        assert_eq!(percent(5, 0), "0.00");
+        assert_eq!(fraction(1, 3), "0.3333");
+        assert_eq!(fraction(2, 3), "0.6667");
+        assert_eq!(fraction(1, 8), "0.1250");
+        assert_eq!(fraction(1, 80_000), "0.0000");
+        assert_eq!(fraction(-1, 8), "-0.1250");
+        assert_eq!(fraction(5, 0), "0.0000");
         assert_eq!(ratio(79_875, 32_380), "2.467");
         assert_eq!(ratio(0, 0), "0.000");
-        // The seed example's warm case: 31,140 against 302,400.
-        assert_eq!(savings_percent(31_140, 302_400), "89.70");
+        // The seed example's warm case: 1 − 31,140 / 302,400 = 271,260 / 302,400 = 0.89702…
+        assert_eq!(savings_fraction(31_140, 302_400), "0.8970");
+        // $0.075 is 75,000,000 nano-dollars.
+        assert_eq!(usd(75_000_000), "0.075000000");
+        assert_eq!(usd(1_234_567_890_123), "1234.567890123");
     }
 }

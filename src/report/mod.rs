@@ -14,10 +14,12 @@ mod figures;
 pub(crate) mod format;
 pub mod html;
 mod notes;
+mod replay_table;
 mod tables;
 
 pub use curves::columns as cost_curve_columns;
-pub use tables::suite_columns;
+pub use replay_table::replay_csv;
+pub use tables::{scenario_requests_csv, suite_columns};
 
 use std::path::{Path, PathBuf};
 
@@ -77,6 +79,8 @@ pub struct ReportOptions {
     pub cost_curves: SweepSpec,
     /// Worker threads for the sweeps; `None`: one per core. The bytes do not depend on it.
     pub threads: Option<usize>,
+    /// The seed of every generated conversation (fixtures and sweeps); `None`: each one's own.
+    pub seed: Option<u64>,
 }
 
 impl Default for ReportOptions {
@@ -85,6 +89,7 @@ impl Default for ReportOptions {
             sweep: SweepSpec::default_grid(),
             cost_curves: SweepSpec::cost_curves(),
             threads: None,
+            seed: None,
         }
     }
 }
@@ -93,6 +98,16 @@ impl ReportOptions {
     /// Sweep cells the report runs (for a progress bar's length).
     pub fn cells(&self) -> usize {
         self.sweep.cells().len() + self.cost_curves.cells().len()
+    }
+
+    /// These options with `seed`, when given, set on both sweeps' base scenarios.
+    fn seeded(&self) -> ReportOptions {
+        let mut options = self.clone();
+        if let Some(seed) = self.seed {
+            options.sweep.scenario.seed = seed;
+            options.cost_curves.scenario.seed = seed;
+        }
+        options
     }
 }
 
@@ -125,7 +140,8 @@ pub fn build(
     prices: &PriceTable,
     on_cell_done: impl Fn() + Sync,
 ) -> Result<Vec<Artifact>, ReportError> {
-    let runs = crate::scenario::run_suite(prices)?;
+    let options = &options.seeded();
+    let runs = crate::scenario::run_suite_seeded(prices, options.seed)?;
     let seed_runs = crate::demo::seed_example(prices)?;
     let sweep_options = SweepOptions { threads: options.threads, shard: Shard::WHOLE };
     let sweep = crate::sweep::run(&options.sweep, &sweep_options, prices, &on_cell_done)?;

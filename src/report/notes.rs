@@ -32,7 +32,7 @@ pub(crate) const CHARTS: &[ChartNote] = &[
         stem: "savings_vs_history",
         shows: "what forks save by sharing the parent's cache, by history size, one line per fork count",
         read: "The longer the parent's history, the larger the share of the forks' input cost that sharing saves.",
-        data: "sweep.csv: `subagent_savings_pct`",
+        data: "sweep.csv: `subagent_savings`",
     },
     ChartNote {
         stem: "cost_vs_forks",
@@ -79,7 +79,7 @@ pub(crate) const CHARTS: &[ChartNote] = &[
     ChartNote {
         stem: "delegation_vs_idle",
         shows: "the same five ways by the idle gap between the delegate's requests, at a 100,000-token history",
-        read: "Each line jumps where a gap outlasts the cache for that way of delegating; the background agent adds least at every gap shown.",
+        read: "Each line is flat while the gap stays inside the 5-minute TTL and steps up at it (marked), where the delegate's cached prefix has expired; the background agent adds least at every gap shown.",
         data: "delegation.csv: `added_token_equivalents`, `history_tokens` 100000",
     },
 ];
@@ -201,8 +201,8 @@ fn header_of<'a>(artifacts: &'a [Artifact], file: &str) -> Option<&'a str> {
 /// What a column holds; a file's own meaning first, then the shared one.
 pub(crate) fn describe(file: &str, column: &str) -> &'static str {
     match (file, column) {
-        ("cost_curves.csv", "savings_pct") => "the forks' cost saved against no sharing (%)",
-        ("sweep.csv", "savings_pct") => "the whole session's cost saved against no sharing (%)",
+        ("cost_curves.csv", "savings") => "the forks' cost saved against no sharing (a fraction, 0 to 1)",
+        ("sweep.csv", "savings") => "the whole session's cost saved against no sharing (a fraction, 0 to 1)",
         ("seed_example.csv", "requests") => "requests replayed, the parent's included",
         ("delegation.csv", "idle_ms") => {
             "the gap between the delegate's requests (ms): its tools' time, or a teammate's wait for the leader's next message"
@@ -230,17 +230,17 @@ fn describe_shared(column: &str) -> &'static str {
         "output_tokens" => "output tokens billed",
         "cost_nanousd" => "what it cost",
         "naive_nanousd" => "what the same requests cost with nothing shared",
-        "savings_pct" => "cost saved against the naive cost (%)",
+        "savings" => "cost saved against the naive cost (a fraction, 0 to 1)",
         "token_equivalents" => "cost ÷ base input price, in tokens",
         "naive_token_equivalents" => "naive cost ÷ base input price, in tokens",
-        "hit_rate_pct" => "tokens read ÷ input tokens (%)",
+        "hit_rate" => "tokens read ÷ input tokens (a fraction, 0 to 1)",
         "rewrite_factor" => {
             "tokens written ÷ the largest context: how many times the context was paid for again"
         }
         "tokens_missed" => "tokens that could have been read and were not",
         "misses" => "requests per miss cause, `cause=count` separated by `;`",
-        "forks_identical_pct" => {
-            "per spawn (`;`-separated): the forks' common prefix ÷ the longest fork, in bytes (%); where block sizes are declared (most fixtures), those bytes are stand-in text, not the tokens priced"
+        "forks_identical" => {
+            "per spawn (`;`-separated): the forks' common prefix ÷ the longest fork, in bytes (a fraction, 0 to 1); where block sizes are declared (most fixtures), those bytes are stand-in text, not the tokens priced"
         }
         "index" => "the request's place in start order, from 0",
         "role" => {
@@ -296,7 +296,7 @@ fn describe_sweep(column: &str) -> &'static str {
         "subagent_uncached_tokens" => "the sub-agents' uncached tokens",
         "subagent_cost_nanousd" => "the sub-agents' cost",
         "subagent_naive_nanousd" => "the sub-agents' cost with nothing shared",
-        "subagent_savings_pct" => "the sub-agents' cost saved against no sharing (%)",
+        "subagent_savings" => "the sub-agents' cost saved against no sharing (a fraction, 0 to 1)",
         "subagent_token_equivalents" => "the sub-agents' cost in token-equivalents",
         "forks_cost_nanousd" => "the forks' cost",
         "forks_naive_nanousd" => "the forks' cost with nothing shared",
@@ -310,7 +310,7 @@ fn describe_sweep(column: &str) -> &'static str {
         "baseline_token_equivalents" => "the same session without the delegation, in token-equivalents",
         "added_token_equivalents" => "what delegating added: the session's cost less the baseline's",
         "delegate_token_equivalents" => "the delegate's cost in token-equivalents",
-        "delegate_hit_rate_pct" => "the delegate's tokens read ÷ its input tokens (%)",
+        "delegate_hit_rate" => "the delegate's tokens read ÷ its input tokens (a fraction, 0 to 1)",
         _ => "",
     }
 }

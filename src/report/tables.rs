@@ -4,17 +4,17 @@
 //! Each table is a list of `(column, how its cell is written)` pairs, so the column order is
 //! fixed in one place and the header can never drift from the values.
 
-use super::format::{misses, percent, ratio, savings_percent, thousandths};
+use super::format::{fraction, misses, ratio, savings_fraction, thousandths};
 use crate::scenario::{MISTAKES, Mistake, ScenarioRecord, ScenarioReport, ScenarioTotals, SuiteRun};
 
 type Table<R> = [(&'static str, fn(&R) -> String)];
 /// A request's cell (rows borrow the suite's reports, so the type is higher-ranked).
-type RequestCell = for<'a, 'r> fn(&'a (&'static str, &'r ScenarioRecord)) -> String;
+type RequestCell = for<'a, 'r> fn(&'a (&'r str, &'r ScenarioRecord)) -> String;
 /// A mistake's cell.
 type MistakeCell = for<'a, 'r> fn(&'a MistakeRow<'r>) -> String;
 
 #[allow(clippy::expect_used)] // writing CSV to memory cannot fail
-fn to_csv<R, F: Fn(&R) -> String>(table: &[(&'static str, F)], rows: &[R]) -> String {
+pub(super) fn to_csv<R, F: Fn(&R) -> String>(table: &[(&'static str, F)], rows: &[R]) -> String {
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer.write_record(table.iter().map(|(name, _)| *name)).expect("writing to memory");
     for row in rows {
@@ -42,14 +42,14 @@ const SUMMARY: &Table<SuiteRun> = &[
     ("output_tokens", |r| r.report.totals.usage.output_tokens.to_string()),
     ("cost_nanousd", |r| r.report.totals.cost_nanousd.to_string()),
     ("naive_nanousd", |r| r.report.totals.naive_nanousd.to_string()),
-    ("savings_pct", |r| savings_percent(r.report.totals.cost_nanousd, r.report.totals.naive_nanousd)),
+    ("savings", |r| savings_fraction(r.report.totals.cost_nanousd, r.report.totals.naive_nanousd)),
     ("token_equivalents", |r| thousandths(r.report.totals.token_equivalents.0)),
     ("naive_token_equivalents", |r| thousandths(r.report.totals.naive_token_equivalents.0)),
-    ("hit_rate_pct", |r| hit_rate(&r.report.totals)),
+    ("hit_rate", |r| hit_rate(&r.report.totals)),
     ("rewrite_factor", |r| rewrite_factor(&r.report.totals)),
     ("tokens_missed", |r| r.report.totals.tokens_missed.to_string()),
     ("misses", |r| misses(&r.report.totals)),
-    ("forks_identical_pct", |r| identical(&r.report)),
+    ("forks_identical", |r| identical(&r.report)),
 ];
 
 const REQUESTS: &[(&str, RequestCell)] = &[
@@ -113,7 +113,7 @@ const ANTIPATTERNS: &[(&str, MistakeCell)] = &[
 ];
 
 fn hit_rate(t: &ScenarioTotals) -> String {
-    percent(i128::from(t.usage.cache_read_input_tokens), u128::from(t.usage.total_input_tokens()))
+    fraction(i128::from(t.usage.cache_read_input_tokens), u128::from(t.usage.total_input_tokens()))
 }
 
 fn rewrite_factor(t: &ScenarioTotals) -> String {
@@ -124,7 +124,7 @@ fn rewrite_factor(t: &ScenarioTotals) -> String {
 fn identical(report: &ScenarioReport) -> String {
     let spawns = report.spawns.iter().filter_map(|s| s.verification.as_ref());
     let pcts: Vec<String> =
-        spawns.map(|c| percent(i128::from(c.common_prefix_bytes), u128::from(c.longest_bytes))).collect();
+        spawns.map(|c| fraction(i128::from(c.common_prefix_bytes), u128::from(c.longest_bytes))).collect();
     pcts.join(";")
 }
 
@@ -135,8 +135,15 @@ pub(crate) fn summary_csv(runs: &[SuiteRun]) -> String {
 
 /// `requests.csv`.
 pub(crate) fn requests_csv(runs: &[SuiteRun]) -> String {
-    let rows: Vec<(&'static str, &ScenarioRecord)> =
+    let rows: Vec<(&str, &ScenarioRecord)> =
         runs.iter().flat_map(|run| run.report.records.iter().map(|r| (run.fixture.name, r))).collect();
+    to_csv(REQUESTS, &rows)
+}
+
+/// `run --csv`: one scenario's requests, with `requests.csv`'s columns.
+pub fn scenario_requests_csv(report: &ScenarioReport) -> String {
+    let rows: Vec<(&str, &ScenarioRecord)> =
+        report.records.iter().map(|r| (report.name.as_str(), r)).collect();
     to_csv(REQUESTS, &rows)
 }
 

@@ -114,6 +114,8 @@ struct Engine<'s> {
     replacement: ReplacementState,
     parent_turns: u32,
     parent_generator: Generator,
+    /// The model's context window (the price table's `context_window`), when it lists one.
+    context_window: Option<u64>,
     last_context: u64,
     last_marked_block: Option<usize>,
     flags: u32,
@@ -146,6 +148,8 @@ impl<'s> Engine<'s> {
         prices: &PriceTable,
     ) -> Result<Engine<'s>, ScenarioError> {
         let endpoint = MockEndpoint::new(config.endpoint.clone(), prices.clone())?;
+        let context_window = prices.resolve(&spec.model).price.context_window;
+        check_target_fits(spec, context_window)?;
         let generate = generate_spec(spec);
         let mut history_generator = Generator::new(&generate, spec.seed, "history", stub_threshold(spec));
         let history = initial_history(spec, &mut history_generator)?;
@@ -174,6 +178,7 @@ impl<'s> Engine<'s> {
             replacement: ReplacementState::default(),
             parent_turns: 0,
             parent_generator: Generator::new(&generate, spec.seed, "parent", stub_threshold(spec)),
+            context_window,
             last_context: 0,
             last_marked_block: None,
             flags: 0,
@@ -241,10 +246,12 @@ impl<'s> Engine<'s> {
         let call =
             Call { body: &[], api_key: None, workspace, betas: Betas::NONE, at, first_byte: None, reply };
         let index = self.records.len();
-        let rejected = |e: crate::wire::ApiError| ScenarioError::Rejected {
-            index,
-            agent: who.label.clone(),
-            message: e.message,
+        let (spec, window) = (self.spec, self.context_window);
+        let rejected = |e: crate::wire::ApiError| match window {
+            Some(window) if e.message.starts_with(crate::endpoint::PROMPT_TOO_LONG) => {
+                past_the_window(spec, index, &e.message, window)
+            }
+            _ => ScenarioError::Rejected { index, agent: who.label.clone(), message: e.message },
         };
         let (record, naive) = match self.renderer.render(&mut self.endpoint, request).map_err(rejected)? {
             Some(rendered) => {
@@ -446,9 +453,12 @@ impl<'s> Engine<'s> {
         })
     }
 
+    /// Compacts once the context reaches the threshold, or the model's context window when that
+    /// is smaller (a request past the window is refused: see [`past_the_window`]).
     fn auto_compact(&mut self, context_tokens: u64) -> Result<(), ScenarioError> {
+        let window = self.context_window.unwrap_or(u64::MAX);
         match self.spec.agent.compaction_threshold_tokens {
-            Some(threshold) if context_tokens >= threshold => self.compact_parent(),
+            Some(threshold) if context_tokens >= threshold.min(window) => self.compact_parent(),
             _ => Ok(()),
         }
     }
@@ -954,10 +964,54 @@ fn placeholder_snapshot(spec: &ScenarioSpec) -> CacheSafeParams {
     }
 }
 
+/// A generated history past the model's context window could never be sent.
+fn check_target_fits(spec: &ScenarioSpec, window: Option<u64>) -> Result<(), ScenarioError> {
+    match (spec.history.target_tokens, window) {
+        (Some(target), Some(window)) if target >= window => Err(ScenarioError::spec(
+            "history.target_tokens",
+            format!(
+                "{target} tokens do not fit {}'s context window of {window} tokens (the price \
+                 table's `context_window`); expected a smaller target",
+                spec.model
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A request the endpoint refused as past the model's context window: with compaction off, the
+/// scenario's fix is a threshold (with it on, the history alone is too long).
+fn past_the_window(spec: &ScenarioSpec, index: usize, refusal: &str, window: u64) -> ScenarioError {
+    let fix = match spec.agent.compaction_threshold_tokens {
+        None => format!("expected compaction before the window, e.g. a threshold of {}", window / 100 * 80),
+        Some(_) => "expected a shorter history: compaction cannot shrink what the first request holds".into(),
+    };
+    ScenarioError::spec(
+        "agent.compaction_threshold_tokens",
+        format!(
+            "request {index} was refused ({refusal}): past {}'s context window of {window} tokens \
+             (the price table's `context_window`); {fix}",
+            spec.model
+        ),
+    )
+}
+
+/// Steps `history.target_tokens` may draw (as many as `history.generate.turns` may ask for).
+const MAX_TARGET_TURNS: u32 = 100_000;
+
 fn initial_history(spec: &ScenarioSpec, generator: &mut Generator) -> Result<Vec<Message>, ScenarioError> {
-    let messages = match &spec.history.messages {
-        Some(literal) => literal_history(literal, stub_threshold(spec))?,
-        None => generator.history(generate_spec(spec).turns),
+    let messages = match (&spec.history.messages, spec.history.target_tokens) {
+        (Some(literal), _) => literal_history(literal, stub_threshold(spec))?,
+        (None, Some(target)) => generator.history_to(target, MAX_TARGET_TURNS).ok_or_else(|| {
+            ScenarioError::spec(
+                "history.target_tokens",
+                format!(
+                    "{target} tokens not reached in {MAX_TARGET_TURNS} generated steps; raise \
+                     history.generate's token ranges or lower the target"
+                ),
+            )
+        })?,
+        (None, None) => generator.history(generate_spec(spec).turns),
     };
     match messages.last() {
         Some(last) if last.role == Role::User => Ok(messages),

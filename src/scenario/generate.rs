@@ -200,6 +200,32 @@ impl Generator {
     }
 }
 
+/// Tokens of a message's blocks.
+fn message_tokens(message: &Message) -> u64 {
+    message.blocks.iter().map(|block| block.tokens).sum()
+}
+
+impl Generator {
+    /// A history grown step by step until its blocks hold at least `target_tokens` (the first
+    /// step that reaches it is the last), ending with a user message; at most `max_turns` steps.
+    /// `None` when `max_turns` steps fall short.
+    pub fn history_to(&mut self, target_tokens: u64, max_turns: u32) -> Option<Vec<Message>> {
+        let mut messages = vec![self.user_prompt()];
+        let mut tokens = message_tokens(&messages[0]);
+        for _ in 0..max_turns {
+            if tokens >= target_tokens {
+                return Some(messages);
+            }
+            let reply = self.reply(None);
+            let answer = self.answer(&reply);
+            tokens += message_tokens(&reply) + message_tokens(&answer);
+            messages.push(reply);
+            messages.push(answer);
+        }
+        (tokens >= target_tokens).then_some(messages)
+    }
+}
+
 /// Tool mix weights as a sorted map (for callers building a spec programmatically).
 pub fn tool_mix(pairs: &[(&str, u32)]) -> BTreeMap<String, u32> {
     pairs.iter().map(|(name, weight)| (name.to_string(), *weight)).collect()
@@ -218,6 +244,42 @@ mod tests {
         assert_eq!(first, stream(0, "history").next_u64());
         assert_ne!(first, stream(0, "turns").next_u64());
         assert_eq!(first, 0x9744_9fb2_2282_7768, "{first:#x}");
+    }
+
+    /// Steps of exactly 300 tokens: a 200-token reply with no tool call, then a 100-token prompt.
+    fn fixed_steps(content: ContentMode) -> GenerateSpec {
+        GenerateSpec {
+            user_tokens: [100, 100],
+            assistant_tokens: [200, 200],
+            tool_calls: [0, 0],
+            content,
+            ..GenerateSpec::default()
+        }
+    }
+
+    fn total(messages: &[Message]) -> u64 {
+        messages.iter().map(message_tokens).sum()
+    }
+
+    #[test]
+    fn a_history_grows_to_its_target_and_no_further() {
+        for content in [ContentMode::Declared, ContentMode::Filler] {
+            let spec = fixed_steps(content);
+            // 100 (the first prompt) + 3 × 300 = 1,000: exactly the target, three steps.
+            let exact = Generator::new(&spec, 1, "history", None).history_to(1_000, 100).unwrap();
+            assert_eq!((exact.len(), total(&exact)), (7, 1_000), "{content:?}");
+            // One token more takes a fourth step: 100 + 4 × 300 = 1,300.
+            let over = Generator::new(&spec, 1, "history", None).history_to(1_001, 100).unwrap();
+            assert_eq!((over.len(), total(&over)), (9, 1_300), "{content:?}");
+            assert_eq!(over.last().unwrap().role, crate::wire::Role::User);
+        }
+        // Filler text is sized for bytes4: a 100-token prompt's block is 4 × 100 = 400 bytes of
+        // JSON, ⌈400 / 4⌉ = 100 tokens.
+        let spec = fixed_steps(ContentMode::Filler);
+        let prompt = Generator::new(&spec, 1, "history", None).user_prompt();
+        assert_eq!(prompt.blocks[0].json().to_string().len(), 400);
+        // Two steps cannot reach 1,000 tokens: 100 + 2 × 300 = 700.
+        assert!(Generator::new(&spec, 1, "history", None).history_to(1_000, 2).is_none());
     }
 
     #[test]

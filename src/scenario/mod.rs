@@ -27,7 +27,8 @@ pub use spec::{
     ResumeSpec, ScenarioSpec, SectionSpec, SidecarSpec, Sizes, TaskSpec, TeamSpec, ToolSpec, TurnSpec,
 };
 pub use suite::{
-    FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, suite_table,
+    FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, run_suite_seeded,
+    suite_table,
 };
 
 use crate::agent::{AgentDefinition, NamedAgent};
@@ -127,6 +128,18 @@ const MAX_GENERATED_TURNS: u32 = 100_000;
 const MAX_FILLER_TOKENS: u64 = 10_000_000;
 
 fn validate_history(history: &HistorySpec) -> Result<(), ScenarioError> {
+    if history.target_tokens.is_some() && history.messages.is_some() {
+        return Err(ScenarioError::spec(
+            "history.target_tokens",
+            "a target is for a generated history: give `messages` or `target_tokens`, not both",
+        ));
+    }
+    if let Some(target) = history.target_tokens.filter(|&t| t > crate::scenario::limits::MAX_TOKENS) {
+        return Err(ScenarioError::spec(
+            "history.target_tokens",
+            format!("expected at most {}, got {target}", crate::scenario::limits::MAX_TOKENS),
+        ));
+    }
     if let Some(generate) = &history.generate {
         if generate.turns > MAX_GENERATED_TURNS {
             return Err(ScenarioError::spec(

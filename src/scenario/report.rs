@@ -298,7 +298,8 @@ fn record_json(r: &ScenarioRecord) -> serde_json::Value {
 fn spawn_json(s: &SpawnReport) -> serde_json::Value {
     let mut value = serde_json::to_value(s).expect("a spawn serializes");
     if let Some(check) = &s.verification {
-        value["verification"]["identical_pct"] = serde_json::json!(round3(check.identical_pct()));
+        // A fraction, as every share in JSON is (the table prints it as a percent).
+        value["verification"]["identical"] = serde_json::json!(round6(check.identical_pct() / 100.0));
     }
     value
 }
@@ -337,10 +338,6 @@ fn truncate(text: &str, width: usize) -> &str {
         Some((cut, _)) => &text[..cut],
         None => text,
     }
-}
-
-fn round3(value: f64) -> f64 {
-    (value * 1e3).round() / 1e3
 }
 
 fn round6(value: f64) -> f64 {

@@ -209,6 +209,10 @@ pub struct HistorySpec {
     pub messages: Option<Vec<Value>>,
     /// Draw the history from the seed (without `messages`), and every later turn (always).
     pub generate: Option<GenerateSpec>,
+    /// Draw main-loop steps until the history's blocks hold at least this many tokens, instead
+    /// of `generate.turns` steps (not with `messages`). Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_tokens: Option<u64>,
 }
 
 /// `[min, max]`, inclusive.

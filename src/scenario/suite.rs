@@ -165,10 +165,20 @@ pub struct SuiteRun {
 
 /// Runs every fixture with its own settings.
 pub fn run_suite(prices: &crate::billing::PriceTable) -> Result<Vec<SuiteRun>, super::ScenarioError> {
+    run_suite_seeded(prices, None)
+}
+
+/// Runs every fixture with its own settings, but every one on `seed` when given (`--seed`).
+pub fn run_suite_seeded(
+    prices: &crate::billing::PriceTable,
+    seed: Option<u64>,
+) -> Result<Vec<SuiteRun>, super::ScenarioError> {
     FIXTURES
         .iter()
         .map(|fixture| {
-            let spec = super::ScenarioSpec::from_json(fixture.json).map_err(|e| in_fixture(fixture, e))?;
+            let mut spec =
+                super::ScenarioSpec::from_json(fixture.json).map_err(|e| in_fixture(fixture, e))?;
+            spec.seed = seed.unwrap_or(spec.seed);
             let report = super::run(&spec, &super::RunConfig::for_spec(&spec), prices)
                 .map_err(|e| in_fixture(fixture, e))?;
             Ok(SuiteRun { fixture, report })

@@ -4,13 +4,13 @@ use std::io::Write;
 
 use super::SweepSpec;
 use super::run::{Shard, SweepResult, SweepRow};
-use crate::report::format::{misses, percent, savings_percent, thousandths};
+use crate::report::format::{fraction, misses, savings_fraction, thousandths};
 use crate::scenario::{Launch, ScenarioTotals};
 
 type Cell = fn(&SweepRow) -> String;
 
 /// Every column of `sweep.csv`, in order, with how its cell is written. Tokens and nano-dollars
-/// are integers; percentages have two decimals, token-equivalents three. Fork-only settings are
+/// are integers; savings and hit rates are fractions with four decimals, token-equivalents three. Fork-only settings are
 /// empty for named sub-agents.
 const TABLE: &[(&str, Cell)] = &[
     ("cell", |r| r.cell.index.to_string()),
@@ -33,16 +33,16 @@ const TABLE: &[(&str, Cell)] = &[
     ("output_tokens", |r| r.totals.usage.output_tokens.to_string()),
     ("cost_nanousd", |r| r.totals.cost_nanousd.to_string()),
     ("naive_nanousd", |r| r.totals.naive_nanousd.to_string()),
-    ("savings_pct", |r| savings(&r.totals)),
+    ("savings", |r| savings(&r.totals)),
     ("token_equivalents", |r| thousandths(r.totals.token_equivalents.0)),
-    ("hit_rate_pct", |r| hit_rate(&r.totals)),
+    ("hit_rate", |r| hit_rate(&r.totals)),
     ("subagent_requests", |r| r.subagents.requests.to_string()),
     ("subagent_read_tokens", |r| r.subagents.usage.cache_read_input_tokens.to_string()),
     ("subagent_write_tokens", |r| r.subagents.usage.cache_creation_input_tokens.to_string()),
     ("subagent_uncached_tokens", |r| r.subagents.usage.input_tokens.to_string()),
     ("subagent_cost_nanousd", |r| r.subagents.cost_nanousd.to_string()),
     ("subagent_naive_nanousd", |r| r.subagents.naive_nanousd.to_string()),
-    ("subagent_savings_pct", |r| savings(&r.subagents)),
+    ("subagent_savings", |r| savings(&r.subagents)),
     ("subagent_token_equivalents", |r| thousandths(r.subagents.token_equivalents.0)),
     ("tokens_missed", |r| r.totals.tokens_missed.to_string()),
     ("misses", |r| misses(&r.totals)),
@@ -60,11 +60,11 @@ pub const COLUMNS: [&str; TABLE.len()] = {
 };
 
 fn savings(t: &ScenarioTotals) -> String {
-    savings_percent(t.cost_nanousd, t.naive_nanousd)
+    savings_fraction(t.cost_nanousd, t.naive_nanousd)
 }
 
 fn hit_rate(t: &ScenarioTotals) -> String {
-    percent(i128::from(t.usage.cache_read_input_tokens), u128::from(t.usage.total_input_tokens()))
+    fraction(i128::from(t.usage.cache_read_input_tokens), u128::from(t.usage.total_input_tokens()))
 }
 
 /// Kebab-case name of a launch timing, as the spec spells it.

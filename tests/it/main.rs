@@ -4,6 +4,7 @@ mod accounting;
 mod automatic;
 mod claude_code_shapes;
 mod cli_docs;
+mod conventions;
 mod diagnostics;
 mod explain_request;
 mod fuzz;

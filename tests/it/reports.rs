@@ -41,6 +41,7 @@ fn small_options(threads: usize) -> ReportOptions {
         sweep: SweepSpec::from_json(SMALL_GRID).unwrap(),
         cost_curves: SweepSpec::from_json(SMALL_CURVES).unwrap(),
         threads: Some(threads),
+        seed: None,
     }
 }
 
@@ -229,14 +230,14 @@ fn csvs_parse_and_have_the_documented_columns() {
                 "output_tokens",
                 "cost_nanousd",
                 "naive_nanousd",
-                "savings_pct",
+                "savings",
                 "token_equivalents",
                 "naive_token_equivalents",
-                "hit_rate_pct",
+                "hit_rate",
                 "rewrite_factor",
                 "tokens_missed",
                 "misses",
-                "forks_identical_pct",
+                "forks_identical",
             ],
         ),
         (
@@ -294,7 +295,7 @@ fn csvs_parse_and_have_the_documented_columns() {
                 "forks_naive_nanousd",
                 "cost_per_fork_nanousd",
                 "naive_per_fork_nanousd",
-                "savings_pct",
+                "savings",
                 "naive_over_shared",
             ],
         ),
@@ -356,7 +357,7 @@ fn summary_rows_checked_by_hand() {
     assert_eq!((warm["policy"], warm["billing"], warm["seed"]), ("longest-prefix", "seed", "1"));
     assert_eq!(warm["token_equivalents"], "131140.000");
     assert_eq!(warm["naive_token_equivalents"], "402400.000");
-    assert_eq!(warm["savings_pct"], "67.41"); // 1 − 131,140 / 402,400
+    assert_eq!(warm["savings"], "0.6741"); // 1 − 131,140 / 402,400 = 0.67410…
     assert_eq!(warm["requests"], "4");
     // The README's mistake table: a timestamp in the system prompt, 32,380 → 79,875.
     let (header, rows) = parse(text(artifacts, "antipatterns.csv"));

@@ -71,7 +71,7 @@ fn the_seed_example_by_hand_under_both_policies() {
     assert_eq!(lp["token_equivalents"], "141530.000");
     // Alone, each fork writes its whole 101,100-token request.
     assert_eq!(lp["subagent_naive_nanousd"], (3 * 101_100 * 3_000u64).to_string());
-    assert_eq!(lp["subagent_savings_pct"], "89.70"); // 1 − 31,230 / 303,300
+    assert_eq!(lp["subagent_savings"], "0.8970"); // 1 − 31,230 / 303,300 = 0.89703…
     assert_eq!(lp["requests"], "5");
     assert_eq!(lp["context_tokens"], "101100");
     assert_eq!(lp["misses"], "");
@@ -213,16 +213,16 @@ fn the_csv_has_the_documented_columns() {
         "output_tokens",
         "cost_nanousd",
         "naive_nanousd",
-        "savings_pct",
+        "savings",
         "token_equivalents",
-        "hit_rate_pct",
+        "hit_rate",
         "subagent_requests",
         "subagent_read_tokens",
         "subagent_write_tokens",
         "subagent_uncached_tokens",
         "subagent_cost_nanousd",
         "subagent_naive_nanousd",
-        "subagent_savings_pct",
+        "subagent_savings",
         "subagent_token_equivalents",
         "tokens_missed",
         "misses",
@@ -234,13 +234,13 @@ fn the_csv_has_the_documented_columns() {
     for record in reader.records() {
         let record = record.expect("every row parses");
         assert_eq!(record.len(), DOCUMENTED.len());
-        // Tokens and money are integers; percentages have two decimals, token-equivalents three.
+        // Tokens and money are integers; savings are fractions with four decimals, token-equivalents three.
         for column in ["read_tokens", "cost_nanousd", "subagent_naive_nanousd", "tokens_missed"] {
             let cell = &record[DOCUMENTED.iter().position(|c| *c == column).unwrap()];
             assert!(cell.parse::<u64>().is_ok(), "{column} = {cell:?}");
         }
         let savings = &record[20];
-        assert_eq!(savings.split_once('.').map(|(_, d)| d.len()), Some(2), "savings_pct = {savings:?}");
+        assert_eq!(savings.split_once('.').map(|(_, d)| d.len()), Some(4), "savings = {savings:?}");
         let te = &record[21];
         assert_eq!(te.split_once('.').map(|(_, d)| d.len()), Some(3), "token_equivalents = {te:?}");
     }
