@@ -358,6 +358,45 @@ fn item9_a_half_sent_body_gets_a_408_after_the_body_timeout() {
 }
 
 #[test]
+fn item9_a_late_body_is_traced_as_a_408_rejection_counted_in_the_stats_and_replayed_as_it() {
+    let trace = tempfile("item9_late_body");
+    let _ = std::fs::remove_file(&trace);
+    let config = ServeConfig {
+        body_timeout_ms: 300,
+        trace: Some(trace.clone()),
+        shutdown_grace_ms: 200,
+        ..ServeConfig::default()
+    };
+    let server = Running::start(config, EndpointConfig::default());
+    let mut slow = std::net::TcpStream::connect(server.addr).unwrap();
+    slow.write_all(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: sk-late\r\nContent-Length: 1000\r\n\r\n{\"model\":").unwrap();
+    let (sent, _) = read_until_closed(&mut slow);
+    assert!(sent.starts_with("HTTP/1.1 408"), "{sent}");
+    let body = &sent[sent.find("\r\n\r\n").unwrap() + 4..];
+    let error: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(error["type"], "error", "the API's error shape: {body}");
+    assert_eq!(error["error"]["type"], "timeout_error");
+    assert_eq!(error["error"]["message"], "request body not received within 300 ms");
+    let summary = server.stop();
+    // Counted as one rejected Messages request, in the key's workspace (its fingerprint).
+    let workspace = key_fingerprint("sk-late");
+    let totals = &summary.stats.workspaces[&workspace];
+    assert_eq!((totals.requests, totals.rejected), (0, 1));
+    // Traced as a rejection carrying its error and none of the partial bytes.
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let line = text.lines().find(|line| line.contains(r#""error""#)).expect("a rejection line");
+    let logged: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(logged["error"]["status"], 408, "{line}");
+    assert_eq!(logged["error"]["type"], "timeout_error");
+    assert_eq!(logged["body"], "", "{line}");
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+    assert_eq!((report.totals.requests, report.totals.rejected), (0, 1));
+    let replayed = report.records[0].result.as_ref().unwrap_err();
+    assert_eq!(replayed.kind.status(), 408);
+    let _ = std::fs::remove_file(trace);
+}
+
+#[test]
 fn item9_a_kept_alive_connection_left_idle_is_closed_after_the_idle_timeout() {
     let server = limited_server(10_000, 10_000, 300, 64);
     let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
