@@ -591,6 +591,71 @@ fn declared_context(model: &str, blocks: usize, each: u64) -> String {
 }
 
 #[test]
+fn item4_a_prompt_just_past_the_context_window_is_priced_with_a_warning_in_replay_and_serve() {
+    // Sonnet 4.6's window is 1,000,000 tokens (fixtures/pricing.json); the refusal starts past
+    // 1,000,000 × (100 + 30) / 100 = 1,300,000. 99% = 990,000: priced, no warning; 101% =
+    // 1,010,000 and 129% = 1,290,000: priced with a warning; 131% = 1,310,000: refused.
+    let sizes = [990_000u64, 1_010_000, 1_290_000, 1_310_000];
+    let trace: String = sizes.iter().map(|&tokens| declared_context(SONNET, 1, tokens) + "\n").collect();
+    let output = forkcache(&["replay", "-", "--json"], trace.as_bytes());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let requests = json["requests"].as_array().unwrap();
+    assert!(requests[0].get("warnings").is_none(), "99%: no warning: {}", requests[0]);
+    for (index, tokens) in [(1, 1_010_000), (2, 1_290_000)] {
+        assert!(requests[index]["usage"].is_object(), "priced: {}", requests[index]);
+        let warnings = requests[index]["warnings"].as_array().unwrap();
+        assert_eq!(
+            warnings[0],
+            format!(
+                "prompt of {tokens} tokens is past the 1000000 token context window (an estimate: the API may refuse it)"
+            )
+        );
+    }
+    assert_eq!(requests[3]["error"]["message"], "prompt is too long: 1310000 tokens > 1000000 maximum");
+    assert_eq!(json["totals"]["context_warnings"], 2);
+    assert_eq!(
+        (json["totals"]["requests"].as_u64(), json["totals"]["rejected"].as_u64()),
+        (Some(3), Some(1))
+    );
+
+    // The server prices it too, counts the warning in the stats, and logs it.
+    let server = Running::default_server();
+    let url = server.url("/v1/messages");
+    let agent = client();
+    for &tokens in &sizes[..3] {
+        assert_eq!(post(&agent, &url, Some("k"), declared_context(SONNET, 1, tokens).as_bytes()).status, 200);
+    }
+    let stats = crate::serve_harness::get(&agent, &server.url("/forkcache/stats")).json();
+    assert_eq!(stats["totals"]["context_warnings"], 2, "{stats}");
+    let summary = server.stop();
+    assert_eq!(summary.stats.totals().context_warnings, 2);
+}
+
+#[test]
+fn item3_a_run_whose_cost_sums_would_pass_2_64_is_an_input_error_naming_the_request() {
+    // A model the table does not list has no context window; priced as Opus 4.6 it pays the
+    // long-context band (past 200,000 input tokens): a 5-minute write at $37.50/MTok, 37,500
+    // nano-dollars a token. A 20,000-block history of 1e9 tokens each is 2e13 tokens, so pricing
+    // one request alone (the naive cost, which writes its whole prompt) costs at least
+    // 2e13 × 37,500 = 7.5e17 nano-dollars; 2^64 ≈ 1.845e19 holds at most 24 of those, so the
+    // naive sum passes it by the 25th request (index 24) at the latest.
+    let block = r#"{"type":"text","text":"h","forkcache_tokens":1000000000}"#;
+    let history = vec![block; 20_000].join(",");
+    let scenario = format!(
+        r#"{{"name":"huge","model":"m-unlisted","history":{{"messages":[{{"role":"user","content":[{history}]}},{{"role":"assistant","content":[{{"type":"text","text":"ok"}}]}}]}},"timeline":[{{"turn":{{"count":40}}}}]}}"#
+    );
+    let output =
+        forkcache(&["run", "-", "--json", "--price-unknown-as", "claude-opus-4-6"], scenario.as_bytes());
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(err.contains("the run's token or cost totals would pass 2^64"), "{err}");
+    let index: usize =
+        err.split("request ").nth(1).and_then(|rest| rest.split(' ').next()).unwrap().parse().unwrap();
+    assert!(index <= 24, "named request {index}: {err}");
+}
+
+#[test]
 fn item4_a_prompt_past_the_context_window_is_refused_as_the_api_does_never_priced() {
     // Sonnet 4.6: a 1,000,000-token window (fixtures/pricing.json). 15 blocks × 1e9 = 1.5e10.
     let huge = declared_context(SONNET, 15, 1_000_000_000);
