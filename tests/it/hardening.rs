@@ -634,25 +634,40 @@ fn item4_a_prompt_just_past_the_context_window_is_priced_with_a_warning_in_repla
 
 #[test]
 fn item3_a_run_whose_cost_sums_would_pass_2_64_is_an_input_error_naming_the_request() {
-    // A model the table does not list has no context window; priced as Opus 4.6 it pays the
-    // long-context band (past 200,000 input tokens): a 5-minute write at $37.50/MTok, 37,500
-    // nano-dollars a token. A 20,000-block history of 1e9 tokens each is 2e13 tokens, so pricing
-    // one request alone (the naive cost, which writes its whole prompt) costs at least
-    // 2e13 × 37,500 = 7.5e17 nano-dollars; 2^64 ≈ 1.845e19 holds at most 24 of those, so the
-    // naive sum passes it by the 25th request (index 24) at the latest.
+    // A price table whose Opus 4.6 row has no context window, so only the declared sizes bound
+    // a prompt. Its 5-minute write is $6.25/MTok, 6,250 nano-dollars a token. A 20,000-block
+    // history of 1e9 tokens each is 2e13 tokens: each request priced alone (the naive cost,
+    // which writes its whole prompt) costs 2e13 × 6,250 = 1.25e17 nano-dollars and a little
+    // more (the turns' own few thousand tokens). 2^64 = 18,446,744,073,709,551,616 holds 147 of
+    // those (147 × 1.25e17 = 1.8375e19) but not 148 (1.85e19): the 148th request, index 147,
+    // is the one named.
+    let mut table: Value = serde_json::from_slice(&std::fs::read("fixtures/pricing.json").unwrap()).unwrap();
+    let opus = table["models"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|row| row["ids"].as_array().unwrap().iter().any(|id| id == "claude-opus-4-6"))
+        .unwrap();
+    opus.as_object_mut().unwrap().remove("context_window");
+    for (_, list) in opus.as_object_mut().unwrap().iter_mut().filter(|(_, v)| v.is_array()) {
+        list.as_array_mut().unwrap().retain(|field| field != "context_window");
+    }
+    let prices = tempfile("item3_prices");
+    std::fs::write(&prices, table.to_string()).unwrap();
     let block = r#"{"type":"text","text":"h","forkcache_tokens":1000000000}"#;
     let history = vec![block; 20_000].join(",");
     let scenario = format!(
-        r#"{{"name":"huge","model":"m-unlisted","history":{{"messages":[{{"role":"user","content":[{history}]}},{{"role":"assistant","content":[{{"type":"text","text":"ok"}}]}}]}},"timeline":[{{"turn":{{"count":40}}}}]}}"#
+        r#"{{"name":"huge","model":"claude-opus-4-6","history":{{"messages":[{{"role":"user","content":[{history}]}}]}},"timeline":[{{"turn":{{"count":200}}}}]}}"#
     );
-    let output =
-        forkcache(&["run", "-", "--json", "--price-unknown-as", "claude-opus-4-6"], scenario.as_bytes());
+    let prices_arg = prices.to_str().unwrap();
+    let output = forkcache(&["run", "-", "--json", "--prices", prices_arg], scenario.as_bytes());
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{err}");
-    assert!(err.contains("the run's token or cost totals would pass 2^64"), "{err}");
-    let index: usize =
-        err.split("request ").nth(1).and_then(|rest| rest.split(' ').next()).unwrap().parse().unwrap();
-    assert!(index <= 24, "named request {index}: {err}");
+    assert!(
+        err.contains("request 147 (parent 148) was rejected: the run's token or cost totals would pass 2^64"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(prices);
 }
 
 #[test]
