@@ -876,3 +876,46 @@ fn item10_every_captured_real_client_body_passes_strict() {
     }
     server.stop();
 }
+
+// ---- the next failures, found by mutating transcripts ----
+
+/// A Claude Code transcript of three assistant lines (one request each) carrying `usage`.
+fn transcript_with_usage(usage: &str) -> String {
+    (1..=3)
+        .map(|i| {
+            format!(
+                r#"{{"uuid":"u{i}","sessionId":"s","timestamp":"2026-01-01T00:00:0{i}Z","type":"assistant","requestId":"r{i}","message":{{"id":"m{i}","model":"claude-opus-4-6","role":"assistant","content":[{{"type":"text","text":"x"}}],"usage":{usage}}}}}"#
+            ) + "\n"
+        })
+        .collect()
+}
+
+#[test]
+fn import_of_a_recorded_usage_near_2_64_skips_the_line_instead_of_panicking() {
+    // Found by mutation: counts near 2^64 overflowed the total input sum (a panic), and a count
+    // of 2^63 became a declared block past the 1e9 cap that the prediction then `expect`ed valid.
+    for usage in [
+        r#"{"input_tokens":18446744073709551615,"output_tokens":1,"cache_read_input_tokens":18446744073709551615}"#,
+        r#"{"input_tokens":9223372036854775807,"cache_read_input_tokens":9223372036854775807}"#,
+        r#"{"input_tokens":1000000001}"#,
+        r#"{"input_tokens":5,"output_tokens":18446744073709551615}"#,
+    ] {
+        let path = tempfile("next_import_usage");
+        std::fs::write(&path, transcript_with_usage(usage)).unwrap();
+        let output = forkcache(&["import", "claude-code", path.to_str().unwrap(), "--json"], b"");
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(3), "{usage}: {err}");
+        assert!(err.contains(":1: message.usage"), "{usage}: the line and the field are named: {err}");
+        let _ = std::fs::remove_file(path);
+    }
+    // An ordinary usage is still a request.
+    let path = tempfile("next_import_usage_ok");
+    std::fs::write(
+        &path,
+        transcript_with_usage(r#"{"input_tokens":4000,"cache_read_input_tokens":6000,"output_tokens":7}"#),
+    )
+    .unwrap();
+    let output = forkcache(&["import", "claude-code", path.to_str().unwrap(), "--json"], b"");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let _ = std::fs::remove_file(path);
+}
