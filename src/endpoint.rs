@@ -142,6 +142,30 @@ pub struct Record {
     pub breakpoints_dropped: u32,
     /// The request asked for a stream.
     pub stream: bool,
+    /// Set when the prompt's estimated size is past the model's context window but within the
+    /// estimate's margin: priced, and reported as a warning (serve's log and stats, replay's
+    /// `warnings`).
+    pub context_warning: Option<ContextWarning>,
+}
+
+/// A prompt estimated past its model's context window by less than [`CONTEXT_MARGIN_PERCENT`]:
+/// the API might refuse it, but the estimate is not Claude's tokenizer, so it is priced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ContextWarning {
+    /// The prompt's input tokens, as estimated.
+    pub tokens: u64,
+    /// The model's context window.
+    pub window: u64,
+}
+
+impl std::fmt::Display for ContextWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "prompt of {} tokens is past the {} token context window (an estimate: the API may refuse it)",
+            self.tokens, self.window
+        )
+    }
 }
 
 /// A request rendered by its caller, for [`MockEndpoint::handle_rendered`].
@@ -247,8 +271,9 @@ impl MockEndpoint {
         let settings = self.price_settings(view)?;
         let prompt = self.render_view(view, call.betas)?;
         let request = rendered(view, &prompt, max_tokens)?;
-        self.check_context(&request)?;
+        let context_warning = self.check_context(&request)?;
         let mut exchange = self.serve(&request, call, settings);
+        exchange.record.context_warning = context_warning;
         if let Some(asked) = &view.diagnostics {
             exchange.response.diagnostics = Some(self.diagnose(&request, asked, call.betas, &exchange));
         }
@@ -258,15 +283,16 @@ impl MockEndpoint {
     /// The API's refusal of a prompt past the model's context window. Token counts here are
     /// estimates (not Claude's tokenizer), so only a prompt past the window by a clear margin
     /// ([`CONTEXT_MARGIN_PERCENT`]) is refused; a declared 15e9-token context never is priced.
-    fn check_context(&self, request: &RenderedRequest) -> Result<(), ApiError> {
+    /// One past the window but within the margin is priced with a [`ContextWarning`].
+    fn check_context(&self, request: &RenderedRequest) -> Result<Option<ContextWarning>, ApiError> {
         let resolved = self.prices.resolve(request.model);
-        let Some(window) = resolved.price.context_window.filter(|_| resolved.known) else { return Ok(()) };
+        let Some(window) = resolved.price.context_window.filter(|_| resolved.known) else { return Ok(None) };
         let tokens = request.prompt.total_tokens();
         let limit = u128::from(window) * u128::from(100 + CONTEXT_MARGIN_PERCENT) / 100;
         if u128::from(tokens) > limit {
             return Err(ApiError::invalid(format!("{PROMPT_TOO_LONG}: {tokens} tokens > {window} maximum")));
         }
-        Ok(())
+        Ok((tokens > window).then_some(ContextWarning { tokens, window }))
     }
 
     /// The request's `speed` and `inference_geo`, refused as the API would where the model has
@@ -325,8 +351,10 @@ impl MockEndpoint {
         let prompt = request.prompt;
         let marked = prompt.breakpoints.iter().map(|bp| (prompt.position(bp.position).slot, bp.ttl));
         validate_breakpoints(marked)?;
-        self.check_context(request)?;
-        Ok(self.serve(request, call, PriceSettings::default()))
+        let context_warning = self.check_context(request)?;
+        let mut exchange = self.serve(request, call, PriceSettings::default());
+        exchange.record.context_warning = context_warning;
+        Ok(exchange)
     }
 
     /// The facts of one raw block (memoized), to render requests with
@@ -628,6 +656,7 @@ fn record(parts: RecordParts) -> Record {
         breakpoints: parts.prompt.breakpoints.len() as u32,
         breakpoints_dropped: parts.outcome.breakpoints_dropped,
         stream: parts.stream,
+        context_warning: None,
     }
 }
 

@@ -179,6 +179,9 @@ pub struct Totals {
     /// Models the price table does not list, requested without `--price-unknown-as`: their
     /// requests count in tokens, not in cost.
     pub unpriced_models: BTreeSet<String>,
+    /// Priced requests whose estimated prompt was past the model's context window (within the
+    /// margin: see [`crate::endpoint::ContextWarning`]).
+    pub context_warnings: u64,
 }
 
 impl Totals {
@@ -191,6 +194,7 @@ impl Totals {
         if !record.priced {
             self.unpriced_models.insert(record.model.clone());
         }
+        self.context_warnings += u64::from(record.context_warning.is_some());
         if let Some(miss) = &record.miss {
             *self.misses.entry(miss.cause).or_insert(0) += 1;
             self.tokens_missed += miss.tokens_missed;
@@ -729,6 +733,9 @@ struct RequestJson<'r> {
     recorded: Option<RecordedJson<'r>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     agreement: Option<AgreementJson<'r>>,
+    /// What was priced but may not be what the API does (a prompt near the context window).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -758,6 +765,12 @@ pub struct TotalsJson {
     tokens_missed: u64,
     misses: BTreeMap<&'static str, u64>,
     unpriced_models: Vec<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    context_warnings: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 #[derive(Serialize)]
@@ -787,6 +800,7 @@ impl From<&Totals> for TotalsJson {
             tokens_missed: totals.tokens_missed,
             misses: totals.misses.iter().map(|(cause, n)| (cause.name(), *n)).collect(),
             unpriced_models: totals.unpriced_models.iter().cloned().collect(),
+            context_warnings: totals.context_warnings,
         }
     }
 }
@@ -811,6 +825,7 @@ fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
             cost_nanousd: r.cost.map(|cost| cost.total_nanousd()),
         }),
         agreement: record.recorded.as_ref().and_then(agreement_json),
+        warnings: Vec::new(),
     };
     match &record.result {
         Ok(priced) => RequestJson {
@@ -822,6 +837,7 @@ fn request_json(record: &ReplayRecord) -> RequestJson<'_> {
             token_equivalents: Some(priced.token_equivalents.value()),
             ttft_ms: Some(priced.ttft_ms),
             miss: Some(priced.miss.as_ref()),
+            warnings: priced.context_warning.iter().map(ToString::to_string).collect(),
             ..base
         },
         Err(error) => RequestJson {

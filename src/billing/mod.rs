@@ -761,7 +761,24 @@ pub struct RecordedUsage {
 }
 
 impl RecordedUsage {
-    /// Reads a usage object; an error names the field that is missing or of the wrong type.
+    /// The size check [`RecordedUsage::from_value`] makes, on a usage object's raw counts (those
+    /// that are not whole numbers count as 0 here): an error naming the count past the cap.
+    pub fn check_sizes(raw: &serde_json::Value) -> Result<(), String> {
+        let count = |field: &str| raw.get(field).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let split = raw.get("cache_creation").filter(|split| split.is_object());
+        let part =
+            |field: &str| split.and_then(|s| s.get(field)).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let (write_5m, write_1h) = match split {
+            Some(_) => (part("ephemeral_5m_input_tokens"), part("ephemeral_1h_input_tokens")),
+            None => (count("cache_creation_input_tokens"), 0),
+        };
+        let (uncached, read, output) =
+            (count("input_tokens"), count("cache_read_input_tokens"), count("output_tokens"));
+        check_recorded_sizes(uncached, read, write_5m, write_1h, output)
+    }
+
+    /// Reads a usage object; an error names the field that is missing or of the wrong type, or
+    /// the count past [`crate::prompt::MAX_DECLARED_TOKENS`].
     pub fn from_value(raw: serde_json::Value) -> Result<RecordedUsage, String> {
         let count = |field: &str| -> Result<u64, String> {
             match raw.get(field) {
@@ -782,6 +799,7 @@ impl RecordedUsage {
             }
             None => (creation, 0),
         };
+        check_recorded_sizes(uncached, read, write_5m, write_1h, output)?;
         let mut usage = Usage::new(uncached, read, write_5m, write_1h, output);
         let text = |field: &str| raw.get(field).and_then(serde_json::Value::as_str);
         usage.speed = text("speed").and_then(|s| serde_json::from_value(s.into()).ok());
@@ -793,6 +811,29 @@ impl RecordedUsage {
         };
         Ok(RecordedUsage { usage, modifiers, ttl_split_known: split.is_some(), raw })
     }
+}
+
+/// A recorded usage past [`crate::prompt::MAX_DECLARED_TOKENS`] input or output tokens is no real
+/// request's (the largest context window is a million tokens), and its counts summed would wrap:
+/// it is refused, naming the count, like a declared size past the same cap.
+fn check_recorded_sizes(
+    uncached: u64,
+    read: u64,
+    write_5m: u64,
+    write_1h: u64,
+    output: u64,
+) -> Result<(), String> {
+    let cap = crate::prompt::MAX_DECLARED_TOKENS;
+    let input = [uncached, read, write_5m, write_1h].iter().map(|&count| u128::from(count)).sum::<u128>();
+    if input > u128::from(cap) {
+        return Err(format!(
+            "usage: input tokens (uncached + cache read + cache writes) expected at most {cap}, got {input}"
+        ));
+    }
+    if output > cap {
+        return Err(format!("usage.output_tokens: expected at most {cap}, got {output}"));
+    }
+    Ok(())
 }
 
 /// What a request cost, by component, in nano-dollars.

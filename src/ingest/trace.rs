@@ -436,6 +436,10 @@ struct LoggedMissReason {
 /// A logged `usage` read as the recorded usage, with every count at most [`MAX_DECLARED_TOKENS`]
 /// (so no sum over a trace can wrap). `None` for a usage that is not an object of counts.
 fn bounded_recorded<E: de::Error>(raw: Option<&str>) -> Result<Option<RecordedUsage>, E> {
+    // Sizes first: a usage past the caps is an unreadable line, named, not a usage left out.
+    if let Some(value) = raw.and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok()) {
+        RecordedUsage::check_sizes(&value).map_err(E::custom)?;
+    }
     let Some(recorded) = raw.and_then(crate::agreement::read_recorded) else {
         return Ok(None);
     };

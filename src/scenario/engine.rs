@@ -106,6 +106,9 @@ struct Engine<'s> {
     seq: u64,
     children: Vec<Child>,
     records: Vec<ScenarioRecord>,
+    /// The records' sums so far, checked as each is added: an overflow is an error naming the
+    /// request, never a wrapped total.
+    sums: super::report::ScenarioTotals,
     spawns: Vec<SpawnReport>,
     guard: Vec<GuardEvent>,
     // The main loop.
@@ -171,6 +174,7 @@ impl<'s> Engine<'s> {
             seq: 0,
             children: Vec::new(),
             records: Vec::new(),
+            sums: super::report::ScenarioTotals::default(),
             spawns: Vec::new(),
             guard: Vec::new(),
             pending: Arc::new(history),
@@ -274,6 +278,13 @@ impl<'s> Engine<'s> {
         let total_tokens = record.usage.total_input_tokens();
         let mut record = ScenarioRecord::new(index, who, record, naive.as_ref());
         record.body = self.config.keep_bodies.then(|| request.body());
+        if !self.sums.checked_add(&record) {
+            return Err(ScenarioError::Rejected {
+                index,
+                agent: record.agent,
+                message: "the run's token or cost totals would pass 2^64 (sizes too large)".into(),
+            });
+        }
         self.records.push(record);
         Ok(Sent { total_tokens, first_token_at, completes_at })
     }

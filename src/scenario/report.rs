@@ -55,6 +55,33 @@ impl ScenarioTotals {
         }
     }
 
+    /// Counts `record`, or leaves the totals as they were and returns false when a sum would pass
+    /// 2^64 (the engine checks every request this way, so the report's sums, and any subset of
+    /// them, cannot wrap).
+    pub fn checked_add(&mut self, record: &ScenarioRecord) -> bool {
+        let r = &record.record;
+        let (mine, theirs) = (&self.usage, &r.usage);
+        let pairs = [
+            (mine.input_tokens, theirs.input_tokens),
+            (mine.cache_creation_input_tokens, theirs.cache_creation_input_tokens),
+            (mine.cache_read_input_tokens, theirs.cache_read_input_tokens),
+            (mine.cache_creation.ephemeral_5m_input_tokens, theirs.cache_creation.ephemeral_5m_input_tokens),
+            (mine.cache_creation.ephemeral_1h_input_tokens, theirs.cache_creation.ephemeral_1h_input_tokens),
+            (mine.output_tokens, theirs.output_tokens),
+            (mine.total_input_tokens(), theirs.total_input_tokens()),
+            (self.cost_nanousd, r.cost.total_nanousd()),
+            (self.naive_nanousd, record.naive_nanousd),
+            (self.token_equivalents.0, r.token_equivalents.0),
+            (self.naive_token_equivalents.0, record.naive_token_equivalents.0),
+            (self.tokens_missed, r.miss.as_ref().map_or(0, |miss| miss.tokens_missed)),
+        ];
+        let fits = pairs.iter().all(|&(a, b)| a.checked_add(b).is_some());
+        if fits {
+            self.add(record);
+        }
+        fits
+    }
+
     /// 1 − actual ÷ naive (display only).
     pub fn savings(&self) -> f64 {
         if self.naive_nanousd == 0 { 0.0 } else { 1.0 - self.cost_nanousd as f64 / self.naive_nanousd as f64 }
@@ -285,13 +312,18 @@ impl ScenarioReport {
 }
 
 fn record_json(r: &ScenarioRecord) -> serde_json::Value {
-    serde_json::json!({
+    let mut value = serde_json::json!({
         "index": r.index, "role": r.role, "agent": r.agent, "spawn": r.spawn, "fork": r.fork,
         "at_ms": r.record.at.ms(), "model": r.record.model, "usage": r.record.usage,
         "cost_usd": r.record.cost.usd(), "cost_nanousd": r.record.cost.total_nanousd(),
         "token_equivalents": r.record.token_equivalents.value(),
         "naive_nanousd": r.naive_nanousd, "ttft_ms": r.record.ttft_ms, "miss": r.record.miss,
-    })
+    });
+    // Only when there is one, as in `replay --json`: a prompt past the window, within the margin.
+    if let Some(warning) = r.record.context_warning {
+        value["warnings"] = serde_json::json!([warning.to_string()]);
+    }
+    value
 }
 
 #[allow(clippy::expect_used)] // a spawn report is plain data: serializing it cannot fail

@@ -63,7 +63,7 @@ async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) ->
     let api_key = api_key(&headers);
     let betas = betas(&headers);
     let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
-        return body_timed_out(&shared);
+        return body_timed_out(&shared, api_key.as_deref()).await;
     };
     let body = match body {
         Ok(body) => body,
@@ -351,7 +351,7 @@ const CUT_DELAY_MS: u64 = 20;
 /// `POST /v1/messages/count_tokens`: the request's input tokens; the cache is never touched.
 async fn count_tokens(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
     let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
-        return body_timed_out(&shared);
+        return count_body_timed_out(&shared);
     };
     let body = match body {
         Ok(body) => body,
@@ -461,12 +461,27 @@ async fn read_body_in_time(
     tokio::time::timeout(timeout, read_body(body, headers, shared.config.body_limit_bytes)).await
 }
 
-/// 408: the body did not arrive within the body timeout. Not traced: no request arrived whole.
-fn body_timed_out(shared: &Shared) -> Response {
+/// 408: a Messages body that did not arrive within the body timeout. Traced as a rejection
+/// (with its error and no bytes: what arrived is not the request) and counted in the stats, like
+/// every other request turned away at the edge.
+async fn body_timed_out(shared: &Arc<Shared>, api_key: Option<&str>) -> Response {
+    let answer = turn_away(shared, api_key, b"", body_timeout_error(shared), None);
+    close_after(respond(shared, answer).await)
+}
+
+/// 408 for a `count_tokens` body that did not arrive in time (not a Messages request: not traced).
+fn count_body_timed_out(shared: &Shared) -> Response {
+    let error = body_timeout_error(shared);
+    close_after(error_response(&error, &shared.lock().next_request_id(), None))
+}
+
+fn body_timeout_error(shared: &Shared) -> ApiError {
     let message = format!("request body not received within {} ms", shared.config.body_timeout_ms);
-    let error = ApiError::new(ErrorKind::Timeout, message);
-    let mut reply = error_response_as(StatusCode::REQUEST_TIMEOUT, &error, &shared.lock().next_request_id());
-    // The rest of the body may still be on its way: this connection cannot carry another request.
+    ApiError::new(ErrorKind::RequestTimeout, message)
+}
+
+/// The rest of a late body may still be on its way: this connection cannot carry another request.
+fn close_after(mut reply: Response) -> Response {
     reply.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     reply
 }

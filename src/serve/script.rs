@@ -323,7 +323,7 @@ fn default_message(kind: ErrorKind) -> &'static str {
         ErrorKind::Overloaded => "Overloaded",
         ErrorKind::RateLimit => "Number of request tokens has exceeded your rate limit.",
         ErrorKind::Api => "Internal server error",
-        ErrorKind::Timeout => "Request timed out",
+        ErrorKind::Timeout | ErrorKind::RequestTimeout => "Request timed out",
         ErrorKind::Authentication => "invalid x-api-key",
         ErrorKind::Permission => "Your API key does not have permission to use the specified resource.",
         ErrorKind::NotFound => "Not found",

@@ -25,6 +25,7 @@ fn merge(into: &mut WorkspaceTotals, other: &WorkspaceTotals) {
         *into.misses.entry(*cause).or_insert(0) += count;
     }
     into.tokens_missed += other.tokens_missed;
+    into.context_warnings += other.context_warnings;
 }
 
 /// Everything the server has counted.
@@ -193,7 +194,7 @@ pub fn request_line(
                 u.output_tokens,
                 r.cost.usd(),
                 describe_miss(r.miss.as_ref())
-            )
+            ) + &r.context_warning.map(|warning| format!(" · warning: {warning}")).unwrap_or_default()
         }
         Err(error) => format!("{request_id} at {at_ms}ms [{workspace}] rejected: {error}"),
     }

@@ -18,6 +18,10 @@ pub enum ErrorKind {
     /// 404.
     #[serde(rename = "not_found_error")]
     NotFound,
+    /// 408: the request did not arrive in time (a body slower than the server's body timeout).
+    /// The same `timeout_error` type as 504, under the HTTP layer's own status.
+    #[serde(rename = "timeout_error")]
+    RequestTimeout,
     /// 413.
     RequestTooLarge,
     /// 429.
@@ -42,6 +46,7 @@ impl ErrorKind {
             ErrorKind::Authentication => 401,
             ErrorKind::Permission => 403,
             ErrorKind::NotFound => 404,
+            ErrorKind::RequestTimeout => 408,
             ErrorKind::RequestTooLarge => 413,
             ErrorKind::RateLimit => 429,
             ErrorKind::Api => 500,
@@ -57,6 +62,7 @@ impl ErrorKind {
             ErrorKind::Authentication => "authentication_error",
             ErrorKind::Permission => "permission_error",
             ErrorKind::NotFound => "not_found_error",
+            ErrorKind::RequestTimeout => "timeout_error",
             ErrorKind::RequestTooLarge => "request_too_large",
             ErrorKind::RateLimit => "rate_limit_error",
             ErrorKind::Api => "api_error",
@@ -71,6 +77,7 @@ impl ErrorKind {
             401 => ErrorKind::Authentication,
             403 => ErrorKind::Permission,
             404 => ErrorKind::NotFound,
+            408 => ErrorKind::RequestTimeout,
             413 => ErrorKind::RequestTooLarge,
             429 => ErrorKind::RateLimit,
             504 => ErrorKind::Timeout,

@@ -358,6 +358,45 @@ fn item9_a_half_sent_body_gets_a_408_after_the_body_timeout() {
 }
 
 #[test]
+fn item9_a_late_body_is_traced_as_a_408_rejection_counted_in_the_stats_and_replayed_as_it() {
+    let trace = tempfile("item9_late_body");
+    let _ = std::fs::remove_file(&trace);
+    let config = ServeConfig {
+        body_timeout_ms: 300,
+        trace: Some(trace.clone()),
+        shutdown_grace_ms: 200,
+        ..ServeConfig::default()
+    };
+    let server = Running::start(config, EndpointConfig::default());
+    let mut slow = std::net::TcpStream::connect(server.addr).unwrap();
+    slow.write_all(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: sk-late\r\nContent-Length: 1000\r\n\r\n{\"model\":").unwrap();
+    let (sent, _) = read_until_closed(&mut slow);
+    assert!(sent.starts_with("HTTP/1.1 408"), "{sent}");
+    let body = &sent[sent.find("\r\n\r\n").unwrap() + 4..];
+    let error: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(error["type"], "error", "the API's error shape: {body}");
+    assert_eq!(error["error"]["type"], "timeout_error");
+    assert_eq!(error["error"]["message"], "request body not received within 300 ms");
+    let summary = server.stop();
+    // Counted as one rejected Messages request, in the key's workspace (its fingerprint).
+    let workspace = key_fingerprint("sk-late");
+    let totals = &summary.stats.workspaces[&workspace];
+    assert_eq!((totals.requests, totals.rejected), (0, 1));
+    // Traced as a rejection carrying its error and none of the partial bytes.
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let line = text.lines().find(|line| line.contains(r#""error""#)).expect("a rejection line");
+    let logged: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(logged["error"]["status"], 408, "{line}");
+    assert_eq!(logged["error"]["type"], "timeout_error");
+    assert_eq!(logged["body"], "", "{line}");
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+    assert_eq!((report.totals.requests, report.totals.rejected), (0, 1));
+    let replayed = report.records[0].result.as_ref().unwrap_err();
+    assert_eq!(replayed.kind.status(), 408);
+    let _ = std::fs::remove_file(trace);
+}
+
+#[test]
 fn item9_a_kept_alive_connection_left_idle_is_closed_after_the_idle_timeout() {
     let server = limited_server(10_000, 10_000, 300, 64);
     let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
@@ -549,6 +588,86 @@ fn declared_context(model: &str, blocks: usize, each: u64) -> String {
     let block = format!(r#"{{"type":"text","text":"x","forkcache_tokens":{each}}}"#);
     let content = vec![block; blocks].join(",");
     format!(r#"{{"model":"{model}","max_tokens":5,"messages":[{{"role":"user","content":[{content}]}}]}}"#)
+}
+
+#[test]
+fn item4_a_prompt_just_past_the_context_window_is_priced_with_a_warning_in_replay_and_serve() {
+    // Sonnet 4.6's window is 1,000,000 tokens (fixtures/pricing.json); the refusal starts past
+    // 1,000,000 × (100 + 30) / 100 = 1,300,000. 99% = 990,000: priced, no warning; 101% =
+    // 1,010,000 and 129% = 1,290,000: priced with a warning; 131% = 1,310,000: refused.
+    let sizes = [990_000u64, 1_010_000, 1_290_000, 1_310_000];
+    let trace: String = sizes.iter().map(|&tokens| declared_context(SONNET, 1, tokens) + "\n").collect();
+    let output = forkcache(&["replay", "-", "--json"], trace.as_bytes());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let requests = json["requests"].as_array().unwrap();
+    assert!(requests[0].get("warnings").is_none(), "99%: no warning: {}", requests[0]);
+    for (index, tokens) in [(1, 1_010_000), (2, 1_290_000)] {
+        assert!(requests[index]["usage"].is_object(), "priced: {}", requests[index]);
+        let warnings = requests[index]["warnings"].as_array().unwrap();
+        assert_eq!(
+            warnings[0],
+            format!(
+                "prompt of {tokens} tokens is past the 1000000 token context window (an estimate: the API may refuse it)"
+            )
+        );
+    }
+    assert_eq!(requests[3]["error"]["message"], "prompt is too long: 1310000 tokens > 1000000 maximum");
+    assert_eq!(json["totals"]["context_warnings"], 2);
+    assert_eq!(
+        (json["totals"]["requests"].as_u64(), json["totals"]["rejected"].as_u64()),
+        (Some(3), Some(1))
+    );
+
+    // The server prices it too, counts the warning in the stats, and logs it.
+    let server = Running::default_server();
+    let url = server.url("/v1/messages");
+    let agent = client();
+    for &tokens in &sizes[..3] {
+        assert_eq!(post(&agent, &url, Some("k"), declared_context(SONNET, 1, tokens).as_bytes()).status, 200);
+    }
+    let stats = crate::serve_harness::get(&agent, &server.url("/forkcache/stats")).json();
+    assert_eq!(stats["totals"]["context_warnings"], 2, "{stats}");
+    let summary = server.stop();
+    assert_eq!(summary.stats.totals().context_warnings, 2);
+}
+
+#[test]
+fn item3_a_run_whose_cost_sums_would_pass_2_64_is_an_input_error_naming_the_request() {
+    // A price table whose Opus 4.6 row has no context window, so only the declared sizes bound
+    // a prompt. Its 5-minute write is $6.25/MTok, 6,250 nano-dollars a token. A 20,000-block
+    // history of 1e9 tokens each is 2e13 tokens: each request priced alone (the naive cost,
+    // which writes its whole prompt) costs 2e13 × 6,250 = 1.25e17 nano-dollars and a little
+    // more (the turns' own few thousand tokens). 2^64 = 18,446,744,073,709,551,616 holds 147 of
+    // those (147 × 1.25e17 = 1.8375e19) but not 148 (1.85e19): the 148th request, index 147,
+    // is the one named.
+    let mut table: Value = serde_json::from_slice(&std::fs::read("fixtures/pricing.json").unwrap()).unwrap();
+    let opus = table["models"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|row| row["ids"].as_array().unwrap().iter().any(|id| id == "claude-opus-4-6"))
+        .unwrap();
+    opus.as_object_mut().unwrap().remove("context_window");
+    for (_, list) in opus.as_object_mut().unwrap().iter_mut().filter(|(_, v)| v.is_array()) {
+        list.as_array_mut().unwrap().retain(|field| field != "context_window");
+    }
+    let prices = tempfile("item3_prices");
+    std::fs::write(&prices, table.to_string()).unwrap();
+    let block = r#"{"type":"text","text":"h","forkcache_tokens":1000000000}"#;
+    let history = vec![block; 20_000].join(",");
+    let scenario = format!(
+        r#"{{"name":"huge","model":"claude-opus-4-6","history":{{"messages":[{{"role":"user","content":[{history}]}}]}},"timeline":[{{"turn":{{"count":200}}}}]}}"#
+    );
+    let prices_arg = prices.to_str().unwrap();
+    let output = forkcache(&["run", "-", "--json", "--prices", prices_arg], scenario.as_bytes());
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("request 147 (parent 148) was rejected: the run's token or cost totals would pass 2^64"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(prices);
 }
 
 #[test]
@@ -756,4 +875,47 @@ fn item10_every_captured_real_client_body_passes_strict() {
         assert_eq!(answer.status, 200, "{name}: {}", answer.body);
     }
     server.stop();
+}
+
+// ---- the next failures, found by mutating transcripts ----
+
+/// A Claude Code transcript of three assistant lines (one request each) carrying `usage`.
+fn transcript_with_usage(usage: &str) -> String {
+    (1..=3)
+        .map(|i| {
+            format!(
+                r#"{{"uuid":"u{i}","sessionId":"s","timestamp":"2026-01-01T00:00:0{i}Z","type":"assistant","requestId":"r{i}","message":{{"id":"m{i}","model":"claude-opus-4-6","role":"assistant","content":[{{"type":"text","text":"x"}}],"usage":{usage}}}}}"#
+            ) + "\n"
+        })
+        .collect()
+}
+
+#[test]
+fn import_of_a_recorded_usage_near_2_64_skips_the_line_instead_of_panicking() {
+    // Found by mutation: counts near 2^64 overflowed the total input sum (a panic), and a count
+    // of 2^63 became a declared block past the 1e9 cap that the prediction then `expect`ed valid.
+    for usage in [
+        r#"{"input_tokens":18446744073709551615,"output_tokens":1,"cache_read_input_tokens":18446744073709551615}"#,
+        r#"{"input_tokens":9223372036854775807,"cache_read_input_tokens":9223372036854775807}"#,
+        r#"{"input_tokens":1000000001}"#,
+        r#"{"input_tokens":5,"output_tokens":18446744073709551615}"#,
+    ] {
+        let path = tempfile("next_import_usage");
+        std::fs::write(&path, transcript_with_usage(usage)).unwrap();
+        let output = forkcache(&["import", "claude-code", path.to_str().unwrap(), "--json"], b"");
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(3), "{usage}: {err}");
+        assert!(err.contains(":1: message.usage"), "{usage}: the line and the field are named: {err}");
+        let _ = std::fs::remove_file(path);
+    }
+    // An ordinary usage is still a request.
+    let path = tempfile("next_import_usage_ok");
+    std::fs::write(
+        &path,
+        transcript_with_usage(r#"{"input_tokens":4000,"cache_read_input_tokens":6000,"output_tokens":7}"#),
+    )
+    .unwrap();
+    let output = forkcache(&["import", "claude-code", path.to_str().unwrap(), "--json"], b"");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let _ = std::fs::remove_file(path);
 }
