@@ -725,8 +725,9 @@ impl TranscriptReader {
                 *self.stats.unknown_fields.entry(format!("message.usage.{name}")).or_insert(0) += 1;
             }
         }
-        let read =
-            billing::RecordedUsage::from_value(value).map_err(|_| "message.usage is not a usage object")?;
+        // Its error names the count (a sum past the cap, a count that is not a whole number).
+        let read = billing::RecordedUsage::from_value(value)
+            .map_err(|why| format!("request {request_id}: message.{why}; request skipped"))?;
         Ok(RecordedUsage {
             raw: self.keep_raw_usage.then(|| self.usage_shapes.compact(raw.get())),
             usage: read.usage,

@@ -898,6 +898,8 @@ fn import_of_a_recorded_usage_near_2_64_skips_the_line_instead_of_panicking() {
         r#"{"input_tokens":18446744073709551615,"output_tokens":1,"cache_read_input_tokens":18446744073709551615}"#,
         r#"{"input_tokens":9223372036854775807,"cache_read_input_tokens":9223372036854775807}"#,
         r#"{"input_tokens":1000000001}"#,
+        // Each count under the cap, their sum (600,000,000 × 2 = 1.2e9) past it.
+        r#"{"input_tokens":600000000,"cache_read_input_tokens":600000000}"#,
         r#"{"input_tokens":5,"output_tokens":18446744073709551615}"#,
     ] {
         let path = tempfile("next_import_usage");
@@ -905,7 +907,10 @@ fn import_of_a_recorded_usage_near_2_64_skips_the_line_instead_of_panicking() {
         let output = forkcache(&["import", "claude-code", path.to_str().unwrap(), "--json"], b"");
         let err = stderr(&output);
         assert_eq!(output.status.code(), Some(3), "{usage}: {err}");
-        assert!(err.contains(":1: message.usage"), "{usage}: the line and the field are named: {err}");
+        assert!(
+            err.contains(":1: request r1: message.usage"),
+            "{usage}: the line and the field are named: {err}"
+        );
         let _ = std::fs::remove_file(path);
     }
     // An ordinary usage is still a request.
