@@ -472,7 +472,7 @@ fn client_hanging_up_mid_stream_cancels_the_upstream_and_is_recorded_incomplete(
 }
 
 #[test]
-fn sixteen_concurrent_clients_are_recorded_in_start_order() {
+fn sixteen_concurrent_clients_are_recorded_in_trace_order() {
     let dir = scratch("sixteen");
     let (server, proxy) = serve_and_proxy(&dir);
     let url = proxy.url("/v1/messages");
@@ -498,8 +498,17 @@ fn sixteen_concurrent_clients_are_recorded_in_start_order() {
     drop(server);
     let lines = trace_lines(&dir.join("proxy.jsonl"));
     assert_eq!(lines.len(), 64);
-    let starts: Vec<u64> = lines.iter().map(|line| line["at_ms"].as_u64().unwrap()).collect();
-    assert!(starts.windows(2).all(|pair| pair[0] <= pair[1]), "start order: {starts:?}");
+    // Trace order: a line comes after every earlier-started line of its workspace whose response
+    // began before it started (each client's own turns, here).
+    let ms = |line: &Value, member: &str| line[member].as_u64().unwrap();
+    for (later, line) in lines.iter().enumerate() {
+        for earlier in &lines[later + 1..] {
+            let could_read = earlier["workspace"] == line["workspace"]
+                && ms(earlier, "at_ms") < ms(line, "at_ms")
+                && ms(earlier, "first_byte_ms") <= ms(line, "at_ms");
+            assert!(!could_read, "{earlier} comes after {line}");
+        }
+    }
     let mut proxied = raw_bodies(&dir.join("proxy.jsonl"));
     let mut served = raw_bodies(&dir.join("serve.jsonl"));
     proxied.sort();
@@ -732,4 +741,136 @@ fn the_command_checks_its_upstream_before_it_listens() {
         "{stderr}"
     );
     assert!(!String::from_utf8_lossy(&output.stdout).contains("listening"));
+}
+
+/// An upstream whose answers the test holds: a request saying `HELD_HEAD` gets no response until
+/// released; one saying `HELD_BODY` gets its head and half its body at once and the rest when
+/// released; anything else its whole answer at once. It reports each held request's arrival.
+struct HeldUpstream {
+    addr: SocketAddr,
+    arrived: std::sync::mpsc::Receiver<()>,
+    release: Arc<tokio::sync::Notify>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl HeldUpstream {
+    const MESSAGE: &str = r#"{"id":"msg_held","type":"message","content":[],"usage":{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}"#;
+
+    fn start() -> HeldUpstream {
+        use axum::http::header;
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (arrival, arrived) = std::sync::mpsc::channel::<()>();
+        let arrival = Arc::new(Mutex::new(arrival));
+        let release = Arc::new(tokio::sync::Notify::new());
+        let held = Arc::clone(&release);
+        let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
+            let (arrival, release) = (Arc::clone(&arrival), Arc::clone(&held));
+            async move {
+                let text = String::from_utf8_lossy(&body).to_string();
+                let json = [(header::CONTENT_TYPE, "application/json")];
+                if text.contains("HELD_HEAD") {
+                    arrival.lock().unwrap().send(()).unwrap();
+                    release.notified().await;
+                }
+                let body = if text.contains("HELD_BODY") {
+                    arrival.lock().unwrap().send(()).unwrap();
+                    let (first, rest) = HeldUpstream::MESSAGE.split_at(20);
+                    let parts = futures_util::stream::unfold(0, move |part| {
+                        let release = Arc::clone(&release);
+                        async move {
+                            match part {
+                                0 => Some((Ok::<_, std::io::Error>(first.to_string()), 1)),
+                                1 => {
+                                    release.notified().await;
+                                    Some((Ok(rest.to_string()), 2))
+                                }
+                                _ => None,
+                            }
+                        }
+                    });
+                    axum::body::Body::from_stream(parts)
+                } else {
+                    axum::body::Body::from(HeldUpstream::MESSAGE)
+                };
+                (json, body)
+            }
+        });
+        runtime.spawn(async move { axum::serve(listener, app).await });
+        HeldUpstream { addr, arrived, release, _runtime: runtime }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Waits (up to a generous bound, for a loaded machine) until the trace holds `lines` envelopes.
+fn await_lines(path: &Path, lines: usize) -> Vec<Value> {
+    for _ in 0..600 {
+        let written = trace_lines(path);
+        if written.len() >= lines {
+            return written;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the trace never reached {lines} lines: {:?}", trace_lines(path));
+}
+
+fn user_text(line: &Value) -> String {
+    line["body"]["messages"][0]["content"].to_string()
+}
+
+#[test]
+fn a_long_exchange_holds_back_only_the_lines_that_could_read_its_cache() {
+    let dir = scratch("order");
+    let trace = dir.join("proxy.jsonl");
+    let upstream = HeldUpstream::start();
+    let proxy = RunningProxy::start(&upstream.url(), Some(trace.clone()));
+    let url = proxy.url("/v1/messages");
+    let send = |user: &str| {
+        let (url, body) = (url.clone(), cached_request(MODEL, 2_000, user, false));
+        std::thread::spawn(move || post(&client(), &url, Some(KEY), body.as_bytes()).status)
+    };
+
+    // 1. The long exchange has not begun its response when the short one starts: they are
+    //    concurrent, and the short one's line is written while the long one is still waiting.
+    let long = send("HELD_HEAD long");
+    upstream.arrived.recv().unwrap();
+    assert_eq!(send("short while the long one waits").join().unwrap(), 200);
+    let written = await_lines(&trace, 1);
+    assert!(user_text(&written[0]).contains("short while"), "{written:?}");
+    upstream.release.notify_one();
+    assert_eq!(long.join().unwrap(), 200);
+    let written = await_lines(&trace, 2);
+    assert!(user_text(&written[1]).contains("HELD_HEAD"));
+    // The trace is not in start order here, and need not be: neither could read the other's writes.
+    assert!(written[1]["at_ms"].as_u64() <= written[0]["at_ms"].as_u64());
+    assert!(written[1]["first_byte_ms"].as_u64() > written[0]["at_ms"].as_u64());
+
+    // 2. The long exchange's response has begun when the short one starts: the short one could
+    //    read what the long one wrote, so its line follows the long one's, though it ended first.
+    let (begun, head) = std::sync::mpsc::channel();
+    let body = cached_request(MODEL, 2_000, "HELD_BODY long", false);
+    let long_url = url.clone();
+    let long = std::thread::spawn(move || {
+        let mut response = client().post(&long_url).header("x-api-key", KEY).send(body.as_bytes()).unwrap();
+        begun.send(()).unwrap();
+        response.body_mut().read_to_string().unwrap()
+    });
+    upstream.arrived.recv().unwrap();
+    head.recv().unwrap();
+    assert_eq!(send("short after the long one began").join().unwrap(), 200);
+    upstream.release.notify_one();
+    assert_eq!(long.join().unwrap(), HeldUpstream::MESSAGE);
+    proxy.stop();
+    let written = trace_lines(&trace);
+    assert_eq!(written.len(), 4);
+    assert!(user_text(&written[2]).contains("HELD_BODY"), "{written:?}");
+    assert!(user_text(&written[3]).contains("short after"), "{written:?}");
+    assert!(written[2]["first_byte_ms"].as_u64() <= written[3]["at_ms"].as_u64());
+    assert_eq!(written[2]["usage"]["output_tokens"], 1, "the long line has its usage");
+    let _ = std::fs::remove_dir_all(&dir);
 }
