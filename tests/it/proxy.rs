@@ -729,6 +729,67 @@ fn calibration_fits_token_counts_and_scores_candidates_on_the_held_out_half() {
 }
 
 #[test]
+fn calibrate_names_unreadable_lines_and_exits_3_like_replay() {
+    let dir = scratch("calibrate-unreadable");
+    let body = cached_request(MODEL, 2_000, "hi", false);
+    let usage = r#"{"input_tokens":9,"cache_creation_input_tokens":2600,"cache_read_input_tokens":0,"output_tokens":0}"#;
+    // Line 2 is not JSON, line 4 not UTF-8; lines 1 and 3 are requests.
+    let mut trace = format!("{{\"at_ms\":0,\"usage\":{usage},\"body\":{body}}}\nnot json\n").into_bytes();
+    trace.extend_from_slice(format!("{{\"at_ms\":1000,\"usage\":{usage},\"body\":{body}}}\n").as_bytes());
+    trace.extend_from_slice(b"{\"at_ms\":2000,\"body\":\"\xff\xfe\"}\n");
+    let path = dir.join("trace.jsonl");
+    std::fs::write(&path, &trace).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["replay", "--calibrate", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("skipped unreadable line 2:") && stderr.contains("skipped unreadable line 4:"),
+        "{stderr}"
+    );
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let lines: Vec<&Value> = document["unreadable"].as_array().unwrap().iter().map(|u| &u["line"]).collect();
+    assert_eq!(lines, [2, 4]);
+    // The two readable requests: one fits (index 0), one is held out (index 1).
+    assert_eq!(document["calibration"]["models"][0]["fit_requests"], 1);
+    assert_eq!(document["calibration"]["models"][0]["held_out_requests"], 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn import_joins_past_a_proxy_trace_line_that_is_not_utf8_and_exits_3() {
+    // The shared proxy trace fixture (line 5 is `not json`) with a non-UTF-8 line 2 put in.
+    let dir = scratch("join-utf8");
+    let fixture =
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/proxy_every_rule.jsonl")).unwrap();
+    let first_end = fixture.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let mut trace = fixture[..first_end].to_vec();
+    trace.extend_from_slice(b"{\"request_id\":\"req_x\",\"body\":\"\xc3\x28\"}\n");
+    trace.extend_from_slice(&fixture[first_end..]);
+    let path = dir.join("proxy.jsonl");
+    std::fs::write(&path, &trace).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", "--json"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/claude_code/every_rule"))
+        .arg("--trace")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("skipped unreadable line 2: not UTF-8"), "{stderr}");
+    assert!(stderr.contains("skipped unreadable line 6: not a trace envelope"), "{stderr}");
+    // The join went on past line 2: both breaks the fixture locates are still located.
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let join = &document["totals"]["trace_join"];
+    assert_eq!(join, &json!({"breaks_located": 2, "breaks_unmatched": 3, "skipped_lines": 2}));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn the_command_checks_its_upstream_before_it_listens() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
         .args(["proxy", "--addr", "127.0.0.1:0", "--upstream", "api.anthropic.com"])
