@@ -935,3 +935,129 @@ fn a_long_exchange_holds_back_only_the_lines_that_could_read_its_cache() {
     assert_eq!(written[2]["usage"]["output_tokens"], 1, "the long line has its usage");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One request through `proxy` to `serve --compress`, asking for `encoding`, on a raw socket:
+/// the response head and its de-chunked (still compressed) body.
+fn compressed_exchange(proxy: &RunningProxy, encoding: &str, body: &str) -> (String, Vec<u8>) {
+    let mut socket = TcpStream::connect(proxy.addr).unwrap();
+    write!(
+        socket,
+        "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: {KEY}\r\naccept-encoding: {encoding}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut received = Vec::new();
+    socket.read_to_end(&mut received).unwrap();
+    let split = received.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&received[..split]).to_ascii_lowercase();
+    let payload = dechunk(&received[split..], &head);
+    (head, payload)
+}
+
+#[test]
+fn a_compressing_server_through_the_proxy_records_its_bodies_and_usage_in_every_encoding() {
+    use forkcache::proxy::Encodings;
+    let dir = scratch("compress");
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), compress: true, ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let mut step = 0;
+    let mut usages = Vec::new();
+    for encoding in ["gzip", "br", "zstd"] {
+        for stream in [false, true] {
+            let (head, payload) = compressed_exchange(&proxy, encoding, &turn(0, step, stream));
+            step += 1;
+            assert!(head.contains(&format!("content-encoding: {encoding}")), "{head}");
+            let plain =
+                String::from_utf8(Encodings::parse(Some(encoding)).decode(&payload).unwrap()).unwrap();
+            let usage: Usage = if stream {
+                assert!(plain.ends_with("data: {\"type\":\"message_stop\"}\n\n"), "{plain}");
+                let start = sse_events(&plain).into_iter().find(|(name, _)| name == "message_start").unwrap();
+                serde_json::from_value(start.1["message"]["usage"].clone()).unwrap()
+            } else {
+                serde_json::from_str::<Value>(&plain)
+                    .map(|m| serde_json::from_value(m["usage"].clone()).unwrap())
+                    .unwrap()
+            };
+            usages.push(usage);
+        }
+    }
+    let (stats, log) = proxy.stop();
+    drop(server);
+    assert_eq!(raw_bodies(&dir.join("proxy.jsonl")), raw_bodies(&dir.join("serve.jsonl")));
+    let lines = trace_lines(&dir.join("proxy.jsonl"));
+    assert_eq!(lines.len(), 6);
+    // The first turn writes the 2,000-token system block; every later one reads it.
+    assert_eq!(usages[0].cache_creation_input_tokens, 2_000);
+    assert!(usages[1..].iter().all(|u| u.cache_read_input_tokens == 2_000), "{usages:?}");
+    for (line, usage) in lines.iter().zip(&usages) {
+        assert_eq!(line["usage"]["cache_read_input_tokens"], usage.cache_read_input_tokens, "{line}");
+        assert_eq!(line["usage"]["cache_creation_input_tokens"], usage.cache_creation_input_tokens, "{line}");
+        assert!(line.get("incomplete").is_none(), "{line}");
+    }
+    let workspace = &stats.workspaces[&key_fingerprint(KEY)];
+    assert_eq!((workspace.compared, workspace.agreed), (6, 6), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_compressed_stream_is_flushed_per_event_so_a_hang_up_keeps_its_usage() {
+    use forkcache::proxy::Encodings;
+    let dir = scratch("compress-flush");
+    // Modelled latency: a long reply streams for many seconds after message_start.
+    let script = r#"{"rules": [], "default": {"text": "LONG", "output_tokens": 200000}}"#;
+    let script = Script::from_json(script).unwrap();
+    let server = Running::start(
+        ServeConfig { script, latency: LatencyMode::Model, compress: true, ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let body = cached_request(MODEL, 2_000, &"long answer please ".repeat(2_000), true);
+    let mut socket = TcpStream::connect(proxy.addr).unwrap();
+    write!(socket, "POST /v1/messages HTTP/1.1\r\nhost: x\r\naccept-encoding: gzip\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len()).unwrap();
+    // Read until the compressed bytes so far decode to message_start (the encoder's own test,
+    // serve::compress, shows each frame decodes alone), then hang up: the proxy's copy must hold
+    // the usage too.
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let read = socket.read(&mut buffer).unwrap();
+        assert!(read > 0, "the stream ended before message_start decoded");
+        received.extend_from_slice(&buffer[..read]);
+        let Some(split) = received.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+        // The whole chunks received so far, de-framed (the last may still be arriving).
+        let payload = whole_chunks(&received[split + 4..]);
+        let plain = Encodings::parse(Some("gzip")).decode(&payload).unwrap_or_default();
+        if String::from_utf8_lossy(&plain).contains("message_start") {
+            break;
+        }
+    }
+    socket.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(socket);
+    let (stats, _) = proxy.stop();
+    server.stop();
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(line["incomplete"], true, "{line}");
+    assert_eq!(line["usage"]["cache_creation_input_tokens"], 2_000, "the proxy decoded the flushed events");
+    assert_eq!(stats.workspaces["default"].incomplete, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The data of every complete chunk at the start of a chunked body.
+fn whole_chunks(mut rest: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(end) = rest.windows(2).position(|w| w == b"\r\n") {
+        let Ok(size) = usize::from_str_radix(std::str::from_utf8(&rest[..end]).unwrap_or("").trim(), 16)
+        else {
+            break;
+        };
+        if size == 0 || rest.len() < end + 2 + size {
+            break;
+        }
+        out.extend_from_slice(&rest[end + 2..end + 2 + size]);
+        rest = &rest[(end + 4 + size).min(rest.len())..];
+    }
+    out
+}
