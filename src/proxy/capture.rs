@@ -23,6 +23,11 @@ impl Encodings {
         Encodings(names.filter(|name| !name.is_empty() && name != "identity").collect())
     }
 
+    /// The header's encodings as written (`identity` for none).
+    pub fn name(&self) -> String {
+        if self.0.is_empty() { "identity".to_string() } else { self.0.join(", ") }
+    }
+
     /// The body with every encoding undone, outermost first. A truncated body (a stream cut off)
     /// decodes as far as it goes; an unknown encoding yields nothing.
     pub fn decode(&self, body: &[u8]) -> Option<Vec<u8>> {

@@ -332,6 +332,9 @@ impl Journal {
         }
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
         stats.add(&comparison);
+        if let Some(response) = &exchange.response {
+            *stats.content_encodings.entry(response.encodings.name()).or_default() += 1;
+        }
         if let Some(key) = &exchange.key_workspace {
             stats.key_used(key, &entry.workspace);
         }

@@ -999,6 +999,8 @@ fn a_compressing_server_through_the_proxy_records_its_bodies_and_usage_in_every_
     }
     let workspace = &stats.workspaces[&key_fingerprint(KEY)];
     assert_eq!((workspace.compared, workspace.agreed), (6, 6), "{log}");
+    let encodings: Vec<(&str, u64)> = stats.content_encodings.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    assert_eq!(encodings, [("br", 2), ("gzip", 2), ("zstd", 2)]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
