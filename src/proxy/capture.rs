@@ -23,6 +23,11 @@ impl Encodings {
         Encodings(names.filter(|name| !name.is_empty() && name != "identity").collect())
     }
 
+    /// No encoding: the body is as sent.
+    pub fn is_identity(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The header's encodings as written (`identity` for none).
     pub fn name(&self) -> String {
         if self.0.is_empty() { "identity".to_string() } else { self.0.join(", ") }

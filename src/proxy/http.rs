@@ -190,6 +190,7 @@ impl http_body::Body for Tee {
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
+                    // A reference to the frame's buffer: the journal joins and reads them.
                     this.ticket.copy(data);
                 }
                 if http_body::Body::is_end_stream(&this.inner) {

@@ -50,7 +50,10 @@ struct Response {
     workspace: Option<String>,
     event_stream: bool,
     encodings: Encodings,
-    copy: Vec<u8>,
+    /// The body's frames as received: each shares its buffer with the frame sent on (a reference
+    /// count, not a copy); the journal joins them.
+    copy: Vec<Bytes>,
+    copy_bytes: usize,
     copy_overflowed: bool,
     ended: bool,
     upstream_error: Option<String>,
@@ -139,6 +142,7 @@ impl Ticket {
             event_stream: content_type.starts_with("text/event-stream"),
             encodings: Encodings::parse(text(header::CONTENT_ENCODING.as_str()).as_deref()),
             copy: Vec::new(),
+            copy_bytes: 0,
             copy_overflowed: false,
             ended: false,
             upstream_error: None,
@@ -156,12 +160,13 @@ impl Ticket {
     }
 
     /// A chunk of the response body, as received.
-    pub(super) fn copy(&mut self, data: &[u8]) {
+    pub(super) fn copy(&mut self, data: &Bytes) {
         let response = self.response();
-        if response.copy.len() + data.len() > COPY_LIMIT_BYTES {
+        if response.copy_bytes + data.len() > COPY_LIMIT_BYTES {
             response.copy_overflowed = true;
         } else {
-            response.copy.extend_from_slice(data);
+            response.copy_bytes += data.len();
+            response.copy.push(data.clone());
         }
     }
 
@@ -419,7 +424,12 @@ fn read_copy(response: &Response) -> Observed {
     if response.copy_overflowed {
         return Observed::default();
     }
-    let decoded = response.encodings.decode(&response.copy).unwrap_or_default();
+    let received = response.copy.concat();
+    let decoded = if response.encodings.is_identity() {
+        received
+    } else {
+        response.encodings.decode(&received).unwrap_or_default()
+    };
     let mut observed = observe(response.status, response.event_stream, &decoded);
     let success = (200..300).contains(&response.status);
     if success && (!response.ended || response.upstream_error.is_some()) {
