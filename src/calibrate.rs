@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::billing::PriceTable;
+use crate::ingest::trace::UnreadableLine;
 use crate::replay::{ReplayConfig, ReplayError, ReplayRecord, replay};
 
 /// Minimum cacheable lengths tried, in tokens (besides the price table's own).
@@ -73,6 +74,8 @@ pub struct Calibration {
     pub min_cacheable: Vec<Candidate>,
     /// Each of [`FIRST_TOKEN_CANDIDATES_MS`].
     pub first_token_ms: Vec<Candidate>,
+    /// Trace lines that could not be read (left out of every fit, as replay leaves them out).
+    pub unreadable: Vec<UnreadableLine>,
 }
 
 /// Calibrates against `trace`'s recorded usage.
@@ -95,7 +98,7 @@ pub fn calibrate(
         tried.endpoint.cache.latency.base_ms = value;
         first_token_ms.push(held_out(Some(value), &replay(&tried, prices.clone(), trace)?.records));
     }
-    Ok(Calibration { models, min_cacheable, first_token_ms })
+    Ok(Calibration { models, min_cacheable, first_token_ms, unreadable: baseline.unreadable })
 }
 
 /// Whether a record is in the held-out half.
@@ -154,7 +157,7 @@ fn held_out(value: Option<u64>, records: &[ReplayRecord]) -> Candidate {
 impl Calibration {
     /// The `--calibrate --json` document (one line).
     pub fn to_json(&self) -> String {
-        let json = serde_json::json!({"calibration": {
+        let mut json = serde_json::json!({"calibration": {
             "split": "even request indexes fit, odd ones are held out",
             "models": self.models.iter().map(|m| serde_json::json!({
                 "model": m.model,
@@ -169,6 +172,14 @@ impl Calibration {
             "min_cacheable_tokens": self.min_cacheable,
             "first_token_base_ms": self.first_token_ms,
         }});
+        if !self.unreadable.is_empty() {
+            // As in `replay --json`: each skipped line, 1-based, with what is wrong.
+            json["unreadable"] = self
+                .unreadable
+                .iter()
+                .map(|line| serde_json::json!({"line": line.line, "message": line.message}))
+                .collect();
+        }
         json.to_string()
     }
 
@@ -200,6 +211,9 @@ impl Calibration {
                 c.agreed,
                 c.compared
             ));
+        }
+        for line in &self.unreadable {
+            out.push_str(&format!("unreadable {line}\n"));
         }
         out
     }

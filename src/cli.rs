@@ -477,6 +477,10 @@ pub struct ServeArgs {
     /// Connections served at once; more wait to be accepted.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Compress responses as the request's accept-encoding allows (gzip, br, zstd), each event
+    /// flushed as sent, like the real API.
+    #[arg(long)]
+    pub compress: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

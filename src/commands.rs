@@ -269,7 +269,15 @@ fn run_calibrate(args: &ReplayArgs, config: &ReplayConfig, trace: &[u8]) -> anyh
     } else {
         print!("{}", calibration.to_table());
     }
-    Ok(ExitCode::SUCCESS)
+    // As replay: each skipped line named on stderr, and exit 3.
+    for line in &calibration.unreadable {
+        eprintln!("forkcache: {}: skipped unreadable {line}", args.trace.display());
+    }
+    if calibration.unreadable.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(EXIT_SOME_LINES_UNREADABLE))
+    }
 }
 
 fn run_scenario(args: &RunArgs) -> anyhow::Result<ExitCode> {

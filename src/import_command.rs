@@ -74,7 +74,13 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         text.push('\n');
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    if report.read.skipped_lines > 0 {
+    let join_skipped = report.join.as_ref().map_or(&[][..], |join| join.unreadable.as_slice());
+    if let Some(path) = args.trace.as_ref().filter(|_| !join_skipped.is_empty()) {
+        for line in join_skipped {
+            eprintln!("forkcache: {}: skipped unreadable {line}", path.display());
+        }
+    }
+    if report.read.skipped_lines > 0 || !join_skipped.is_empty() {
         for note in &report.read.notes {
             eprintln!("forkcache: skipped {note}");
         }

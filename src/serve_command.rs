@@ -33,6 +33,7 @@ pub fn run_serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     config.body_timeout_ms = millis(args.body_timeout);
     config.idle_timeout_ms = millis(args.idle_timeout);
     config.strict = args.strict;
+    config.compress = args.compress;
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     raise_open_file_limit(config.max_connections);
     if !args.quiet.quiet {

@@ -40,8 +40,13 @@ start_serve() {
 # start_server LOG ARGS...: start_serve; SERVE_URL is the server's URL. With
 # FORKCACHE_VIA_PROXY=1 (scripts/clients/via-proxy.sh) it also puts `forkcache proxy` in front of
 # the server, recording to proxy.jsonl (log proxy.log) beside LOG; BASE_URL is then the proxy's.
+# With FORKCACHE_SERVE_COMPRESS=1 the server compresses its responses (`serve --compress`).
 start_server() {
-  start_serve "$@"
+  if [[ "${FORKCACHE_SERVE_COMPRESS:-}" == 1 ]]; then
+    start_serve "$@" --compress
+  else
+    start_serve "$@"
+  fi
   SERVE_URL="$BASE_URL"
   export FORKCACHE_STATS_URL="$SERVE_URL"
   if [[ "${FORKCACHE_VIA_PROXY:-}" != 1 ]]; then
@@ -72,7 +77,8 @@ check_via_proxy() {
     return 0
   fi
   "$FORKCACHE_BIN" replay --json "$PROXY_DIR/proxy.jsonl" >"$PROXY_DIR/proxy-replay.json"
-  python3 "$ROOT/scripts/clients/check_proxy.py" "$1" "$PROXY_DIR/proxy.jsonl" "$PROXY_DIR/proxy-replay.json" "$2" \
+  FORKCACHE_EXPECT_COMPRESSED="${FORKCACHE_SERVE_COMPRESS:-}" \
+    python3 "$ROOT/scripts/clients/check_proxy.py" "$1" "$PROXY_DIR/proxy.jsonl" "$PROXY_DIR/proxy-replay.json" "$2" \
     "$PROXY_DIR/proxy.jsonl" "$PROXY_DIR/proxy.log"
 }
 

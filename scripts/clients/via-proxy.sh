@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# The real clients again, each through `forkcache proxy` in front of `forkcache serve`: the
-# clients' own checks must still pass, and the proxy's trace must equal the server's body for
-# body, replay with 100% agreement and hold no key (scripts/clients/check_proxy.py).
+# The real clients again, each through `forkcache proxy` in front of `forkcache serve`, once with
+# plain responses and once with `serve --compress` (gzip, br or zstd as the client asks; streams
+# flushed per event): the clients' own checks must still pass, and the proxy's trace must equal
+# the server's body for body, with every usage parsed, replay with 100% agreement and hold no key
+# (scripts/clients/check_proxy.py). The Python SDK and Claude Code stream, the TypeScript SDK
+# and the Python SDK also send non-streaming requests: both kinds are covered both ways.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export FORKCACHE_VIA_PROXY=1
-bash scripts/clients/python-sdk.sh
-bash scripts/clients/typescript-sdk.sh
-bash scripts/claude-code-harness.sh
+for compress in 0 1; do
+  export FORKCACHE_SERVE_COMPRESS="$compress"
+  echo "== through the proxy, serve --compress: $([[ $compress == 1 ]] && echo on || echo off)"
+  bash scripts/clients/python-sdk.sh
+  bash scripts/clients/typescript-sdk.sh
+  bash scripts/claude-code-harness.sh
+done

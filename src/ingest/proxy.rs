@@ -11,6 +11,7 @@ use std::io::BufRead;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::ingest::trace::UnreadableLine;
 use crate::verify::{Divergence, cache_order, first_divergence};
 
 use super::report::ImportReport;
@@ -34,6 +35,15 @@ pub struct Join {
     pub unmatched_breaks: u64,
     /// Trace lines that were not readable envelopes.
     pub skipped_lines: u64,
+    /// Those lines: 1-based line number and what is wrong.
+    pub unreadable: Vec<UnreadableLine>,
+}
+
+impl Join {
+    fn skip(&mut self, line: usize, message: String) {
+        self.skipped_lines += 1;
+        self.unreadable.push(UnreadableLine { line, message });
+    }
 }
 
 /// (break request id, the chain's previous request id) for every observed break.
@@ -53,19 +63,36 @@ fn break_pairs(report: &ImportReport) -> Vec<(String, String)> {
 }
 
 /// Streams the proxy trace and finds each break's first divergence.
-pub fn join(report: &ImportReport, trace: impl BufRead) -> std::io::Result<Join> {
+pub fn join(report: &ImportReport, mut trace: impl BufRead) -> std::io::Result<Join> {
     let pairs = break_pairs(report);
     let wanted: BTreeSet<&str> = pairs.iter().flat_map(|(a, b)| [a.as_str(), b.as_str()]).collect();
     let mut bodies: BTreeMap<String, String> = BTreeMap::new();
     let mut join = Join::default();
-    for line in trace.lines() {
-        let line = line?;
+    // Lines as bytes: one that is not UTF-8 is skipped and counted, not the end of the join.
+    let mut bytes = Vec::new();
+    let mut number = 0;
+    loop {
+        bytes.clear();
+        if trace.read_until(b'\n', &mut bytes)? == 0 {
+            break;
+        }
+        number += 1;
+        let line = match std::str::from_utf8(&bytes) {
+            Ok(line) => line,
+            Err(err) => {
+                join.skip(number, format!("not UTF-8 (byte {})", err.valid_up_to() + 1));
+                continue;
+            }
+        };
         if line.trim().is_empty() {
             continue;
         }
-        let Ok(parsed) = serde_json::from_str::<ProxyLine>(&line) else {
-            join.skipped_lines += 1;
-            continue;
+        let parsed = match serde_json::from_str::<ProxyLine>(line) {
+            Ok(parsed) => parsed,
+            Err(err) => {
+                join.skip(number, format!("not a trace envelope: {err}"));
+                continue;
+            }
         };
         if let (Some(id), Some(body)) = (parsed.request_id, parsed.body) {
             if wanted.contains(id) {

@@ -23,6 +23,16 @@ impl Encodings {
         Encodings(names.filter(|name| !name.is_empty() && name != "identity").collect())
     }
 
+    /// No encoding: the body is as sent.
+    pub fn is_identity(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The header's encodings as written (`identity` for none).
+    pub fn name(&self) -> String {
+        if self.0.is_empty() { "identity".to_string() } else { self.0.join(", ") }
+    }
+
     /// The body with every encoding undone, outermost first. A truncated body (a stream cut off)
     /// decodes as far as it goes; an unknown encoding yields nothing.
     pub fn decode(&self, body: &[u8]) -> Option<Vec<u8>> {
@@ -41,10 +51,23 @@ fn decode_one(name: &str, bytes: &[u8]) -> Option<Vec<u8>> {
         "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut out),
         "deflate" => flate2::read::ZlibDecoder::new(bytes).read_to_end(&mut out),
         "br" => brotli::Decompressor::new(bytes, 4096).read_to_end(&mut out),
-        "zstd" => ruzstd::decoding::StreamingDecoder::new(bytes).ok()?.read_to_end(&mut out),
+        "zstd" => return Some(decode_zstd_frames(bytes)),
         _ => return None,
     };
     Some(out)
+}
+
+/// Every zstd frame in `bytes`, one after another (a stream may hold many: a server that flushes
+/// per event ends a frame per event), as far as they decode.
+fn decode_zstd_frames(mut bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let Ok(mut frame) = ruzstd::decoding::StreamingDecoder::new(&mut bytes) else { break };
+        if frame.read_to_end(&mut out).is_err() {
+            break;
+        }
+    }
+    out
 }
 
 /// What a response said about its request, read from the decoded copy.

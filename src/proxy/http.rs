@@ -50,7 +50,7 @@ async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
 async fn forward(State(shared): SharedState, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let recorded = parts.method == Method::POST && parts.uri.path() == "/v1/messages";
-    let mut ticket = recorded.then(|| shared.tickets().issue(shared.now_ms(), &parts.headers));
+    let mut ticket = recorded.then(|| shared.sequencer.issue(&parts.headers));
     let body = match axum::body::to_bytes(body, shared.body_limit_bytes).await {
         Ok(body) => body,
         Err(err) => {
@@ -80,12 +80,11 @@ async fn forward(State(shared): SharedState, request: Request) -> Response {
             return refuse(ticket, ApiError::new(ErrorKind::Api, message), StatusCode::BAD_GATEWAY);
         }
     };
-    let first_byte_ms = shared.now_ms();
     let (mut head, incoming) = response.into_parts();
     head.headers = end_to_end(&head.headers);
     let body = match ticket {
         Some(mut ticket) => {
-            ticket.began(first_byte_ms, head.status.as_u16(), &head.headers);
+            ticket.began(head.status.as_u16(), &head.headers);
             Body::new(Tee { inner: incoming, ticket })
         }
         None => Body::new(incoming),
@@ -191,6 +190,7 @@ impl http_body::Body for Tee {
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
+                    // A reference to the frame's buffer: the journal joins and reads them.
                     this.ticket.copy(data);
                 }
                 if http_body::Body::is_end_stream(&this.inner) {

@@ -1,16 +1,20 @@
-//! The journal: finished exchanges, put back in start order, decoded, priced by the endpoint,
-//! compared, written to the trace and counted — on its own thread, off the forwarding path.
+//! The journal: finished exchanges, put in trace order ([`super::order`]), decoded, priced by the
+//! endpoint, compared, written to the trace and counted — on its own thread, off the forwarding
+//! path.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+
+use tokio::time::Instant;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, header};
 
 use super::capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
+use super::order::{Order, Stamp};
 use super::redact::redact;
 use super::stats::{Comparison, ProxyStats};
 use crate::agreement::read_recorded;
@@ -27,6 +31,8 @@ use crate::wire::{Betas, Reply};
 struct Exchange {
     seq: u64,
     at_ms: u64,
+    /// When the ticket was dropped: the exchange ended, failed or was abandoned.
+    ended_ms: u64,
     /// The key's fingerprint (never the key), or none without a key.
     key_workspace: Option<String>,
     /// The betas its `anthropic-beta` headers named.
@@ -46,33 +52,64 @@ struct Response {
     workspace: Option<String>,
     event_stream: bool,
     encodings: Encodings,
-    copy: Vec<u8>,
+    /// The body's frames as received: each shares its buffer with the frame sent on (a reference
+    /// count, not a copy); the journal joins them.
+    copy: Vec<Bytes>,
+    copy_bytes: usize,
     copy_overflowed: bool,
     ended: bool,
     upstream_error: Option<String>,
 }
 
-/// Hands out tickets in start order.
-pub(super) struct Tickets {
-    next: u64,
-    sender: Sender<Exchange>,
+/// What the forwarding path tells the journal.
+enum Note {
+    /// A successful response began: from here on its cache writes are readable.
+    Began { seq: u64, stamp: Stamp },
+    /// The exchange is over, however it ended.
+    Ended(Box<Exchange>),
 }
 
-impl Tickets {
-    /// A ticket for a Messages request that started at `at_ms`.
-    pub(super) fn issue(&mut self, at_ms: u64, headers: &HeaderMap) -> Ticket {
-        let seq = self.next;
-        self.next += 1;
+/// Stamps every exchange's start, first byte and end with one clock, and reports each to the
+/// journal under one lock, so the journal hears of a first byte before any end stamped after it
+/// (see [`super::order`]).
+pub(super) struct Sequencer {
+    started: Instant,
+    inner: Mutex<Issued>,
+}
+
+struct Issued {
+    next: u64,
+    notes: Sender<Note>,
+}
+
+impl Sequencer {
+    /// Milliseconds since the proxy started.
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Issued> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A ticket for a Messages request starting now: ticket numbers follow start times.
+    pub(super) fn issue(self: &Arc<Self>, headers: &HeaderMap) -> Ticket {
+        let key_workspace = api_key(headers).as_deref().map(key_fingerprint);
+        let betas = crate::serve::request_betas(headers);
+        let mut issued = self.lock();
+        let seq = issued.next;
+        issued.next += 1;
         let exchange = Exchange {
             seq,
-            at_ms,
-            key_workspace: api_key(headers).as_deref().map(key_fingerprint),
-            betas: crate::serve::request_betas(headers),
+            at_ms: self.now_ms(),
+            ended_ms: 0,
+            key_workspace,
+            betas,
             body: Bytes::new(),
             response: None,
             refused: None,
         };
-        Ticket { exchange: Some(exchange), sender: self.sender.clone() }
+        Ticket { exchange: Some(exchange), sequencer: Arc::clone(self) }
     }
 }
 
@@ -80,7 +117,7 @@ impl Tickets {
 /// abandoned exchange never holds up the ones after it.
 pub(super) struct Ticket {
     exchange: Option<Exchange>,
-    sender: Sender<Exchange>,
+    sequencer: Arc<Sequencer>,
 }
 
 impl Ticket {
@@ -93,11 +130,15 @@ impl Ticket {
         self.exchange().body = body;
     }
 
-    /// The upstream's response head arrived.
-    pub(super) fn began(&mut self, first_byte_ms: u64, status: u16, headers: &HeaderMap) {
+    /// The upstream's response head arrived: its first byte, stamped now.
+    pub(super) fn began(&mut self, status: u16, headers: &HeaderMap) {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
         let content_type = text(header::CONTENT_TYPE.as_str()).unwrap_or_default();
-        self.exchange().response = Some(Response {
+        let sequencer = Arc::clone(&self.sequencer);
+        let issued = sequencer.lock();
+        let first_byte_ms = sequencer.now_ms();
+        let exchange = self.exchange();
+        exchange.response = Some(Response {
             first_byte_ms,
             status,
             request_id: text("request-id"),
@@ -105,24 +146,31 @@ impl Ticket {
             event_stream: content_type.starts_with("text/event-stream"),
             encodings: Encodings::parse(text(header::CONTENT_ENCODING.as_str()).as_deref()),
             copy: Vec::new(),
+            copy_bytes: 0,
             copy_overflowed: false,
             ended: false,
             upstream_error: None,
         });
+        // An error response writes nothing to the cache: nothing waits for it.
+        if (200..300).contains(&status) {
+            let stamp = Stamp { workspace: workspace(exchange), ms: first_byte_ms };
+            // The journal only stops after every ticket is gone.
+            let _ = issued.notes.send(Note::Began { seq: exchange.seq, stamp });
+        }
     }
-
     #[allow(clippy::expect_used)] // `http` passes response bytes on only after the head
     fn response(&mut self) -> &mut Response {
         self.exchange().response.as_mut().expect("response bytes come after the head")
     }
 
     /// A chunk of the response body, as received.
-    pub(super) fn copy(&mut self, data: &[u8]) {
+    pub(super) fn copy(&mut self, data: &Bytes) {
         let response = self.response();
-        if response.copy.len() + data.len() > COPY_LIMIT_BYTES {
+        if response.copy_bytes + data.len() > COPY_LIMIT_BYTES {
             response.copy_overflowed = true;
         } else {
-            response.copy.extend_from_slice(data);
+            response.copy_bytes += data.len();
+            response.copy.push(data.clone());
         }
     }
 
@@ -142,28 +190,23 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if let Some(exchange) = self.exchange.take() {
+        if let Some(mut exchange) = self.exchange.take() {
+            let issued = self.sequencer.lock();
+            exchange.ended_ms = self.sequencer.now_ms();
             // The journal only stops after every ticket is gone.
-            let _ = self.sender.send(exchange);
+            let _ = issued.notes.send(Note::Ended(Box::new(exchange)));
         }
     }
 }
 
 /// The running journal.
 pub(super) struct Handle {
-    sender: Sender<Exchange>,
     thread: JoinHandle<()>,
 }
 
 impl Handle {
-    /// The ticket dispenser (sharing the journal's channel).
-    pub(super) fn tickets(&self) -> Tickets {
-        Tickets { next: 0, sender: self.sender.clone() }
-    }
-
-    /// Waits until every ticket is dropped and written.
+    /// Waits until the sequencer and every ticket are dropped and written.
     pub(super) fn finish(self) {
-        drop(self.sender);
         let _ = self.thread.join();
     }
 }
@@ -175,27 +218,28 @@ pub(super) struct TraceOut {
     pub(super) redact_with: Option<Box<dyn Tokenizer>>,
 }
 
-/// Starts the journal thread.
+/// Starts the journal thread, and the sequencer that feeds it (its clock starts now).
 pub(super) fn start(
     endpoint: MockEndpoint,
     trace: Option<TraceOut>,
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
-) -> std::io::Result<Handle> {
-    let (sender, receiver) = channel();
+) -> std::io::Result<(Arc<Sequencer>, Handle)> {
+    let (notes, receiver) = channel();
     let journal = Journal {
         endpoint,
         trace,
         request_log,
         stats,
-        next: 0,
+        order: Order::default(),
         waiting: BTreeMap::new(),
         recent: Recent::default(),
     };
     let thread = std::thread::Builder::new()
         .name("forkcache-proxy-journal".into())
         .spawn(move || journal.run(receiver))?;
-    Ok(Handle { sender, thread })
+    let sequencer = Sequencer { started: Instant::now(), inner: Mutex::new(Issued { next: 0, notes }) };
+    Ok((Arc::new(sequencer), Handle { thread }))
 }
 
 struct Journal {
@@ -203,9 +247,9 @@ struct Journal {
     trace: Option<TraceOut>,
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
-    /// The next ticket to write.
-    next: u64,
-    /// Finished exchanges waiting for an earlier-started one.
+    /// Which ended exchange may be written next.
+    order: Order,
+    /// Ended exchanges waiting for an earlier-started one.
     waiting: BTreeMap<u64, Exchange>,
     recent: Recent,
 }
@@ -243,12 +287,20 @@ impl Recent {
 }
 
 impl Journal {
-    fn run(mut self, receiver: Receiver<Exchange>) {
-        for exchange in receiver {
-            self.waiting.insert(exchange.seq, exchange);
-            while let Some(exchange) = self.waiting.remove(&self.next) {
-                self.next += 1;
-                self.write(exchange);
+    fn run(mut self, receiver: Receiver<Note>) {
+        for note in receiver {
+            match note {
+                Note::Began { seq, stamp } => self.order.began(seq, stamp),
+                Note::Ended(exchange) => {
+                    let stamp = Stamp { workspace: workspace(&exchange), ms: exchange.at_ms };
+                    self.order.ended(exchange.seq, stamp, exchange.ended_ms);
+                    self.waiting.insert(exchange.seq, *exchange);
+                }
+            }
+            while let Some(seq) = self.order.take_writable() {
+                if let Some(exchange) = self.waiting.remove(&seq) {
+                    self.write(exchange);
+                }
             }
         }
     }
@@ -289,6 +341,9 @@ impl Journal {
         }
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
         stats.add(&comparison);
+        if let Some(response) = &exchange.response {
+            *stats.content_encodings.entry(response.encodings.name()).or_default() += 1;
+        }
         if let Some(key) = &exchange.key_workspace {
             stats.key_used(key, &entry.workspace);
         }
@@ -331,10 +386,7 @@ struct Entry {
 impl Entry {
     fn of(exchange: &Exchange) -> Entry {
         let response = exchange.response.as_ref();
-        let workspace = response
-            .and_then(|r| r.workspace.clone())
-            .or_else(|| exchange.key_workspace.clone())
-            .unwrap_or_else(|| "default".to_string());
+        let workspace = workspace(exchange);
         let observed = response.map(read_copy).unwrap_or_default();
         let usage = observed.usage.map(serde_json::Value::Object);
         let recorded = usage.as_ref().and_then(|usage| read_recorded(&usage.to_string()));
@@ -358,6 +410,12 @@ impl Entry {
     }
 }
 
+/// The exchange's cache scope: the API's workspace id, else the key's fingerprint.
+fn workspace(exchange: &Exchange) -> String {
+    let from_response = exchange.response.as_ref().and_then(|r| r.workspace.clone());
+    from_response.or_else(|| exchange.key_workspace.clone()).unwrap_or_else(|| "default".to_string())
+}
+
 /// The error recorded for a request whose client hung up before any response (nginx's 499).
 fn client_left() -> LoggedError {
     LoggedError {
@@ -372,7 +430,12 @@ fn read_copy(response: &Response) -> Observed {
     if response.copy_overflowed {
         return Observed::default();
     }
-    let decoded = response.encodings.decode(&response.copy).unwrap_or_default();
+    let received = response.copy.concat();
+    let decoded = if response.encodings.is_identity() {
+        received
+    } else {
+        response.encodings.decode(&received).unwrap_or_default()
+    };
     let mut observed = observe(response.status, response.event_stream, &decoded);
     let success = (200..300).contains(&response.status);
     if success && (!response.ended || response.upstream_error.is_some()) {
@@ -392,9 +455,10 @@ mod tests {
         assert_eq!(api_key(&headers).as_deref(), Some("sk-ant-secret"));
         headers.insert("x-api-key", "sk-other".parse().unwrap());
         assert_eq!(api_key(&headers).as_deref(), Some("sk-other"));
-        let (sender, _receiver) = channel();
-        let mut tickets = Tickets { next: 0, sender };
-        let mut ticket = tickets.issue(5, &headers);
+        let (notes, _receiver) = channel();
+        let sequencer =
+            Arc::new(Sequencer { started: Instant::now(), inner: Mutex::new(Issued { next: 0, notes }) });
+        let mut ticket = sequencer.issue(&headers);
         let workspace = ticket.exchange().key_workspace.clone().unwrap();
         assert_eq!(workspace, key_fingerprint("sk-other"));
         assert!(workspace.starts_with("key-") && workspace.len() == 20 && !workspace.contains("sk-"));

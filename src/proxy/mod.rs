@@ -5,9 +5,10 @@
 //!
 //! The forwarding path only copies bytes. Everything else — decoding the response copy
 //! (`content-encoding` gzip, br, zstd), reading its usage, pricing, writing the trace, the live
-//! comparison line and the stats — runs on one journal thread, in the order requests started:
-//! an exchange is written once it and every earlier-started one have finished, so the trace needs
-//! no reordering and the endpoint sees requests exactly as `replay` will.
+//! comparison line and the stats — runs on one journal thread. An ended exchange is written once
+//! every earlier-started exchange whose cache it could have read is written ([`order`]), so a
+//! long stream holds back only what depends on it, the trace needs no reordering, and the
+//! endpoint sees requests exactly as `replay` will.
 //!
 //! Like [`crate::serve`], this is an edge that reads a wall clock: it stamps each request's start
 //! and its upstream's first byte in milliseconds since the proxy started. No API key is ever
@@ -17,6 +18,7 @@
 mod capture;
 mod http;
 mod journal;
+mod order;
 mod redact;
 mod stats;
 mod upstream;
@@ -25,9 +27,9 @@ use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::time::{Duration, Instant};
+use tokio::time::Duration;
 
 use crate::endpoint::MockEndpoint;
 use crate::ingest::trace::{SessionMarker, TraceWriter};
@@ -145,12 +147,11 @@ impl Proxy {
         #[allow(clippy::expect_used)] // `MockEndpoint::new` already built this tokenizer
         let redact_with = config.redact.then(|| tokenizer.build().expect(built));
         let trace = trace.map(|out| journal::TraceOut { out, redact_with });
-        let journal = journal::start(endpoint, trace, config.request_log, Arc::clone(&stats))
+        let (sequencer, journal) = journal::start(endpoint, trace, config.request_log, Arc::clone(&stats))
             .map_err(ServeError::Io)?;
         let shared = Shared {
             upstream,
-            started: Instant::now(),
-            tickets: Mutex::new(journal.tickets()),
+            sequencer,
             stats,
             body_limit_bytes: config.body_limit_bytes,
             require_key: config.require_key,
@@ -186,23 +187,10 @@ impl Proxy {
 /// State every connection shares.
 struct Shared {
     upstream: Upstream,
-    started: Instant,
-    /// Hands out start-ordered tickets; the lock makes a ticket's number and its start time
-    /// agree.
-    tickets: Mutex<journal::Tickets>,
+    /// Hands out start-ordered tickets and stamps their times.
+    sequencer: Arc<journal::Sequencer>,
     stats: Arc<Mutex<ProxyStats>>,
     body_limit_bytes: usize,
     /// `GET /forkcache/stats` needs a key, and shows only that key's workspaces.
     require_key: bool,
-}
-
-impl Shared {
-    /// Milliseconds since the proxy started.
-    fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
-    }
-
-    fn tickets(&self) -> MutexGuard<'_, journal::Tickets> {
-        self.tickets.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }

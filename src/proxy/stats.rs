@@ -144,6 +144,9 @@ pub struct ProxyStats {
     /// Per key fingerprint, the workspaces its exchanges were counted in (the API's workspace id
     /// when the upstream named one): what that key may see of the stats.
     pub key_workspaces: BTreeMap<String, BTreeSet<String>>,
+    /// Messages responses by `content-encoding` as received (`identity` for none): whether a
+    /// client and its upstream compressed, which the copy had to decode.
+    pub content_encodings: BTreeMap<String, u64>,
 }
 
 impl ProxyStats {
@@ -281,6 +284,11 @@ impl ProxyStats {
                 t.predicted.cost.usd(),
                 agreement
             ));
+        }
+        if !self.content_encodings.is_empty() {
+            let counts: Vec<String> =
+                self.content_encodings.iter().map(|(name, n)| format!("{name} {n}")).collect();
+            out.push_str(&format!("responses by content-encoding: {}\n", counts.join(", ")));
         }
         if self.trace_write_errors > 0 {
             out.push_str(&format!("warning: {} trace lines could not be written\n", self.trace_write_errors));

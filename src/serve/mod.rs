@@ -10,6 +10,7 @@
 //! byte). Everything else — replies ([`Script`]), SSE bytes ([`crate::wire::message_events`]),
 //! totals ([`ServeStats`]) — is pure and tested without a socket.
 
+mod compress;
 mod http;
 mod listen;
 mod script;
@@ -88,6 +89,9 @@ pub struct ServeConfig {
     /// Refuse top-level fields the API does not document (400 `Extra inputs are not
     /// permitted`) instead of counting them in the stats. Default false.
     pub strict: bool,
+    /// Encode responses as the request's `accept-encoding` allows (gzip, br, zstd), each body
+    /// frame flushed as sent. Default false.
+    pub compress: bool,
 }
 
 /// Default header timeout: 30 s.
@@ -118,6 +122,7 @@ impl ServeConfig {
             idle_timeout_ms: IDLE_TIMEOUT_MS,
             max_connections: MAX_CONNECTIONS,
             strict: false,
+            compress: false,
         }
     }
 }
@@ -212,6 +217,7 @@ impl Server {
             shutdown_grace_ms: config.shutdown_grace_ms,
             body_timeout_ms: config.body_timeout_ms,
             strict: config.strict,
+            compress: config.compress,
             limits: Limits {
                 header_timeout: std::time::Duration::from_millis(config.header_timeout_ms),
                 idle_timeout: std::time::Duration::from_millis(config.idle_timeout_ms),
@@ -242,7 +248,10 @@ impl Server {
                 _ = stop_requested.wait_for(|stop| *stop) => {}
             }
         };
-        let router = http::router(Arc::clone(&self.shared));
+        let mut router = http::router(Arc::clone(&self.shared));
+        if self.shared.config.compress {
+            router = router.layer(axum::middleware::from_fn(compress::compress));
+        }
         serve_until(
             self.listener,
             router,
@@ -294,6 +303,7 @@ struct Settings {
     shutdown_grace_ms: u64,
     body_timeout_ms: u64,
     strict: bool,
+    compress: bool,
     limits: Limits,
 }
 

@@ -472,7 +472,7 @@ fn client_hanging_up_mid_stream_cancels_the_upstream_and_is_recorded_incomplete(
 }
 
 #[test]
-fn sixteen_concurrent_clients_are_recorded_in_start_order() {
+fn sixteen_concurrent_clients_are_recorded_in_trace_order() {
     let dir = scratch("sixteen");
     let (server, proxy) = serve_and_proxy(&dir);
     let url = proxy.url("/v1/messages");
@@ -498,8 +498,17 @@ fn sixteen_concurrent_clients_are_recorded_in_start_order() {
     drop(server);
     let lines = trace_lines(&dir.join("proxy.jsonl"));
     assert_eq!(lines.len(), 64);
-    let starts: Vec<u64> = lines.iter().map(|line| line["at_ms"].as_u64().unwrap()).collect();
-    assert!(starts.windows(2).all(|pair| pair[0] <= pair[1]), "start order: {starts:?}");
+    // Trace order: a line comes after every earlier-started line of its workspace whose response
+    // began before it started (each client's own turns, here).
+    let ms = |line: &Value, member: &str| line[member].as_u64().unwrap();
+    for (later, line) in lines.iter().enumerate() {
+        for earlier in &lines[later + 1..] {
+            let could_read = earlier["workspace"] == line["workspace"]
+                && ms(earlier, "at_ms") < ms(line, "at_ms")
+                && ms(earlier, "first_byte_ms") <= ms(line, "at_ms");
+            assert!(!could_read, "{earlier} comes after {line}");
+        }
+    }
     let mut proxied = raw_bodies(&dir.join("proxy.jsonl"));
     let mut served = raw_bodies(&dir.join("serve.jsonl"));
     proxied.sort();
@@ -720,6 +729,67 @@ fn calibration_fits_token_counts_and_scores_candidates_on_the_held_out_half() {
 }
 
 #[test]
+fn calibrate_names_unreadable_lines_and_exits_3_like_replay() {
+    let dir = scratch("calibrate-unreadable");
+    let body = cached_request(MODEL, 2_000, "hi", false);
+    let usage = r#"{"input_tokens":9,"cache_creation_input_tokens":2600,"cache_read_input_tokens":0,"output_tokens":0}"#;
+    // Line 2 is not JSON, line 4 not UTF-8; lines 1 and 3 are requests.
+    let mut trace = format!("{{\"at_ms\":0,\"usage\":{usage},\"body\":{body}}}\nnot json\n").into_bytes();
+    trace.extend_from_slice(format!("{{\"at_ms\":1000,\"usage\":{usage},\"body\":{body}}}\n").as_bytes());
+    trace.extend_from_slice(b"{\"at_ms\":2000,\"body\":\"\xff\xfe\"}\n");
+    let path = dir.join("trace.jsonl");
+    std::fs::write(&path, &trace).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["replay", "--calibrate", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("skipped unreadable line 2:") && stderr.contains("skipped unreadable line 4:"),
+        "{stderr}"
+    );
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let lines: Vec<&Value> = document["unreadable"].as_array().unwrap().iter().map(|u| &u["line"]).collect();
+    assert_eq!(lines, [2, 4]);
+    // The two readable requests: one fits (index 0), one is held out (index 1).
+    assert_eq!(document["calibration"]["models"][0]["fit_requests"], 1);
+    assert_eq!(document["calibration"]["models"][0]["held_out_requests"], 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn import_joins_past_a_proxy_trace_line_that_is_not_utf8_and_exits_3() {
+    // The shared proxy trace fixture (line 5 is `not json`) with a non-UTF-8 line 2 put in.
+    let dir = scratch("join-utf8");
+    let fixture =
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/proxy_every_rule.jsonl")).unwrap();
+    let first_end = fixture.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let mut trace = fixture[..first_end].to_vec();
+    trace.extend_from_slice(b"{\"request_id\":\"req_x\",\"body\":\"\xc3\x28\"}\n");
+    trace.extend_from_slice(&fixture[first_end..]);
+    let path = dir.join("proxy.jsonl");
+    std::fs::write(&path, &trace).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", "--json"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/claude_code/every_rule"))
+        .arg("--trace")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("skipped unreadable line 2: not UTF-8"), "{stderr}");
+    assert!(stderr.contains("skipped unreadable line 6: not a trace envelope"), "{stderr}");
+    // The join went on past line 2: both breaks the fixture locates are still located.
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let join = &document["totals"]["trace_join"];
+    assert_eq!(join, &json!({"breaks_located": 2, "breaks_unmatched": 3, "skipped_lines": 2}));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn the_command_checks_its_upstream_before_it_listens() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
         .args(["proxy", "--addr", "127.0.0.1:0", "--upstream", "api.anthropic.com"])
@@ -732,4 +802,264 @@ fn the_command_checks_its_upstream_before_it_listens() {
         "{stderr}"
     );
     assert!(!String::from_utf8_lossy(&output.stdout).contains("listening"));
+}
+
+/// An upstream whose answers the test holds: a request saying `HELD_HEAD` gets no response until
+/// released; one saying `HELD_BODY` gets its head and half its body at once and the rest when
+/// released; anything else its whole answer at once. It reports each held request's arrival.
+struct HeldUpstream {
+    addr: SocketAddr,
+    arrived: std::sync::mpsc::Receiver<()>,
+    release: Arc<tokio::sync::Notify>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl HeldUpstream {
+    const MESSAGE: &str = r#"{"id":"msg_held","type":"message","content":[],"usage":{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}"#;
+
+    fn start() -> HeldUpstream {
+        use axum::http::header;
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (arrival, arrived) = std::sync::mpsc::channel::<()>();
+        let arrival = Arc::new(Mutex::new(arrival));
+        let release = Arc::new(tokio::sync::Notify::new());
+        let held = Arc::clone(&release);
+        let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
+            let (arrival, release) = (Arc::clone(&arrival), Arc::clone(&held));
+            async move {
+                let text = String::from_utf8_lossy(&body).to_string();
+                let json = [(header::CONTENT_TYPE, "application/json")];
+                if text.contains("HELD_HEAD") {
+                    arrival.lock().unwrap().send(()).unwrap();
+                    release.notified().await;
+                }
+                let body = if text.contains("HELD_BODY") {
+                    arrival.lock().unwrap().send(()).unwrap();
+                    let (first, rest) = HeldUpstream::MESSAGE.split_at(20);
+                    let parts = futures_util::stream::unfold(0, move |part| {
+                        let release = Arc::clone(&release);
+                        async move {
+                            match part {
+                                0 => Some((Ok::<_, std::io::Error>(first.to_string()), 1)),
+                                1 => {
+                                    release.notified().await;
+                                    Some((Ok(rest.to_string()), 2))
+                                }
+                                _ => None,
+                            }
+                        }
+                    });
+                    axum::body::Body::from_stream(parts)
+                } else {
+                    axum::body::Body::from(HeldUpstream::MESSAGE)
+                };
+                (json, body)
+            }
+        });
+        runtime.spawn(async move { axum::serve(listener, app).await });
+        HeldUpstream { addr, arrived, release, _runtime: runtime }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Waits (up to a generous bound, for a loaded machine) until the trace holds `lines` envelopes.
+fn await_lines(path: &Path, lines: usize) -> Vec<Value> {
+    for _ in 0..600 {
+        let written = trace_lines(path);
+        if written.len() >= lines {
+            return written;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the trace never reached {lines} lines: {:?}", trace_lines(path));
+}
+
+fn user_text(line: &Value) -> String {
+    line["body"]["messages"][0]["content"].to_string()
+}
+
+#[test]
+fn a_long_exchange_holds_back_only_the_lines_that_could_read_its_cache() {
+    let dir = scratch("order");
+    let trace = dir.join("proxy.jsonl");
+    let upstream = HeldUpstream::start();
+    let proxy = RunningProxy::start(&upstream.url(), Some(trace.clone()));
+    let url = proxy.url("/v1/messages");
+    let send = |user: &str| {
+        let (url, body) = (url.clone(), cached_request(MODEL, 2_000, user, false));
+        std::thread::spawn(move || post(&client(), &url, Some(KEY), body.as_bytes()).status)
+    };
+
+    // 1. The long exchange has not begun its response when the short one starts: they are
+    //    concurrent, and the short one's line is written while the long one is still waiting.
+    let long = send("HELD_HEAD long");
+    upstream.arrived.recv().unwrap();
+    assert_eq!(send("short while the long one waits").join().unwrap(), 200);
+    let written = await_lines(&trace, 1);
+    assert!(user_text(&written[0]).contains("short while"), "{written:?}");
+    upstream.release.notify_one();
+    assert_eq!(long.join().unwrap(), 200);
+    let written = await_lines(&trace, 2);
+    assert!(user_text(&written[1]).contains("HELD_HEAD"));
+    // The trace is not in start order here, and need not be: neither could read the other's writes.
+    assert!(written[1]["at_ms"].as_u64() <= written[0]["at_ms"].as_u64());
+    assert!(written[1]["first_byte_ms"].as_u64() > written[0]["at_ms"].as_u64());
+
+    // 2. The long exchange's response has begun when the short one starts: the short one could
+    //    read what the long one wrote, so its line follows the long one's, though it ended first.
+    let (begun, head) = std::sync::mpsc::channel();
+    let body = cached_request(MODEL, 2_000, "HELD_BODY long", false);
+    let long_url = url.clone();
+    let long = std::thread::spawn(move || {
+        let mut response = client().post(&long_url).header("x-api-key", KEY).send(body.as_bytes()).unwrap();
+        begun.send(()).unwrap();
+        response.body_mut().read_to_string().unwrap()
+    });
+    upstream.arrived.recv().unwrap();
+    head.recv().unwrap();
+    assert_eq!(send("short after the long one began").join().unwrap(), 200);
+    upstream.release.notify_one();
+    assert_eq!(long.join().unwrap(), HeldUpstream::MESSAGE);
+    proxy.stop();
+    let written = trace_lines(&trace);
+    assert_eq!(written.len(), 4);
+    assert!(user_text(&written[2]).contains("HELD_BODY"), "{written:?}");
+    assert!(user_text(&written[3]).contains("short after"), "{written:?}");
+    assert!(written[2]["first_byte_ms"].as_u64() <= written[3]["at_ms"].as_u64());
+    assert_eq!(written[2]["usage"]["output_tokens"], 1, "the long line has its usage");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One request through `proxy` to `serve --compress`, asking for `encoding`, on a raw socket:
+/// the response head and its de-chunked (still compressed) body.
+fn compressed_exchange(proxy: &RunningProxy, encoding: &str, body: &str) -> (String, Vec<u8>) {
+    let mut socket = TcpStream::connect(proxy.addr).unwrap();
+    write!(
+        socket,
+        "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: {KEY}\r\naccept-encoding: {encoding}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut received = Vec::new();
+    socket.read_to_end(&mut received).unwrap();
+    let split = received.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&received[..split]).to_ascii_lowercase();
+    let payload = dechunk(&received[split..], &head);
+    (head, payload)
+}
+
+#[test]
+fn a_compressing_server_through_the_proxy_records_its_bodies_and_usage_in_every_encoding() {
+    use forkcache::proxy::Encodings;
+    let dir = scratch("compress");
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), compress: true, ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let mut step = 0;
+    let mut usages = Vec::new();
+    for encoding in ["gzip", "br", "zstd"] {
+        for stream in [false, true] {
+            let (head, payload) = compressed_exchange(&proxy, encoding, &turn(0, step, stream));
+            step += 1;
+            assert!(head.contains(&format!("content-encoding: {encoding}")), "{head}");
+            let plain =
+                String::from_utf8(Encodings::parse(Some(encoding)).decode(&payload).unwrap()).unwrap();
+            let usage: Usage = if stream {
+                assert!(plain.ends_with("data: {\"type\":\"message_stop\"}\n\n"), "{plain}");
+                let start = sse_events(&plain).into_iter().find(|(name, _)| name == "message_start").unwrap();
+                serde_json::from_value(start.1["message"]["usage"].clone()).unwrap()
+            } else {
+                serde_json::from_str::<Value>(&plain)
+                    .map(|m| serde_json::from_value(m["usage"].clone()).unwrap())
+                    .unwrap()
+            };
+            usages.push(usage);
+        }
+    }
+    let (stats, log) = proxy.stop();
+    drop(server);
+    assert_eq!(raw_bodies(&dir.join("proxy.jsonl")), raw_bodies(&dir.join("serve.jsonl")));
+    let lines = trace_lines(&dir.join("proxy.jsonl"));
+    assert_eq!(lines.len(), 6);
+    // The first turn writes the 2,000-token system block; every later one reads it.
+    assert_eq!(usages[0].cache_creation_input_tokens, 2_000);
+    assert!(usages[1..].iter().all(|u| u.cache_read_input_tokens == 2_000), "{usages:?}");
+    for (line, usage) in lines.iter().zip(&usages) {
+        assert_eq!(line["usage"]["cache_read_input_tokens"], usage.cache_read_input_tokens, "{line}");
+        assert_eq!(line["usage"]["cache_creation_input_tokens"], usage.cache_creation_input_tokens, "{line}");
+        assert!(line.get("incomplete").is_none(), "{line}");
+    }
+    let workspace = &stats.workspaces[&key_fingerprint(KEY)];
+    assert_eq!((workspace.compared, workspace.agreed), (6, 6), "{log}");
+    let encodings: Vec<(&str, u64)> = stats.content_encodings.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    assert_eq!(encodings, [("br", 2), ("gzip", 2), ("zstd", 2)]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_compressed_stream_is_flushed_per_event_so_a_hang_up_keeps_its_usage() {
+    use forkcache::proxy::Encodings;
+    let dir = scratch("compress-flush");
+    // Modelled latency: a long reply streams for many seconds after message_start.
+    let script = r#"{"rules": [], "default": {"text": "LONG", "output_tokens": 200000}}"#;
+    let script = Script::from_json(script).unwrap();
+    let server = Running::start(
+        ServeConfig { script, latency: LatencyMode::Model, compress: true, ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start(&server.url(""), Some(dir.join("proxy.jsonl")));
+    let body = cached_request(MODEL, 2_000, &"long answer please ".repeat(2_000), true);
+    let mut socket = TcpStream::connect(proxy.addr).unwrap();
+    write!(socket, "POST /v1/messages HTTP/1.1\r\nhost: x\r\naccept-encoding: gzip\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len()).unwrap();
+    // Read until the compressed bytes so far decode to message_start (the encoder's own test,
+    // serve::compress, shows each frame decodes alone), then hang up: the proxy's copy must hold
+    // the usage too.
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let read = socket.read(&mut buffer).unwrap();
+        assert!(read > 0, "the stream ended before message_start decoded");
+        received.extend_from_slice(&buffer[..read]);
+        let Some(split) = received.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+        // The whole chunks received so far, de-framed (the last may still be arriving).
+        let payload = whole_chunks(&received[split + 4..]);
+        let plain = Encodings::parse(Some("gzip")).decode(&payload).unwrap_or_default();
+        if String::from_utf8_lossy(&plain).contains("message_start") {
+            break;
+        }
+    }
+    socket.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(socket);
+    let (stats, _) = proxy.stop();
+    server.stop();
+    let line = &trace_lines(&dir.join("proxy.jsonl"))[0];
+    assert_eq!(line["incomplete"], true, "{line}");
+    assert_eq!(line["usage"]["cache_creation_input_tokens"], 2_000, "the proxy decoded the flushed events");
+    assert_eq!(stats.workspaces["default"].incomplete, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The data of every complete chunk at the start of a chunked body.
+fn whole_chunks(mut rest: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(end) = rest.windows(2).position(|w| w == b"\r\n") {
+        let Ok(size) = usize::from_str_radix(std::str::from_utf8(&rest[..end]).unwrap_or("").trim(), 16)
+        else {
+            break;
+        };
+        if size == 0 || rest.len() < end + 2 + size {
+            break;
+        }
+        out.extend_from_slice(&rest[end + 2..end + 2 + size]);
+        rest = &rest[(end + 4 + size).min(rest.len())..];
+    }
+    out
 }
