@@ -518,8 +518,8 @@ pub struct EngineArgs {
     /// tokens are counted, cost is null, and they are listed as unpriced).
     #[arg(long, visible_alias = "default-model", value_name = "MODEL")]
     pub price_unknown_as: Option<String>,
-    /// Price requests with the prices in force on this date (YYYY-MM-DD); default: the price
-    /// table's newest date.
+    /// Price requests with the prices in force on this date (YYYY-MM-DD); default: the date a
+    /// trace's session marker says its server started, else the price table's newest date.
     #[arg(long, value_name = "YYYY-MM-DD", value_parser = parse_date)]
     pub date: Option<forkcache::billing::PriceDate>,
     /// Positions each breakpoint looks back over, itself included.

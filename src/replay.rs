@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::agreement::{Agreement, agreement};
-use crate::billing::{Cost, PriceTable, RecordedUsage, TokenEquivalents, Usage};
+use crate::billing::{Cost, PriceDate, PriceTable, RecordedUsage, TokenEquivalents, Usage};
 use crate::cache::{CacheMissType, Miss, MissCause, StoreStats, layout_notes, miss_reason_type};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
@@ -403,8 +403,13 @@ struct ReorderWindow {
 
 /// What a line read is, without borrowing its batch.
 enum Arrival {
-    Request { line: usize, at_ms: Option<u64>, bytes: usize },
-    Session,
+    Request {
+        line: usize,
+        at_ms: Option<u64>,
+        bytes: usize,
+    },
+    /// A session marker, with the date its server started when it names one.
+    Session(Option<PriceDate>),
     Unreadable(UnreadableLine),
 }
 
@@ -446,7 +451,7 @@ impl<'c> Replayer<'c> {
                         self.run_earliest();
                     }
                 }
-                Arrival::Session => self.new_run()?,
+                Arrival::Session(started) => self.new_run(started)?,
                 Arrival::Unreadable(line) if self.config.strict => return Err(ReplayError::Unreadable(line)),
                 Arrival::Unreadable(line) => self.unreadable.push(line),
             }
@@ -520,12 +525,17 @@ impl<'c> Replayer<'c> {
     /// A session marker: the run so far ends and a new one starts on an empty cache. Requests
     /// before the first marker (an old trace, raw bodies) are a run of their own; an empty one is
     /// no run.
-    fn new_run(&mut self) -> Result<(), ReplayError> {
-        if self.run.requests == 0 && self.runs == 0 {
-            return Ok(());
+    ///
+    /// The run is priced on the date its marker says the server started, unless the replay was
+    /// given a date (`--date`), which holds for every run.
+    fn new_run(&mut self, started: Option<PriceDate>) -> Result<(), ReplayError> {
+        if self.run.requests > 0 || self.runs > 0 {
+            self.close_run();
+            self.endpoint = MockEndpoint::new(self.config.endpoint.clone(), self.prices.clone())?;
         }
-        self.close_run();
-        self.endpoint = MockEndpoint::new(self.config.endpoint.clone(), self.prices.clone())?;
+        if self.config.endpoint.price_date.is_none() {
+            self.endpoint.set_price_date(started);
+        }
         Ok(())
     }
 
@@ -563,7 +573,10 @@ fn arrival(batch: &ParsedBatch, entry: usize) -> Arrival {
             Arrival::Request { line: line.line, at_ms: line.at_ms, bytes: *bytes }
         }
         Some((TraceEntry::Unreadable(line), _)) => Arrival::Unreadable(line.clone()),
-        Some((TraceEntry::Session { .. }, _)) | None => Arrival::Session,
+        Some((TraceEntry::Session { marker, .. }, _)) => {
+            Arrival::Session(PriceDate::parse(&marker.started).ok())
+        }
+        None => Arrival::Session(None),
     }
 }
 

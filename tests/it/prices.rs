@@ -103,6 +103,30 @@ fn replay_prices_on_the_date_given() {
 }
 
 #[test]
+fn replay_prices_each_run_on_the_date_its_session_marker_names() {
+    // Two server runs, each a write then a read of the same 10,000 tokens: the first run's
+    // server started 2026-09-30 (reads at $0.20/MTok), the second's 2026-10-08 ($0.10/MTok).
+    // Read request cost: 10,000 read + 5 uncached at $2 → 2,000,000 + 10,000 = 2,010,000, then
+    // 1,000,000 + 10,000 = 1,010,000.
+    let marker = |started: &str| json!({"forkcache_session": {"started": started}}).to_string();
+    let request = body("claude-sonnet-5-5").0.to_string();
+    let trace = [marker("2026-09-30T08:00:00Z"), request.clone(), request.clone()]
+        .into_iter()
+        .chain([marker("2026-10-08T08:00:00Z"), request.clone(), request])
+        .map(|line| line + "\n")
+        .collect::<String>();
+    let costs = |flags: &[&str]| {
+        let mut args = vec!["replay", "-", "--json"];
+        args.extend_from_slice(flags);
+        let report = forkcache(&args, &trace);
+        [1, 3].map(|i| report["requests"][i]["cost_nanousd"].as_u64().expect("priced"))
+    };
+    assert_eq!(costs(&[]), [2_010_000, 1_010_000]);
+    // A date given on the command line holds for every run.
+    assert_eq!(costs(&["--date", "2026-10-08"]), [1_010_000, 1_010_000]);
+}
+
+#[test]
 fn prices_lists_every_row_with_a_source() {
     let table = forkcache(&["prices", "--json"], "");
     let models = table["models"].as_array().expect("models");
