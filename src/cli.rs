@@ -209,6 +209,8 @@ pub struct PricesArgs {
     #[command(flatten)]
     pub output: JsonFlag,
     #[command(flatten)]
+    pub table: CsvFlag,
+    #[command(flatten)]
     pub price_file: PricesFlag,
 }
 
@@ -805,6 +807,10 @@ mod tests {
         for name in ["demo", "run", "sweep", "replay", "report", "serve", "proxy", "merge-shards"] {
             let sub = command.find_subcommand(name).expect("a subcommand");
             assert!(sub.get_arguments().any(|a| a.get_long() == Some("quiet")), "{name} --quiet");
+        }
+        for name in ["run", "replay", "prices"] {
+            let sub = command.find_subcommand(name).expect("a subcommand");
+            assert!(sub.get_arguments().any(|a| a.get_long() == Some("csv")), "{name} --csv");
         }
         let import = command.find_subcommand("import").and_then(|i| i.find_subcommand("claude-code"));
         let import = import.expect("import claude-code");

@@ -391,6 +391,8 @@ fn run_prices(args: &crate::cli::PricesArgs) -> anyhow::Result<ExitCode> {
     let table = args.prices()?;
     if args.output.json {
         println!("{}", table.to_json());
+    } else if args.table.csv {
+        print!("{}", table.to_csv());
     } else {
         print!("{}", table.to_table());
     }

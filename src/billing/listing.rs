@@ -134,6 +134,59 @@ impl PriceTable {
     }
 }
 
+impl PriceTable {
+    /// `prices --csv`: a row per model, $/MTok as in the table, ids and uncertain fields joined
+    /// by spaces, modifiers in the table's words.
+    #[allow(clippy::expect_used)] // writing CSV to memory cannot fail
+    pub fn to_csv(&self) -> String {
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        writer.write_record(CSV_COLUMNS).expect("writing to memory");
+        for model in self.models() {
+            writer.write_record(csv_row(self, model)).expect("writing to memory");
+        }
+        String::from_utf8(writer.into_inner().expect("writing to memory")).expect("csv output is UTF-8")
+    }
+}
+
+const CSV_COLUMNS: [&str; 14] = [
+    "model",
+    "ids",
+    "input",
+    "cache_write_5m",
+    "cache_write_1h",
+    "cache_read",
+    "output",
+    "min_cacheable_tokens",
+    "context_window",
+    "max_output_tokens",
+    "tokens_per_bytes4",
+    "modifiers",
+    "uncertain",
+    "source",
+];
+
+fn csv_row(table: &PriceTable, model: &ModelPrice) -> [String; 14] {
+    let usd = |nanousd: u64| trim(nanousd as f64 / 1000.0);
+    let optional = |value: Option<u64>| value.map_or(String::new(), |v| v.to_string());
+    let r = &model.rates;
+    [
+        model.name.clone(),
+        model.ids.join(" "),
+        usd(r.input),
+        usd(r.write_5m),
+        usd(r.write_1h),
+        usd(r.read),
+        usd(r.output),
+        model.min_cacheable_tokens.to_string(),
+        optional(model.context_window),
+        optional(model.max_output_tokens),
+        trim(model.tokens_per_bytes4_permille as f64 / 1000.0),
+        modifiers(model),
+        model.uncertain.join(" "),
+        model.source.as_deref().unwrap_or(&table.source).to_string(),
+    ]
+}
+
 fn table_row(model: &ModelPrice) -> String {
     let mark = |field: &str| if model.uncertain.iter().any(|f| f == field) { "?" } else { "" };
     let price = |field: &str, nanousd: u64| format!("{}{}", trim(nanousd as f64 / 1000.0), mark(field));

@@ -127,6 +127,26 @@ fn replay_prices_each_run_on_the_date_its_session_marker_names() {
 }
 
 #[test]
+fn prices_csv_has_a_row_per_model_with_the_tables_rates() {
+    let output = crate::support::run_binary(&["prices", "--csv"], b"");
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).expect("UTF-8");
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header: Vec<String> = reader.headers().expect("a header").iter().map(String::from).collect();
+    assert_eq!(
+        &header[..7],
+        ["model", "ids", "input", "cache_write_5m", "cache_write_1h", "cache_read", "output"]
+    );
+    let rows: Vec<csv::StringRecord> = reader.records().map(|row| row.expect("a row")).collect();
+    let json = forkcache(&["prices", "--json"], "");
+    assert_eq!(rows.len(), json["models"].as_array().expect("models").len());
+    // Opus 5.5 as the pricing page gives it: $4 input, $5 / $8 writes, $0.20 read, $20 output.
+    let opus = rows.iter().find(|row| row[1].split(' ').any(|id| id == "claude-opus-5-5")).expect("Opus 5.5");
+    assert_eq!(&opus.iter().collect::<Vec<_>>()[2..7], ["4", "5", "8", "0.2", "20"]);
+    assert!(!opus[13].is_empty(), "a source");
+}
+
+#[test]
 fn prices_lists_every_row_with_a_source() {
     let table = forkcache(&["prices", "--json"], "");
     let models = table["models"].as_array().expect("models");
