@@ -1,7 +1,7 @@
 //! `replay`: prices a recorded request stream through the endpoint, request by request, and
 //! renders the result as JSON or a table.
 //!
-//! The trace streams through: [`pipeline`] reads and parses batches of lines on worker threads
+//! The trace streams through: `pipeline` reads and parses batches of lines on worker threads
 //! and hands them back in file order; each request line then waits in the reorder window (a heap
 //! keyed by start time, then line number) until the window holds more than
 //! [`ReplayConfig::reorder_window`] lines, or that many times [`REORDER_BYTES_PER_LINE`] bytes of

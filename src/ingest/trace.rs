@@ -32,7 +32,6 @@ use serde_json::value::RawValue;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::billing::{RecordedUsage, Usage};
-use crate::prompt::MAX_DECLARED_TOKENS;
 use crate::wire::{ApiError, Betas, ErrorKind, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
@@ -433,27 +432,16 @@ struct LoggedMissReason {
     kind: String,
 }
 
-/// A logged `usage` read as the recorded usage, with every count at most [`MAX_DECLARED_TOKENS`]
-/// (so no sum over a trace can wrap). `None` for a usage that is not an object of counts.
+/// A logged `usage` read as the recorded usage, with every count at most
+/// [`crate::prompt::MAX_DECLARED_TOKENS`] (so no sum over a trace can wrap). `None` for a usage
+/// that is not an object of counts.
 fn bounded_recorded<E: de::Error>(raw: Option<&str>) -> Result<Option<RecordedUsage>, E> {
     // Sizes first: a usage past the caps is an unreadable line, named, not a usage left out.
     if let Some(value) = raw.and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok()) {
         RecordedUsage::check_sizes(&value).map_err(E::custom)?;
     }
-    let Some(recorded) = raw.and_then(crate::agreement::read_recorded) else {
-        return Ok(None);
-    };
-    let usage = &recorded.usage;
-    let counts = [
-        ("input_tokens", usage.input_tokens),
-        ("cache_creation_input_tokens", usage.cache_creation_input_tokens),
-        ("cache_read_input_tokens", usage.cache_read_input_tokens),
-        ("output_tokens", usage.output_tokens),
-    ];
-    if let Some((field, tokens)) = counts.into_iter().find(|(_, tokens)| *tokens > MAX_DECLARED_TOKENS) {
-        return Err(E::custom(format_args!("usage.{field}: {tokens} is more than {MAX_DECLARED_TOKENS}")));
-    }
-    Ok(Some(recorded))
+    // Every count is at most the input sum or the output the check bounds.
+    Ok(raw.and_then(crate::agreement::read_recorded))
 }
 
 /// `body`: an object parsed in place, or a string holding the bytes as sent.

@@ -6,7 +6,7 @@
 //! The forwarding path only copies bytes. Everything else — decoding the response copy
 //! (`content-encoding` gzip, br, zstd), reading its usage, pricing, writing the trace, the live
 //! comparison line and the stats — runs on one journal thread. An ended exchange is written once
-//! every earlier-started exchange whose cache it could have read is written ([`order`]), so a
+//! every earlier-started exchange whose cache it could have read is written (`order`), so a
 //! long stream holds back only what depends on it, the trace needs no reordering, and the
 //! endpoint sees requests exactly as `replay` will.
 //!

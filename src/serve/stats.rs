@@ -37,7 +37,7 @@ pub struct ServeStats {
     pub count_tokens_requests: u64,
     /// Trace lines that could not be written.
     pub trace_write_errors: u64,
-    /// Requests per undocumented top-level field (at most [`UNKNOWN_FIELD_NAMES`] names; the
+    /// Requests per undocumented top-level field (at most `UNKNOWN_FIELD_NAMES` names; the
     /// rest are counted under `"…"`).
     pub unknown_fields: BTreeMap<String, u64>,
 }

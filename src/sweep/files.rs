@@ -12,7 +12,7 @@ use super::table::{COLUMNS, CsvRows, SHARD_KEYS};
 use super::{SweepError, SweepSpec};
 use crate::billing::PriceTable;
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
     /// The rows (`sweep.csv`, or `sweep-i-of-n.csv` for a shard).
