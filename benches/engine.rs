@@ -19,7 +19,11 @@
 //! excluded) — which is what `benches/README.md` records.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+#[path = "support/timing.rs"]
+mod timing;
+use timing::median_secs;
 
 use criterion::{Criterion, Throughput};
 use forkcache::scenario::{RunConfig, ScenarioSpec, run};
@@ -125,18 +129,6 @@ fn print_scenario_costs(prices: &PriceTable) {
         .collect();
     let (low, high) = costs.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &c| (lo.min(c), hi.max(c)));
     println!("  largest ÷ smallest: {:.2}× (target: within 2×)", high / low);
-}
-
-fn median_secs(passes: usize, mut run: impl FnMut()) -> f64 {
-    let mut times: Vec<f64> = (0..passes)
-        .map(|_| {
-            let start = Instant::now();
-            run();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[passes / 2]
 }
 
 fn print_ratios(trace: &str, prices: &PriceTable) {

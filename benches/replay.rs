@@ -12,7 +12,11 @@
 use std::hint::black_box;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+#[path = "support/timing.rs"]
+mod timing;
+use timing::median_secs;
 
 use criterion::{Criterion, Throughput};
 use forkcache::PriceTable;
@@ -45,18 +49,6 @@ fn streamed(path: &Path, threads: usize, prices: &PriceTable) {
     let report = replay_stream(&config, prices.clone(), reader).expect("replays");
     assert_eq!(report.totals.rejected, 0);
     black_box(report);
-}
-
-fn median_secs(passes: usize, mut run: impl FnMut()) -> f64 {
-    let mut times: Vec<f64> = (0..passes)
-        .map(|_| {
-            let start = Instant::now();
-            run();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[passes / 2]
 }
 
 fn print_ratios(path: &Path, prices: &PriceTable) {
