@@ -260,6 +260,12 @@ impl SweepSpec {
         if self.scenario.history.messages.is_some() {
             return Err(owned("scenario.history.messages", "the history (`grid.history_tokens`)"));
         }
+        if self.scenario.history.target_tokens.is_some() {
+            return Err(owned(
+                "scenario.history.target_tokens",
+                "the history's size (`grid.history_tokens`)",
+            ));
+        }
         if !self.scenario.timeline.is_empty() {
             return Err(owned("scenario.timeline", "the timeline (a turn, an idle gap, the spawn)"));
         }

@@ -277,6 +277,10 @@ fn bad_sweep_files_name_the_field() {
             r#"{"scenario": {"history": {"messages": []}}}"#,
             "scenario.history.messages: the grid sets the history",
         ),
+        (
+            r#"{"scenario": {"history": {"target_tokens": 50000}}}"#,
+            "scenario.history.target_tokens: the grid sets the history's size",
+        ),
         (r#"{"scenario": {"agent": {"max_tokenz": 1}}}"#, "scenario.agent.max_tokenz: unknown field"),
         (r#"{"grid": {"history_tokens": [1], "forks": [1]}, "extra": 1}"#, "extra: unknown field `extra`"),
         (r#"{"grid": "#, "sweep: the file ends before the JSON does"),
