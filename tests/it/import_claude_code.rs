@@ -429,6 +429,51 @@ fn a_real_opus_session_breaks_where_its_working_directory_changed() {
     assert_eq!((read(0), read(7), read(13)), (&Value::from(0), &Value::from(11_506), &Value::from(11_506)));
 }
 
+/// `fixtures/transcripts/claude-code-viewer-sonnet-4-first-26-lines.jsonl` (see its README):
+/// the first 26 lines of a real Claude Code 1.0.98 session on Sonnet 4 — three main-chain
+/// requests (the last spawning four `Task` sub-agents) and the first sub-agent's four requests,
+/// written into the session file as a sidechain. Totals as the independent reader
+/// `tests/claude_code_totals.py` sums them: 7 requests, 38 uncached, 83,300 read, 14,431
+/// written, 1,778 output.
+///
+/// By hand, the baseline (previous read + creation) is right on 6 of 7: main 14,874 + 1,331 =
+/// 16,205 and 16,205 + 235 = 16,440; the sub-agent starts cold (0) and reads 0 + 11,776,
+/// 11,776 + 177 = 11,953, 11,953 + 99 = 12,052. It misses the session's first request, which
+/// reads 14,874 of the account's warm stable prefix; nothing earlier shows it, so the
+/// simulation predicts it cold too: a tie, 6 of 7 each.
+#[test]
+fn a_real_sonnet_session_with_a_sidechain_sub_agent_ties_the_baseline() {
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", "--json"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/transcripts/claude-code-viewer-sonnet-4-first-26-lines.jsonl"
+        ))
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success());
+    let document: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let totals = &document["totals"];
+    assert_eq!(totals["requests"], 7);
+    let usage = &totals["recorded"]["usage"];
+    let summed = ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens"]
+        .map(|key| usage[key].as_u64().expect("a count"));
+    assert_eq!(summed, [38, 83_300, 14_431, 1_778]);
+    // 6 / 7 = 0.857143 (six decimals), for both.
+    assert_eq!(
+        (&totals["agreement"], &totals["baseline_agreement"]),
+        (&Value::from(0.857143), &Value::from(0.857143))
+    );
+    let all = requests(&document);
+    let chains: Vec<&str> = all.iter().map(|(chain, _)| chain.as_str()).collect();
+    assert_eq!(
+        chains,
+        ["main", "main", "main", "agent:sidechain", "agent:sidechain", "agent:sidechain", "agent:sidechain"]
+    );
+    assert_eq!(all[0].1["recorded"]["usage"]["cache_read_input_tokens"], 14_874);
+    assert_eq!(all[0].1["predicted"]["usage"]["cache_read_input_tokens"], 0);
+}
+
 #[test]
 fn a_proxy_trace_locates_each_break_in_the_bytes() {
     // tests/data/proxy_every_rule.jsonl holds bodies for req_2, req_3, req_5 and req_6 (and one
