@@ -11,7 +11,8 @@ use super::transcript::Event;
 pub const BREAK_THRESHOLD_TOKENS: u64 = 1_000;
 
 /// Why a chain's cache broke, first match in this order. Names shared with `replay`'s miss
-/// causes where the meaning is the same (`model_changed`, `expired`).
+/// causes where the meaning is the same (`model_changed`, `expired`), and with the API's cache
+/// diagnostics for a changed system prompt (`system_changed`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakCause {
@@ -21,6 +22,9 @@ pub enum BreakCause {
     Compacted,
     /// The gap exceeds the TTL the chain last wrote with.
     Expired,
+    /// The user's turn started in another working directory: the system prompt names it
+    /// (the API's cache-diagnostics name for a changed system prompt).
+    SystemChanged,
     /// Tool search loaded deferred tools (`deferred_tools_delta`).
     ToolSearchLoaded,
     /// The MCP servers' instructions changed (`mcp_instructions_delta`).
@@ -38,6 +42,7 @@ impl BreakCause {
             BreakCause::ModelChanged => "model_changed",
             BreakCause::Compacted => "compacted",
             BreakCause::Expired => "expired",
+            BreakCause::SystemChanged => "system_changed",
             BreakCause::ToolSearchLoaded => "tool_search_loaded",
             BreakCause::McpInstructionsChanged => "mcp_instructions_changed",
             BreakCause::TaskNotification => "task_notification",
@@ -97,7 +102,9 @@ fn cause(previous: &Turn, this: &Turn, gap_ms: u64, ttl: Ttl, events: &[Event]) 
         return BreakCause::Expired;
     }
     let seen = |wanted: Event| events.contains(&wanted);
-    if seen(Event::ToolSearchLoaded) {
+    if seen(Event::WorkingDirectoryChanged) {
+        BreakCause::SystemChanged
+    } else if seen(Event::ToolSearchLoaded) {
         BreakCause::ToolSearchLoaded
     } else if seen(Event::McpInstructionsChanged) {
         BreakCause::McpInstructionsChanged
@@ -161,5 +168,10 @@ mod tests {
             BreakCause::McpInstructionsChanged
         );
         assert_eq!(cause(this("a", 300_000), Ttl::FiveMinutes, &[]), BreakCause::Unexplained);
+        // A turn in another working directory comes after an expiry, before the other events.
+        let moved = [Event::TaskNotification, Event::ToolSearchLoaded, Event::WorkingDirectoryChanged];
+        assert_eq!(cause(this("a", 300_001), Ttl::FiveMinutes, &moved), BreakCause::Expired);
+        assert_eq!(cause(this("a", 1_000), Ttl::FiveMinutes, &moved), BreakCause::SystemChanged);
+        assert_eq!(BreakCause::SystemChanged.name(), "system_changed");
     }
 }

@@ -7,7 +7,8 @@
 //! one block per request holding that request's growth (`forkcache_tokens`), with the last block
 //! marked. A request's total input is known from the transcript, so the block it adds is the
 //! total minus what the chain already held. A compaction replaces the history by one summary
-//! block; a fork child starts from its parent's context at the spawning request; a model switch
+//! block; a turn in another working directory sends the whole history anew (Claude Code's
+//! system prompt names the directory, after the stable prefix); a fork child starts from its parent's context at the spawning request; a model switch
 //! changes the model and so the cache scope.
 //!
 //! **Assumption: the account keeps its stable prefix warm.** Other sessions of the same account
@@ -128,6 +129,9 @@ pub struct AccountView {
     first_seen: BTreeMap<(bool, String), EpochMs>,
     /// Per request id: the stable prefix size and TTL to start its chain with.
     chain_starts: HashMap<String, ChainStart>,
+    /// Per request id of a turn in another working directory: the stable prefix size earlier
+    /// requests of its kind showed, when they showed one.
+    system_resets: HashMap<String, u64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -157,6 +161,11 @@ impl AccountView {
                 let ttl = last_ttl.get(&kind).copied().unwrap_or(Ttl::FiveMinutes);
                 view.chain_starts
                     .insert(request.request.request_id.clone(), ChainStart { stable_tokens, ttl });
+            }
+            if request.request.events.contains(&Event::WorkingDirectoryChanged) {
+                if let Some(&stable_tokens) = floor_read.get(&kind) {
+                    view.system_resets.insert(request.request.request_id.clone(), stable_tokens);
+                }
             }
             view.first_seen.entry((kind, request.request.model.clone())).or_insert(request.start_ms);
             if (request.chain_index == 0 || request.observed_break()) && usage.cache_read_input_tokens > 0 {
@@ -486,7 +495,7 @@ impl<'s> Simulation<'s> {
                 self.chains.entry(request.request.chain.clone()).or_insert(state)
             }
         };
-        advance(state, request, what_if, &mut self.block_ids);
+        advance(state, request, account, what_if, &mut self.block_ids);
         let warm = account.warm(state.agent, &state.model, request.start_ms);
         let output = request.request.recorded.usage.output_tokens;
         let priced = price_request(&mut self.endpoint, state, warm, at_ms, output);
@@ -600,11 +609,25 @@ fn start_chain(
 
 /// Applies what the transcript says happened before this request: a compaction, a model
 /// switch, the chain's current TTL, then the growth to this request's total input.
-fn advance(state: &mut ChainState, request: &SessionRequest, what_if: Option<&WhatIf>, block_ids: &mut u64) {
+fn advance(
+    state: &mut ChainState,
+    request: &SessionRequest,
+    account: &AccountView,
+    what_if: Option<&WhatIf>,
+    block_ids: &mut u64,
+) {
     let usage = &request.request.recorded.usage;
     if request.request.events.iter().any(|e| matches!(e, Event::Compacted { .. })) {
         // The summary replaces the history: the growth below is the summary.
         state.history.clear();
+    } else if request.request.events.contains(&Event::WorkingDirectoryChanged) {
+        // The system prompt changed after the stable prefix: every block after it is sent anew,
+        // so the growth below is the whole conversation as one new block. What stays is the
+        // stable prefix, as large as earlier requests showed it.
+        state.history.clear();
+        if let Some(&stable_tokens) = account.system_resets.get(&request.request.request_id) {
+            state.stable_tokens = stable_tokens.min(usage.total_input_tokens().saturating_sub(1));
+        }
     }
     if what_if != Some(&WhatIf::NoModelSwitch) {
         state.model = request.request.model.clone();

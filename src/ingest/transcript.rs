@@ -60,6 +60,10 @@ pub enum Event {
     McpInstructionsChanged,
     /// A user line carrying a background agent's `<task-notification>`.
     TaskNotification,
+    /// A user turn in another working directory (`cwd`) than the chain's previous turn: Claude
+    /// Code writes the working directory into its system prompt when a turn starts, so the
+    /// prompt changes after the stable prefix (system prompt head and tools).
+    WorkingDirectoryChanged,
 }
 
 /// A sub-agent chain's origin: the request whose `Agent` tool call spawned it.
@@ -318,6 +322,7 @@ struct Line<'a> {
     attachment: Option<Attachment<'a>>,
     compact_metadata: Option<CompactMetadata>,
     tool_use_result: Option<&'a RawValue>,
+    cwd: Option<Cow<'a, str>>,
     unknown: Vec<Cow<'a, str>>,
 }
 
@@ -347,6 +352,8 @@ impl<'de> Deserialize<'de> for Line<'de> {
                         "attachment" => line.attachment = map.next_value()?,
                         "compactMetadata" => line.compact_metadata = map.next_value()?,
                         "toolUseResult" => line.tool_use_result = map.next_value()?,
+                        // A path may hold escapes (`C:\\Users`): borrowed when it has none.
+                        "cwd" => line.cwd = map.next_value::<Option<Key>>()?.map(|Key(cwd)| cwd),
                         name => {
                             map.next_value::<IgnoredAny>()?;
                             if !is_known(KNOWN_LINE_FIELDS, name) {
@@ -463,6 +470,8 @@ pub struct TranscriptReader {
     // Per (session, chain): events since its last request, and the uuid → timestamp of the
     // user lines it may answer.
     pending_events: HashMap<(String, Chain), Vec<Event>>,
+    // Per (session, chain): the working directory of its last user turn.
+    turn_cwds: HashMap<(String, Chain), String>,
     user_times: HashMap<String, EpochMs>,
     // Agent tool_use id → the request that made it; agent ids named by tool results.
     spawning_calls: HashMap<String, (String, String)>,
@@ -485,6 +494,7 @@ impl TranscriptReader {
             requests: Vec::new(),
             by_id: HashMap::new(),
             pending_events: HashMap::new(),
+            turn_cwds: HashMap::new(),
             user_times: HashMap::new(),
             spawning_calls: HashMap::new(),
             spawns: BTreeMap::new(),
@@ -610,6 +620,7 @@ impl TranscriptReader {
             self.push_event(session.clone(), chain.clone(), Event::TaskNotification);
         }
         if !content.contains("tool_result") {
+            self.note_turn_cwd(line, session, chain);
             return Ok(());
         }
         let spawned_by = blocks(content)
@@ -625,6 +636,24 @@ impl TranscriptReader {
             self.spawns.entry((spawn_session, agent_id)).or_insert(Spawn { request_id });
         }
         Ok(())
+    }
+
+    /// A user line that is not tool results starts a turn (a prompt, a local command and its
+    /// caveat): a working directory other than the chain's previous turn's is an event. Tool
+    /// results do not count: the directory a tool moved to enters the prompt at the next turn.
+    fn note_turn_cwd(&mut self, line: &Line, session: String, chain: Chain) {
+        let Some(cwd) = line.cwd.as_deref() else { return };
+        let key = (session, chain);
+        match self.turn_cwds.get_mut(&key) {
+            Some(last) if last == cwd => {}
+            Some(last) => {
+                *last = cwd.to_string();
+                self.push_event(key.0, key.1, Event::WorkingDirectoryChanged);
+            }
+            None => {
+                self.turn_cwds.insert(key, cwd.to_string());
+            }
+        }
     }
 
     /// A `progress` line: an `agent_progress` echo is the sub-agent's assistant line.

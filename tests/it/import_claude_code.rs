@@ -355,6 +355,125 @@ fn a_real_published_session_is_billed_line_by_line() {
     assert_eq!(chains, ["main", "agent:sidechain"]);
 }
 
+/// `system_changed.jsonl` (Sonnet 4.6, main chain, 1-hour writes): req_1 answers a prompt in
+/// `/work/a` and reads 12,500 (the account's warm stable prefix), writes 2,000; its Bash tool
+/// moves to `/work/b` (the tool result's `cwd`) and req_2 reads 12,500 + 2,000 = 14,500: a tool
+/// moving the directory changes nothing until the next turn. The next prompt starts in
+/// `/work/b`; Claude Code's system prompt names the working directory, so req_3 reads only
+/// the stable prefix: 12,500 of the 14,500 + 400 = 14,900 cached.
+#[test]
+fn a_turn_in_another_working_directory_breaks_as_system_changed() {
+    let (code, document) = import("system_changed.jsonl", &[]);
+    assert_eq!(code, 0);
+    let all = requests(&document);
+    assert_eq!(request(&all, "req_2")["break"], Value::Null);
+    let moved = request(&all, "req_3");
+    // Lost 14,900 − 12,500 = 2,400; extra 2,400 × (1h write 6,000 − read 300) = 13,680,000.
+    assert_eq!(moved["break"]["cause"], "system_changed");
+    assert_eq!(moved["break"]["tokens_lost"], 2_400);
+    assert_eq!(moved["break"]["extra_cost_usd"], 0.01368);
+    assert_eq!(moved["break"]["gap_ms"], 55_000);
+    // The prediction sends the history anew after the stable prefix req_1 showed (12,500): a
+    // read of 12,500 as recorded; the baseline guesses 14,900.
+    assert_eq!(moved["predicted"]["usage"]["cache_read_input_tokens"], 12_500);
+    assert_eq!(
+        (moved["agreement"].as_bool(), moved["baseline_agreement"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(request(&all, "req_2")["predicted"]["usage"]["cache_read_input_tokens"], 14_500);
+    // req_1 is the import's first request: nothing earlier shows the account's warm prefix, so
+    // both guess 0 against 12,500. Agreement 2 of 3, the baseline 1 of 3 (req_2 only).
+    assert_eq!(request(&all, "req_1")["agreement"], false);
+    assert_eq!(document["totals"]["agreement"], 0.666667);
+    assert_eq!(document["totals"]["baseline_agreement"], 0.333333);
+    assert_eq!(document["totals"]["breaks"], serde_json::json!({"system_changed": 1}));
+}
+
+/// `fixtures/transcripts/claude-parser-opus-4-1-session.jsonl` (see its README): a real Claude
+/// Code 1.0.89 session on Opus 4.1, 98 lines, 24 requests on the main chain. Its totals, as the
+/// independent reader `tests/claude_code_totals.py` sums them: 124 uncached, 404,173 read,
+/// 19,486 written, 2,759 output.
+///
+/// Agreement by hand from the recorded usage. The baseline (previous read + creation) is right
+/// on 21 of 24 requests and wrong on three: #0, a chain start that reads 11,506 (guess 0); #7,
+/// the first turn after the user's shell moved from `/Volumes/…/claude-parser` to
+/// `/Users/ali/.claude/projects/claude-parser`, reading 11,506 (guess 16,486 + 139 = 16,625);
+/// #13, the first turn after a tool moved to `/Users/ali`, reading 11,506 (guess 17,425 + 166 =
+/// 17,591). In #7 and #13 the prompt changed after the stable prefix #0 showed (11,506), which
+/// the simulation reads back exactly; #0 is the import's first request, so it is predicted cold.
+/// The simulation: 23 of 24.
+#[test]
+fn a_real_opus_session_breaks_where_its_working_directory_changed() {
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", "--json"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/transcripts/claude-parser-opus-4-1-session.jsonl"
+        ))
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success());
+    let document: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let totals = &document["totals"];
+    assert_eq!(totals["requests"], 24);
+    let usage = &totals["recorded"]["usage"];
+    let summed = ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens"]
+        .map(|key| usage[key].as_u64().expect("a count"));
+    assert_eq!(summed, [124, 404_173, 19_486, 2_759]);
+    // 21 / 24 = 0.875 and 23 / 24 = 0.958333 (six decimals).
+    assert_eq!(totals["baseline_agreement"], 0.875);
+    assert_eq!(totals["agreement"], 0.958333);
+    assert_eq!(totals["breaks"], serde_json::json!({"system_changed": 2}));
+    let all = requests(&document);
+    let read = |index: usize| &all[index].1["predicted"]["usage"]["cache_read_input_tokens"];
+    assert_eq!((read(0), read(7), read(13)), (&Value::from(0), &Value::from(11_506), &Value::from(11_506)));
+}
+
+/// `fixtures/transcripts/claude-code-viewer-sonnet-4-first-26-lines.jsonl` (see its README):
+/// the first 26 lines of a real Claude Code 1.0.98 session on Sonnet 4 — three main-chain
+/// requests (the last spawning four `Task` sub-agents) and the first sub-agent's four requests,
+/// written into the session file as a sidechain. Totals as the independent reader
+/// `tests/claude_code_totals.py` sums them: 7 requests, 38 uncached, 83,300 read, 14,431
+/// written, 1,778 output.
+///
+/// By hand, the baseline (previous read + creation) is right on 6 of 7: main 14,874 + 1,331 =
+/// 16,205 and 16,205 + 235 = 16,440; the sub-agent starts cold (0) and reads 0 + 11,776,
+/// 11,776 + 177 = 11,953, 11,953 + 99 = 12,052. It misses the session's first request, which
+/// reads 14,874 of the account's warm stable prefix; nothing earlier shows it, so the
+/// simulation predicts it cold too: a tie, 6 of 7 each.
+#[test]
+fn a_real_sonnet_session_with_a_sidechain_sub_agent_ties_the_baseline() {
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", "--json"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/transcripts/claude-code-viewer-sonnet-4-first-26-lines.jsonl"
+        ))
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success());
+    let document: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let totals = &document["totals"];
+    assert_eq!(totals["requests"], 7);
+    let usage = &totals["recorded"]["usage"];
+    let summed = ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens"]
+        .map(|key| usage[key].as_u64().expect("a count"));
+    assert_eq!(summed, [38, 83_300, 14_431, 1_778]);
+    // 6 / 7 = 0.857143 (six decimals), for both.
+    assert_eq!(
+        (&totals["agreement"], &totals["baseline_agreement"]),
+        (&Value::from(0.857143), &Value::from(0.857143))
+    );
+    let all = requests(&document);
+    let chains: Vec<&str> = all.iter().map(|(chain, _)| chain.as_str()).collect();
+    assert_eq!(
+        chains,
+        ["main", "main", "main", "agent:sidechain", "agent:sidechain", "agent:sidechain", "agent:sidechain"]
+    );
+    assert_eq!(all[0].1["recorded"]["usage"]["cache_read_input_tokens"], 14_874);
+    assert_eq!(all[0].1["predicted"]["usage"]["cache_read_input_tokens"], 0);
+}
+
 #[test]
 fn a_proxy_trace_locates_each_break_in_the_bytes() {
     // tests/data/proxy_every_rule.jsonl holds bodies for req_2, req_3, req_5 and req_6 (and one
