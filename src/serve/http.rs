@@ -19,7 +19,9 @@ use crate::billing::PriceTable;
 use crate::clock::SimTime;
 use crate::endpoint::{Call, Exchange};
 use crate::ingest::trace::{Envelope, LoggedError, envelope_line};
-use crate::wire::{ApiError, Betas, ErrorKind, MessageResponse, Reply, error_event, message_events};
+use crate::wire::{
+    ApiError, Betas, ErrorKind, MessageResponse, Reply, SseEvent, error_event, message_events,
+};
 
 type SharedState = State<Arc<Shared>>;
 
@@ -313,7 +315,8 @@ fn stream_response(
         events.push(error_event(error));
     }
     if !cut && done_ms == first_byte_ms {
-        let body: String = events.iter().map(|event| event.to_wire()).collect();
+        let mut body = String::with_capacity(events.iter().map(SseEvent::wire_len).sum());
+        events.iter().for_each(|event| event.write_wire(&mut body));
         return Response::new(Body::from(body));
     }
     if cut {
