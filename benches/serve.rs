@@ -15,10 +15,12 @@
 //!
 //! In process, one endpoint prices the requests turn by turn. Over HTTP, one keep-alive client
 //! per conversation sends its requests concurrently to a fresh server; the time counted runs from
-//! the first request to the last response, client work included (both share this machine). Two
-//! load generators: `http_loopback` uses ureq, as a real client would; `http_loopback_raw_client`
-//! sends each request pre-encoded in one write and reads each response by its length, so that
-//! less of the two cores goes to the clients and more of the figure is the server's.
+//! the first request to the last response, client work included (both share this machine). Three
+//! load generators: `http_loopback` uses ureq (a blocking thread per connection), as a real
+//! client would; `http_loopback_hyper_client` uses hyper's HTTP/1 client, every connection on
+//! one event-loop thread, as a load generator would; `http_loopback_raw_client` sends each
+//! request pre-encoded in one write and reads each response by its length. The last two leave
+//! less of the two cores to the clients, so more of the figure is the server's.
 
 use std::net::SocketAddr;
 use std::sync::Barrier;
@@ -30,6 +32,8 @@ use forkcache::clock::SimTime;
 use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
 use forkcache::serve::{ServeConfig, Server};
 use forkcache::synth::{ConversationSpec, growing_conversation};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
 use serde_json::{Value, json};
 
 /// `requests[conversation][turn]`: request bodies, built once outside the timed loops.
@@ -257,6 +261,68 @@ fn run_raw_clients(addr: SocketAddr, encoded: &Workload) -> Duration {
     started.elapsed()
 }
 
+/// `requests` as shareable buffers for the hyper clients (once, outside the timed loops).
+fn as_bytes(requests: &Workload) -> Vec<Vec<Bytes>> {
+    requests
+        .iter()
+        .map(|conversation| conversation.iter().map(|body| Bytes::from(body.clone())).collect())
+        .collect()
+}
+
+fn over_hyper_http(requests: &[Vec<Bytes>]) -> Duration {
+    let (addr, stop, thread) = start_server();
+    let elapsed = run_hyper_clients(addr, requests);
+    drop(stop);
+    thread.join().unwrap();
+    elapsed
+}
+
+/// [`run_clients`] with hyper's own HTTP/1 client: one keep-alive connection per conversation,
+/// all driven by one event-loop thread (as a load generator such as `oha` drives hyper), instead
+/// of a blocking thread per connection. Each response's body is read whole.
+fn run_hyper_clients(addr: SocketAddr, requests: &[Vec<Bytes>]) -> Duration {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut clients = Vec::new();
+        for (c, conversation) in requests.iter().enumerate() {
+            let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            stream.set_nodelay(true).unwrap();
+            let (sender, connection) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+            tokio::spawn(connection);
+            clients.push((sender, format!("bench-{c}"), conversation.clone()));
+        }
+        let started = Instant::now();
+        let running: Vec<_> = clients
+            .into_iter()
+            .map(|(sender, key, conversation)| tokio::spawn(send_conversation(sender, key, conversation)))
+            .collect();
+        for client in running {
+            client.await.unwrap();
+        }
+        started.elapsed()
+    })
+}
+
+async fn send_conversation(
+    mut sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    key: String,
+    conversation: Vec<Bytes>,
+) {
+    for body in conversation {
+        sender.ready().await.unwrap();
+        let request = hyper::Request::post("/v1/messages")
+            .header("host", "localhost")
+            .header("x-api-key", &key)
+            .header("content-type", "application/json")
+            .body(Full::new(body))
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        std::hint::black_box(response.into_body().collect().await.unwrap().to_bytes());
+    }
+}
+
 /// Sockets that keep a server busy doing nothing: each sends a request line and then one header
 /// byte per second, never finishing its headers (slowloris), until `stop` drops.
 fn hold_slow_sockets(
@@ -330,6 +396,10 @@ fn bench(c: &mut Criterion) {
         });
         group.bench_function("http_loopback", |b| {
             b.iter_custom(|iters| (0..iters).map(|_| over_http(&requests)).sum())
+        });
+        let shared = as_bytes(&requests);
+        group.bench_function("http_loopback_hyper_client", |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| over_hyper_http(&shared)).sum())
         });
         let encoded = encode(&requests);
         group.bench_function("http_loopback_raw_client", |b| {

@@ -19,7 +19,9 @@ use crate::billing::PriceTable;
 use crate::clock::SimTime;
 use crate::endpoint::{Call, Exchange};
 use crate::ingest::trace::{Envelope, LoggedError, envelope_line};
-use crate::wire::{ApiError, Betas, ErrorKind, MessageResponse, Reply, error_event, message_events};
+use crate::wire::{
+    ApiError, Betas, ErrorKind, MessageResponse, Reply, SseEvent, error_event, message_events,
+};
 
 type SharedState = State<Arc<Shared>>;
 
@@ -313,7 +315,8 @@ fn stream_response(
         events.push(error_event(error));
     }
     if !cut && done_ms == first_byte_ms {
-        let body: String = events.iter().map(|event| event.to_wire()).collect();
+        let mut body = String::with_capacity(events.iter().map(SseEvent::wire_len).sum());
+        events.iter().for_each(|event| event.write_wire(&mut body));
         return Response::new(Body::from(body));
     }
     if cut {
@@ -504,23 +507,34 @@ async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Byte
         return Err(too_large(format!("{length} bytes announced")));
     }
     let mut stream = body.into_data_stream();
-    // Sized from the announced length, so a large body is copied once and never regrown.
-    let mut collected = Vec::with_capacity(announced.map_or(0, |length| length.min(limit)) as usize);
+    // A body that arrives as one chunk (a whole request in one read, the usual case) is kept as
+    // it is; only a second chunk makes a copy.
+    let mut first: Option<Bytes> = None;
+    let mut collected = Vec::new();
     let mut total: u64 = 0;
     while let Some(chunk) = stream.next().await {
         let chunk =
             chunk.map_err(|err| ApiError::invalid(format!("request body could not be read: {err}")))?;
         total += chunk.len() as u64;
-        if total <= limit {
+        if total > limit {
+            if total > drain_limit {
+                break;
+            }
+        } else if total == chunk.len() as u64 {
+            first = Some(chunk);
+        } else {
+            if let Some(first) = first.take() {
+                // Sized from the announced length, so a large body is copied once and never regrown.
+                collected.reserve(announced.map_or(0, |length| length.min(limit)) as usize);
+                collected.extend_from_slice(&first);
+            }
             collected.extend_from_slice(&chunk);
-        } else if total > drain_limit {
-            break;
         }
     }
     if total > limit {
         return Err(too_large(format!("{total} bytes or more sent")));
     }
-    Ok(Bytes::from(collected))
+    Ok(first.unwrap_or_else(|| Bytes::from(collected)))
 }
 
 /// JSON is UTF-8: a body that is not is refused whole, never read with replacement characters.

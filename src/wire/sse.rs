@@ -9,11 +9,12 @@
 //! `message_start` when there is no block); `message_delta` with the stop reason and the
 //! cumulative usage; `message_stop`.
 
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::error::ApiError;
-use super::response::{MessageResponse, ResponseBlock};
+use super::response::{MessageResponse, ResponseBlock, StopReason};
 use crate::billing::Usage;
+use crate::cache::Diagnostics;
 
 /// One event: `event: NAME\ndata: JSON\n\n`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,19 +26,120 @@ pub struct SseEvent {
 }
 
 impl SseEvent {
-    fn new(name: &'static str, data: Value) -> SseEvent {
-        SseEvent { name, data: data.to_string() }
+    /// The payload's JSON is written straight from borrowed fields: no `serde_json::Value` tree
+    /// (a map per object) is built for a stream's handful of small events.
+    #[allow(clippy::expect_used)] // a payload is plain data (strings, integers): it always serializes
+    fn new(payload: &Payload<'_>) -> SseEvent {
+        SseEvent {
+            name: payload.name(),
+            data: serde_json::to_string(payload).expect("an event always serializes"),
+        }
     }
 
     /// The event as it goes on the wire.
     pub fn to_wire(&self) -> String {
-        format!("event: {}\ndata: {}\n\n", self.name, self.data)
+        let mut wire = String::with_capacity(self.wire_len());
+        self.write_wire(&mut wire);
+        wire
+    }
+
+    /// Appends the event as it goes on the wire to `out` (a whole stream in one buffer).
+    pub fn write_wire(&self, out: &mut String) {
+        out.push_str("event: ");
+        out.push_str(self.name);
+        out.push_str("\ndata: ");
+        out.push_str(&self.data);
+        out.push_str("\n\n");
+    }
+
+    /// The length of [`SseEvent::to_wire`], in bytes.
+    pub fn wire_len(&self) -> usize {
+        "event: \ndata: \n\n".len() + self.name.len() + self.data.len()
     }
 
     /// Whether this event carries generated content (its timing follows the output rate).
     pub fn is_delta(&self) -> bool {
         self.name == "content_block_delta"
     }
+}
+
+/// An event's JSON: `type` first, then the fields in the API's order.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Payload<'a> {
+    MessageStart { message: StartMessage<'a> },
+    Ping,
+    ContentBlockStart { index: usize, content_block: Skeleton<'a> },
+    ContentBlockDelta { index: usize, delta: Delta<'a> },
+    ContentBlockStop { index: usize },
+    MessageDelta { delta: StopDelta, usage: &'a Usage },
+    MessageStop,
+    Error { error: ErrorBody<'a> },
+}
+
+impl Payload<'_> {
+    /// The event name: the payload's `type`.
+    fn name(&self) -> &'static str {
+        match self {
+            Payload::MessageStart { .. } => "message_start",
+            Payload::Ping => "ping",
+            Payload::ContentBlockStart { .. } => "content_block_start",
+            Payload::ContentBlockDelta { .. } => "content_block_delta",
+            Payload::ContentBlockStop { .. } => "content_block_stop",
+            Payload::MessageDelta { .. } => "message_delta",
+            Payload::MessageStop => "message_stop",
+            Payload::Error { .. } => "error",
+        }
+    }
+}
+
+/// `message_start`'s message: the response without content and without a stop reason yet.
+#[derive(Serialize)]
+struct StartMessage<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    role: &'a str,
+    content: [(); 0],
+    model: &'a str,
+    stop_reason: Option<StopReason>,
+    stop_sequence: Option<&'a str>,
+    usage: Usage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diagnostics: Option<&'a Option<Diagnostics>>,
+}
+
+/// A content block as `content_block_start` announces it: empty text, or a tool call with an
+/// empty input.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Skeleton<'a> {
+    Text { text: &'a str },
+    ToolUse { id: &'a str, name: &'a str, input: EmptyObject },
+}
+
+/// `{}`.
+#[derive(Serialize)]
+struct EmptyObject {}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Delta<'a> {
+    TextDelta { text: &'a str },
+    InputJsonDelta { partial_json: &'a str },
+}
+
+#[derive(Serialize)]
+struct StopDelta {
+    stop_reason: StopReason,
+    stop_sequence: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    message: &'a str,
 }
 
 /// How content is cut into deltas.
@@ -67,11 +169,10 @@ pub fn message_events(response: &MessageResponse, chunking: Chunking) -> Vec<Sse
             events.push(ping());
         }
         events.extend(content_block_deltas(index, block, chunking));
-        events
-            .push(SseEvent::new("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        events.push(SseEvent::new(&Payload::ContentBlockStop { index }));
     }
     events.push(message_delta(response));
-    events.push(SseEvent::new("message_stop", json!({"type": "message_stop"})));
+    events.push(SseEvent::new(&Payload::MessageStop));
     events
 }
 
@@ -80,82 +181,59 @@ pub fn message_events(response: &MessageResponse, chunking: Chunking) -> Vec<Sse
 /// Cache diagnostics, when asked for, arrive here (the API's rule for streams).
 pub fn message_start(response: &MessageResponse) -> SseEvent {
     let usage = Usage { output_tokens: response.usage.output_tokens.min(1), ..response.usage };
-    let mut message = json!({
-        "id": response.id,
-        "type": response.kind,
-        "role": response.role,
-        "content": [],
-        "model": response.model,
-        "stop_reason": null,
-        "stop_sequence": null,
-        "usage": usage,
-    });
-    if let Some(diagnostics) = &response.diagnostics {
-        message["diagnostics"] = json!(diagnostics);
-    }
-    SseEvent::new("message_start", json!({"type": "message_start", "message": message}))
+    let message = StartMessage {
+        id: &response.id,
+        kind: response.kind,
+        role: response.role,
+        content: [],
+        model: &response.model,
+        stop_reason: None,
+        stop_sequence: None,
+        usage,
+        diagnostics: response.diagnostics.as_ref(),
+    };
+    SseEvent::new(&Payload::MessageStart { message })
 }
 
 /// `ping`.
 pub fn ping() -> SseEvent {
-    SseEvent::new("ping", json!({"type": "ping"}))
+    SseEvent::new(&Payload::Ping)
 }
 
 fn content_block_start(index: usize, block: &ResponseBlock) -> SseEvent {
-    let skeleton = match block {
-        ResponseBlock::Text { .. } => json!({"type": "text", "text": ""}),
-        ResponseBlock::ToolUse { id, name, .. } => {
-            json!({"type": "tool_use", "id": id, "name": name, "input": {}})
-        }
+    let content_block = match block {
+        ResponseBlock::Text { .. } => Skeleton::Text { text: "" },
+        ResponseBlock::ToolUse { id, name, .. } => Skeleton::ToolUse { id, name, input: EmptyObject {} },
     };
-    SseEvent::new(
-        "content_block_start",
-        json!({"type": "content_block_start", "index": index, "content_block": skeleton}),
-    )
+    SseEvent::new(&Payload::ContentBlockStart { index, content_block })
 }
 
 fn content_block_deltas(index: usize, block: &ResponseBlock, chunking: Chunking) -> Vec<SseEvent> {
-    let delta = |body: Value| {
-        SseEvent::new(
-            "content_block_delta",
-            json!({"type": "content_block_delta", "index": index, "delta": body}),
-        )
-    };
+    let event = |delta: Delta<'_>| SseEvent::new(&Payload::ContentBlockDelta { index, delta });
     match block {
         ResponseBlock::Text { text } => text_chunks(text, chunking.text_chars)
-            .into_iter()
-            .map(|chunk| delta(json!({"type": "text_delta", "text": chunk})))
+            .iter()
+            .map(|chunk| event(Delta::TextDelta { text: chunk }))
             .collect(),
         ResponseBlock::ToolUse { input, .. } => {
             // The API's first input_json_delta is often empty; clients must cope, so we always send it.
             let mut chunks = vec![String::new()];
             chunks.extend(char_chunks(&input.to_string(), chunking.json_chars));
-            chunks
-                .into_iter()
-                .map(|chunk| delta(json!({"type": "input_json_delta", "partial_json": chunk})))
-                .collect()
+            chunks.iter().map(|chunk| event(Delta::InputJsonDelta { partial_json: chunk })).collect()
         }
     }
 }
 
 /// `message_delta`: the stop reason and the whole usage (the API's counts here are cumulative).
 pub fn message_delta(response: &MessageResponse) -> SseEvent {
-    SseEvent::new(
-        "message_delta",
-        json!({
-            "type": "message_delta",
-            "delta": {"stop_reason": response.stop_reason, "stop_sequence": null},
-            "usage": response.usage,
-        }),
-    )
+    let delta = StopDelta { stop_reason: response.stop_reason, stop_sequence: None };
+    SseEvent::new(&Payload::MessageDelta { delta, usage: &response.usage })
 }
 
 /// `error`: a failure after the stream began (the HTTP status was already 200).
 pub fn error_event(error: &ApiError) -> SseEvent {
-    SseEvent::new(
-        "error",
-        json!({"type": "error", "error": {"type": error.kind.type_name(), "message": error.message}}),
-    )
+    let error = ErrorBody { kind: error.kind.type_name(), message: &error.message };
+    SseEvent::new(&Payload::Error { error })
 }
 
 /// Cuts `text` into pieces of about `size` characters, each ending after whitespace where the
@@ -188,6 +266,7 @@ pub fn char_chunks(text: &str, size: usize) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::wire::StopReason;
+    use serde_json::Value;
 
     fn response(content: Vec<ResponseBlock>, stop_reason: StopReason) -> MessageResponse {
         MessageResponse {
@@ -277,6 +356,21 @@ mod tests {
         assert!(events[5].data.contains(r#""index":1"#), "{}", events[5].data);
         let events = message_events(&response(Vec::new(), StopReason::MaxTokens), Chunking::default());
         assert_eq!(names(&events), ["message_start", "ping", "message_delta", "message_stop"]);
+    }
+
+    #[test]
+    fn diagnostics_asked_for_ride_on_message_start() {
+        // Asked for with nothing diverged: `null`, after the usage (the API's order).
+        let mut asked = response(Vec::new(), StopReason::EndTurn);
+        asked.diagnostics = Some(None);
+        let start = message_start(&asked);
+        assert_eq!(
+            start.data,
+            r#"{"type":"message_start","message":{"id":"msg_fc1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-6","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":4,"cache_creation_input_tokens":200,"cache_read_input_tokens":1000,"cache_creation":{"ephemeral_5m_input_tokens":200,"ephemeral_1h_input_tokens":0},"output_tokens":1,"service_tier":"standard"},"diagnostics":null}}"#
+        );
+        // The wire form is the name line, the data line and a blank line; its length is known.
+        assert_eq!(start.to_wire(), format!("event: message_start\ndata: {}\n\n", start.data));
+        assert_eq!(start.wire_len(), start.to_wire().len());
     }
 
     #[test]
