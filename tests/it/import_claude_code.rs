@@ -482,3 +482,53 @@ fn html_is_one_self_contained_page_with_a_section_per_session() {
         assert!(!without_namespace.contains(needle), "the page refers outside itself: {needle}");
     }
 }
+
+#[test]
+fn the_json_document_is_pinned_byte_for_byte() {
+    // The documents in tests/golden/import_claude_code/ were written by the import as it stood
+    // before the document was serialized from borrowed views (it used to be built as a
+    // `serde_json::Value` per request): key order, number forms and the recorded usage objects,
+    // canonical or not (`usage_as_recorded.jsonl` spells one with spaces, a float as 1.50 and
+    // 1e3, escapes and a repeated key), must not move. `UPDATE_GOLDEN=1` rewrites them.
+    // Run from the crate root with relative paths: the notes name the files as given.
+    let root = env!("CARGO_MANIFEST_DIR");
+    let golden = format!("{root}/tests/golden/import_claude_code/");
+    let proxy_trace = "tests/data/proxy_every_rule.jsonl";
+    let what_ifs = [
+        "--what-if",
+        "ttl=1h",
+        "--what-if",
+        "ttl=5m",
+        "--what-if",
+        "subagent-ttl=1h",
+        "--what-if",
+        "no-model-switch",
+        "--what-if",
+        "max-idle=5m",
+    ];
+    let cases: [(&str, &str, &[&str]); 4] = [
+        ("every_rule_what_ifs.json", "every_rule", &what_ifs),
+        ("every_rule_proxy_trace.json", "every_rule", &["--trace", proxy_trace]),
+        ("usage_as_recorded.json", "usage_as_recorded.jsonl", &[]),
+        ("fork_inherits.json", "fork_inherits", &[]),
+    ];
+    for (name, path, flags) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+            .current_dir(root)
+            .args(["import", "claude-code", &format!("tests/data/claude_code/{path}"), "--json"])
+            .args(flags)
+            .output()
+            .expect("the binary runs");
+        let file = format!("{golden}{name}");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&file, &output.stdout).unwrap();
+            continue;
+        }
+        let pinned = std::fs::read(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(
+            output.stdout == pinned,
+            "{name}: the document changed; if deliberately, rerun with UPDATE_GOLDEN=1\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+}
