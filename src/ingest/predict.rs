@@ -15,6 +15,13 @@
 //! earlier request of its kind did, else [`FIRST_TAIL_TOKENS`] uncached, the few tokens the API
 //! counts after Claude Code's last breakpoint).
 //!
+//! **Betas: none.** Claude Code 2.1.330 sends `mid-conversation-tool-changes-2026-07-01` on
+//! every request (transcripts carry no headers, but `version` names the build), and the
+//! simulated requests could name it. They do not, because it would change no prediction: the
+//! beta only changes how a request's tools section keys the cache, and the simulation has no
+//! tools section (system prompt and tools are one declared-size stable block), nor does it
+//! replay a tool change seen in a transcript (`tool_search_loaded`) as a prompt change.
+//!
 //! **Assumption: the account keeps its stable prefix warm.** Other sessions of the same account
 //! (and Claude Code's own side calls) send the same system prompt and tools, so after an idle
 //! hour the main chain still reads them (~12–15K). The simulation models this by pre-warming the
