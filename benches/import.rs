@@ -103,6 +103,16 @@ fn import(text: &str, prices: &PriceTable) -> u64 {
     report.totals.requests
 }
 
+/// The whole import and its `--json` document, written to a sink.
+fn import_json(text: &str, prices: &PriceTable) -> u64 {
+    let mut reader = TranscriptReader::new().keep_raw_usage(true);
+    reader.read("bench.jsonl", text.as_bytes()).expect("reading memory cannot fail");
+    let report =
+        forkcache::ingest::import(reader.finish(), &ImportOptions::default(), prices).expect("bytes4");
+    report.write_json(&mut std::io::sink()).expect("a sink takes anything");
+    report.totals.requests
+}
+
 fn bench(c: &mut Criterion) {
     let text = transcript(64);
     let prices = PriceTable::builtin();
@@ -114,6 +124,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("floor_ignored_any", |b| b.iter(|| floor(&text)));
     group.bench_function("read", |b| b.iter(|| read(&text)));
     group.bench_function("read_and_predict", |b| b.iter(|| import(&text, &prices)));
+    group.bench_function("read_predict_and_json", |b| b.iter(|| import_json(&text, &prices)));
     group.finish();
 }
 

@@ -11,6 +11,18 @@
 //! system prompt names the directory, after the stable prefix); a fork child starts from its parent's context at the spawning request; a model switch
 //! changes the model and so the cache scope.
 //!
+//! The endpoint's read is the prediction; the rest of a request's input is split into uncached
+//! and written as its chain's previous request split it (a chain's first request: as the latest
+//! earlier request of its kind did, else [`FIRST_TAIL_TOKENS`] uncached, the few tokens the API
+//! counts after Claude Code's last breakpoint).
+//!
+//! **Betas: none.** Claude Code 2.1.330 sends `mid-conversation-tool-changes-2026-07-01` on
+//! every request (transcripts carry no headers, but `version` names the build), and the
+//! simulated requests could name it. They do not, because it would change no prediction: the
+//! beta only changes how a request's tools section keys the cache, and the simulation has no
+//! tools section (system prompt and tools are one declared-size stable block), nor does it
+//! replay a tool change seen in a transcript (`tool_search_loaded`) as a prompt change.
+//!
 //! **Assumption: the account keeps its stable prefix warm.** Other sessions of the same account
 //! (and Claude Code's own side calls) send the same system prompt and tools, so after an idle
 //! hour the main chain still reads them (~12–15K). The simulation models this by pre-warming the
@@ -43,6 +55,14 @@ use super::{ImportedSession, SessionRequest};
 /// The stable prefix assumed before any earlier request shows one: the low end of the 12–30K
 /// Claude Code's system prompt and tools take (transcript reference).
 pub const DEFAULT_STABLE_TOKENS: u64 = 12_000;
+
+/// The uncached tokens a chain's first request is predicted to send after its last breakpoint
+/// when no earlier request of its kind (main or sub-agent) shows a count. Claude Code marks the
+/// last block of its last message, yet the API counts a few tokens after that block as uncached
+/// `input_tokens` (the assistant turn's opening: 3–4 in public captures, per the prompt-caching
+/// reference's "small nonzero tail"); Claude Code's own usage objects show 3. A later request
+/// takes its chain's previous count instead.
+pub const FIRST_TAIL_TOKENS: u64 = 3;
 
 /// A setting the prediction can be re-run under (`--what-if`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,6 +158,8 @@ pub struct AccountView {
 struct ChainStart {
     stable_tokens: u64,
     ttl: Ttl,
+    /// Uncached tokens after the last breakpoint: the latest earlier count of the same kind.
+    tail_tokens: u64,
 }
 
 impl AccountView {
@@ -149,6 +171,7 @@ impl AccountView {
         let mut floor_read: BTreeMap<bool, u64> = BTreeMap::new();
         let mut smallest_total: BTreeMap<bool, u64> = BTreeMap::new();
         let mut last_ttl: BTreeMap<bool, Ttl> = BTreeMap::new();
+        let mut last_tail: BTreeMap<bool, u64> = BTreeMap::new();
         for request in all {
             let kind = request.is_agent();
             let usage = &request.request.recorded.usage;
@@ -159,14 +182,18 @@ impl AccountView {
                     .copied()
                     .unwrap_or(DEFAULT_STABLE_TOKENS);
                 let ttl = last_ttl.get(&kind).copied().unwrap_or(Ttl::FiveMinutes);
-                view.chain_starts
-                    .insert(request.request.request_id.clone(), ChainStart { stable_tokens, ttl });
+                let tail_tokens = last_tail.get(&kind).copied().unwrap_or(FIRST_TAIL_TOKENS);
+                view.chain_starts.insert(
+                    request.request.request_id.clone(),
+                    ChainStart { stable_tokens, ttl, tail_tokens },
+                );
             }
             if request.request.events.contains(&Event::WorkingDirectoryChanged) {
                 if let Some(&stable_tokens) = floor_read.get(&kind) {
                     view.system_resets.insert(request.request.request_id.clone(), stable_tokens);
                 }
             }
+            last_tail.insert(kind, usage.input_tokens);
             view.first_seen.entry((kind, request.request.model.clone())).or_insert(request.start_ms);
             if (request.chain_index == 0 || request.observed_break()) && usage.cache_read_input_tokens > 0 {
                 floor_read.insert(kind, usage.cache_read_input_tokens);
@@ -599,7 +626,7 @@ fn start_chain(
         stable_tokens,
         history: Vec::new(),
         marker_at: 0,
-        last_tail: 0,
+        last_tail: start.map_or(FIRST_TAIL_TOKENS, |s| s.tail_tokens),
         model: request.request.model.clone(),
         ttl,
         turns: 0,

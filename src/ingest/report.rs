@@ -9,18 +9,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use serde_json::{Value, json};
-
 use crate::billing::{BillingProfile, Cost, PriceDate, PriceTable, Usage};
-use crate::cache::Miss;
 use crate::prompt::Ttl;
 use crate::tokenize::TokenizerUnavailable;
-use crate::verify::Divergence;
 
 use super::breaks::{self, BreakCause, Turn};
 use super::predict::{self, AccountView, Predicted, WhatIf};
 use super::transcript::{Chain, Event, ReadStats, TranscriptRequest, day_of};
 use super::{ImportedSession, SessionRequest};
+
+mod json;
 
 /// Import settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -93,11 +91,6 @@ impl Agreement {
         self.predicted += u64::from(row.agreement);
         self.baseline += u64::from(row.baseline_agreement);
     }
-
-    fn json(&self) -> Value {
-        json!({"requests": self.requests, "agreement": ratio(self.predicted, self.requests),
-               "baseline_agreement": ratio(self.baseline, self.requests)})
-    }
 }
 
 /// Sums over a set of requests.
@@ -167,25 +160,6 @@ impl Totals {
         self.writes_assumed_5m +=
             u64::from(!recorded.split_known && recorded.usage.cache_creation_input_tokens > 0);
     }
-
-    /// The totals object of `--json`.
-    pub fn json(&self) -> Value {
-        json!({
-            "requests": self.requests,
-            "recorded": {"usage": usage_json(&self.recorded_usage), "cost_usd": self.recorded_cost.usd()},
-            "predicted": {"usage": usage_json(&self.predicted_usage), "cost_usd": self.predicted_cost.usd()},
-            "agreement": ratio(self.agreement.predicted, self.agreement.requests),
-            "baseline_agreement": ratio(self.agreement.baseline, self.agreement.requests),
-            "on_breaks": self.on_breaks.json(),
-            "on_chain_starts": self.on_chain_starts.json(),
-            "breaks": self.breaks.iter().map(|(cause, n)| (cause.name().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
-            "tokens_lost": self.tokens_lost,
-            "breaks_extra_cost_usd": self.breaks_extra_cost.usd(),
-            "unpriced_models": self.unpriced_models,
-            "writes_priced_as_5m": self.writes_assumed_5m,
-            "predictions_refused": self.predictions_refused,
-        })
-    }
 }
 
 /// The summarising call of a compaction: not in the transcript, estimated as a read of the whole
@@ -217,20 +191,6 @@ pub struct WhatIfResult {
     pub breaks_avoided: u64,
     /// Requests predicted to break under this setting only.
     pub breaks_added: u64,
-}
-
-impl WhatIfResult {
-    fn json(&self) -> Value {
-        let delta = self.cost.total_nanousd() as i128 - self.baseline_cost.total_nanousd() as i128;
-        json!({
-            "setting": self.setting.name(),
-            "delta_usd": delta as f64 / 1e9,
-            "writes_usd": (self.cost.write_5m_nanousd + self.cost.write_1h_nanousd) as f64 / 1e9,
-            "reads_usd": self.cost.read_nanousd as f64 / 1e9,
-            "breaks_avoided": self.breaks_avoided,
-            "breaks_added": self.breaks_added,
-        })
-    }
 }
 
 /// One session's rows and totals.
@@ -415,20 +375,6 @@ fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 { 0.0 } else { (part as f64 / whole as f64 * 1e6).round() / 1e6 }
 }
 
-#[allow(clippy::expect_used)] // a usage object is integers and strings: serializing it cannot fail
-fn usage_json(usage: &Usage) -> Value {
-    serde_json::to_value(usage).expect("usage serializes")
-}
-
-fn cost_json(cost: &Option<Cost>) -> Value {
-    cost.map_or(Value::Null, |c| json!(c.usd()))
-}
-
-#[allow(clippy::expect_used)] // a miss is strings and integers: serializing it cannot fail
-fn miss_json(miss: &Option<Miss>) -> Value {
-    miss.as_ref().map_or(Value::Null, |m| serde_json::to_value(m).expect("a miss serializes"))
-}
-
 impl ImportReport {
     /// The `--json` document.
     #[allow(clippy::expect_used)] // writing to a Vec cannot fail, and serde_json writes UTF-8
@@ -438,55 +384,9 @@ impl ImportReport {
         String::from_utf8(out).expect("JSON is UTF-8")
     }
 
-    /// Writes the `--json` document one session at a time, so memory holds one session's JSON,
-    /// not the whole document.
+    /// Writes the `--json` document, streamed: nothing of it is built in memory first.
     pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        let divergences = self.join.as_ref().map(|j| &j.divergences);
-        out.write_all(b"{\"sessions\":[")?;
-        for (index, session) in self.sessions.iter().enumerate() {
-            if index > 0 {
-                out.write_all(b",")?;
-            }
-            serde_json::to_writer(&mut *out, &session_json(session, divergences))?;
-        }
-        out.write_all(b"],")?;
-        let mut totals = self.totals.json();
-        totals["skipped_lines"] = json!(self.read.skipped_lines);
-        totals["unknown_line_kinds"] = json!(self.read.unknown_line_kinds);
-        totals["unknown_usage_fields"] = json!(self.read.unknown_usage_fields);
-        totals["unknown_fields"] = json!(self.read.unknown_fields);
-        totals["notes"] = json!(self.read.notes);
-        if let Some(join) = &self.join {
-            totals["trace_join"] = json!({"breaks_located": join.divergences.len(),
-                "breaks_unmatched": join.unmatched_breaks, "skipped_lines": join.skipped_lines});
-        }
-        let by = |map: &BTreeMap<String, Totals>| -> Value {
-            map.iter()
-                .map(|(key, t)| {
-                    let cost = if t.unpriced_models.is_empty() { json!(t.recorded_cost.usd()) } else { Value::Null };
-                    (key.clone(), json!({"requests": t.requests, "usage": usage_json(&t.recorded_usage), "cost_usd": cost}))
-                })
-                .collect::<serde_json::Map<_, _>>()
-                .into()
-        };
-        let compactions: Vec<Value> = self
-            .compactions
-            .iter()
-            .map(|c| {
-                json!({"session_id": c.session_id, "chain": c.chain.name(), "next_request_id": c.next_request_id,
-                       "pre_tokens": c.pre_tokens, "estimated_cost_usd": cost_json(&c.cost), "estimate": true})
-            })
-            .collect();
-        let rest = json!({
-            "totals": totals,
-            "by_model": by(&self.by_model),
-            "by_day": by(&self.by_day),
-            "compactions": compactions,
-            "what_if": self.what_ifs.iter().map(WhatIfResult::json).collect::<Vec<_>>(),
-        });
-        // The members after `sessions`, without the object's own opening brace.
-        let rest = serde_json::to_vec(&rest).map_err(std::io::Error::other)?;
-        out.write_all(rest.get(1..).unwrap_or_default())
+        json::write(self, out)
     }
 
     /// The table: per session its totals, then every break.
@@ -640,78 +540,6 @@ impl ImportReport {
         }
         let finish = |w: csv::Writer<Vec<u8>>| w.into_inner().map_err(|e| csv::Error::from(e.into_error()));
         Ok((finish(requests)?, finish(breaks)?))
-    }
-}
-
-fn session_json(report: &SessionReport, divergences: Option<&BTreeMap<String, Divergence>>) -> Value {
-    let session = &report.session;
-    let first = session.requests.first().map_or(0, |r| r.start_ms);
-    let mut chains: Vec<(Value, Vec<Value>)> = session
-        .chains
-        .iter()
-        .map(|info| {
-            let parent = info
-                .parent
-                .as_ref()
-                .map_or(Value::Null, |p| json!({"chain": p.chain.name(), "request_id": p.request_id}));
-            (json!({"chain": info.chain.name(), "parent": parent}), Vec::new())
-        })
-        .collect();
-    let position: BTreeMap<&Chain, usize> =
-        session.chains.iter().enumerate().map(|(i, c)| (&c.chain, i)).collect();
-    for (index, (request, row)) in session.requests.iter().zip(&report.rows).enumerate() {
-        let r = &request.request;
-        let raw: Value = match &r.recorded.raw {
-            Some(raw) => serde_json::from_str(&raw.text()).unwrap_or(Value::Null),
-            None => usage_json(&r.recorded.usage),
-        };
-        let break_ = request.break_.map_or(Value::Null, |b| {
-            let mut value = json!({"cause": b.cause.name(), "gap_ms": b.gap_ms, "tokens_lost": b.tokens_lost,
-                   "extra_cost_usd": cost_json(&row.break_extra)});
-            if let Some(divergence) = divergences.and_then(|d| d.get(&r.request_id)) {
-                value["divergence"] = divergence_json(divergence);
-            }
-            value
-        });
-        let mut recorded = json!({"usage": raw, "cost_usd": cost_json(&row.recorded_cost)});
-        if !r.recorded.split_known && r.recorded.usage.cache_creation_input_tokens > 0 {
-            recorded["writes_priced_as"] = json!("5m");
-        }
-        let value = json!({
-            "index": index,
-            "request_id": r.request_id,
-            "at": r.at,
-            "at_ms": request.start_ms - first,
-            "model": r.model,
-            "recorded": recorded,
-            "predicted": predicted_json(row),
-            "agreement": row.agreement,
-            "baseline_agreement": row.baseline_agreement,
-            "break": break_,
-        });
-        chains[position[&r.chain]].1.push(value);
-    }
-    let chains: Vec<Value> = chains
-        .into_iter()
-        .map(|(mut chain, requests)| {
-            chain["requests"] = Value::Array(requests);
-            chain
-        })
-        .collect();
-    json!({"session_id": session.session_id, "chains": chains, "totals": report.totals.json()})
-}
-
-#[allow(clippy::expect_used)] // a divergence is strings and integers: serializing it cannot fail
-fn divergence_json(divergence: &Divergence) -> Value {
-    serde_json::to_value(divergence).expect("a divergence serializes")
-}
-
-/// A request's `predicted` object; a refused prediction says why instead of a usage.
-fn predicted_json(row: &RequestRow) -> Value {
-    match &row.predicted.refused {
-        Some(why) => json!({"usage": null, "cost_usd": null, "miss": null, "refused": why}),
-        None => json!({"usage": usage_json(&row.predicted.usage), "cost_usd": cost_json(&row.predicted_cost),
-                       "miss": miss_json(&row.predicted.miss)}),
     }
 }
 

@@ -195,15 +195,20 @@ fn agreement_is_reported_beside_the_baseline() {
 /// 21,000 tokens; the chain wrote 5-minute entries. As recorded: req_1 writes 20,000 at 5m
 /// (75,000,000); at 600 s only the pre-warmed stable prefix is warm: read 12,000, write 9,000
 /// (3,600,000 + 33,750,000); total 112,350,000, and req_2 breaks (20,000 − 12,000 > 1,000).
+/// A chain's first request is predicted to send 3 of its tokens uncached (after its last
+/// breakpoint, `FIRST_TAIL_TOKENS`): req_1 writes 19,997 and sends 3 at 3,000 (9,000) in every
+/// setting, so predicted req_1 costs 9,000 + 19,997 × 3,750 = 74,997,750 at 5m (−2,250) and
+/// 9,000 + 19,997 × 6,000 = 119,991,000 at 1h (−9,000 against 120,000,000).
 #[test]
 fn what_if_ttl_1h_by_hand() {
     let (_, document) = import("what_if_idle.jsonl", &["--what-if", "ttl=1h", "--what-if", "ttl=5m"]);
-    // 1h: req_1 writes 20,000 × 6,000 = 120,000,000; req_2 reads 20,000 × 300 = 6,000,000 and
-    // writes 1,000 × 6,000 = 6,000,000: 132,000,000, i.e. +19,650,000; req_2's break avoided.
+    // 1h: req_1 119,991,000; req_2 reads 20,000 × 300 = 6,000,000 and writes 1,000 × 6,000 =
+    // 6,000,000: 131,991,000 against 112,347,750 (112,350,000 − 2,250), i.e. +19,643,250;
+    // writes 19,997 × 6,000 + 6,000,000 = 125,982,000; req_2's break avoided.
     let one_hour = &document["what_if"][0];
     assert_eq!(one_hour["setting"], "ttl=1h");
-    assert_eq!(one_hour["delta_usd"], 0.01965);
-    assert_eq!(one_hour["writes_usd"], 0.126);
+    assert_eq!(one_hour["delta_usd"], 0.01964325);
+    assert_eq!(one_hour["writes_usd"], 0.125982);
     assert_eq!(one_hour["reads_usd"], 0.006);
     assert_eq!((one_hour["breaks_avoided"].as_u64(), one_hour["breaks_added"].as_u64()), (Some(1), Some(0)));
     // 5m is what the chain did: no change.
@@ -216,12 +221,13 @@ fn what_if_ttl_1h_by_hand() {
 fn what_if_max_idle_by_hand() {
     // The 600 s gap becomes 240 s, inside the 5-minute TTL: req_2 reads 20,000 (6,000,000) and
     // writes 1,000 × 3,750 = 3,750,000. Total 75,000,000 + 9,750,000 = 84,750,000, i.e.
-    // −27,600,000 against 112,350,000; writes 78,750,000.
+    // −27,600,000 against 112,350,000; writes 78,750,000 less req_1's 3 uncached tokens
+    // (3 × 3,750 = 11,250): 78,738,750. req_1 is the same in both, so the delta is unchanged.
     let (_, document) = import("what_if_idle.jsonl", &["--what-if", "max-idle=4m"]);
     let idle = &document["what_if"][0];
     assert_eq!(idle["setting"], "max-idle=4m");
     assert_eq!(idle["delta_usd"], -0.0276);
-    assert_eq!(idle["writes_usd"], 0.07875);
+    assert_eq!(idle["writes_usd"], 0.07873875);
     assert_eq!(idle["reads_usd"], 0.006);
     assert_eq!(idle["breaks_avoided"], 1);
 }
@@ -231,11 +237,12 @@ fn what_if_no_model_switch_by_hand() {
     // `what_if_model_switch.jsonl`: req_1 Sonnet 4.6, 20,000 tokens at 0 s; req_2 Opus 4.6,
     // 21,000 tokens at 60 s. As recorded: 20,000 × 3,750 = 75,000,000, then Opus is cold:
     // 21,000 × 6,250 = 131,250,000; total 206,250,000. Staying on Sonnet, req_2 reads 20,000
-    // (6,000,000) and writes 1,000 × 3,750 (3,750,000): 84,750,000 in all, −121,500,000.
+    // (6,000,000) and writes 1,000 × 3,750 (3,750,000): 84,750,000 in all, −121,500,000. req_1
+    // (the same in both) is predicted to send 3 tokens uncached: writes 78,750,000 − 3 × 3,750.
     let (_, document) = import("what_if_model_switch.jsonl", &["--what-if", "no-model-switch"]);
     let same_model = &document["what_if"][0];
     assert_eq!(same_model["delta_usd"], -0.1215);
-    assert_eq!(same_model["writes_usd"], 0.07875);
+    assert_eq!(same_model["writes_usd"], 0.07873875);
     assert_eq!(same_model["reads_usd"], 0.006);
     assert_eq!(same_model["breaks_avoided"], 1);
 }
@@ -245,11 +252,14 @@ fn what_if_subagent_ttl_1h_by_hand() {
     // `what_if_subagent/agent-sub1.jsonl` (a sub-agent file alone, Haiku 4.5): 10,000 tokens at
     // 0 s, 11,000 at 600 s. As recorded (5m): 10,000 × 1,250 + 11,000 × 1,250 = 26,250,000 (no
     // pre-warm for sub-agents). At 1h: 10,000 × 2,000 = 20,000,000, then a read of 10,000 × 100 =
-    // 1,000,000 and a write of 1,000 × 2,000 = 2,000,000: 23,000,000, i.e. −3,250,000.
+    // 1,000,000 and a write of 1,000 × 2,000 = 2,000,000: 23,000,000, i.e. −3,250,000. req_1 is
+    // predicted to send 3 tokens uncached (at 1,000) in both settings, so it writes 9,997: the
+    // 1h setting saves 3 × (2,000 − 1,250) = 2,250 less, −3,252,250; writes 23,000,000 −
+    // 1,000,000 (the read) − 3 × 2,000 = 21,994,000.
     let (_, document) = import("what_if_subagent", &["--what-if", "subagent-ttl=1h"]);
     let sub = &document["what_if"][0];
-    assert_eq!(sub["delta_usd"], -0.00325);
-    assert_eq!(sub["writes_usd"], 0.022);
+    assert_eq!(sub["delta_usd"], -0.00325225);
+    assert_eq!(sub["writes_usd"], 0.021994);
     assert_eq!(sub["reads_usd"], 0.001);
     assert_eq!(sub["breaks_avoided"], 1);
     assert_eq!(document["sessions"][0]["chains"][0]["chain"], "agent:sub1");
@@ -600,4 +610,78 @@ fn html_is_one_self_contained_page_with_a_section_per_session() {
     for needle in ["http://", "https://", "src=", "href=", "@import", "url("] {
         assert!(!without_namespace.contains(needle), "the page refers outside itself: {needle}");
     }
+}
+
+#[test]
+fn the_json_document_is_pinned_byte_for_byte() {
+    // The documents in tests/golden/import_claude_code/ were written by the import as it stood
+    // before the document was serialized from borrowed views (it used to be built as a
+    // `serde_json::Value` per request): key order, number forms and the recorded usage objects,
+    // canonical or not (`usage_as_recorded.jsonl` spells one with spaces, a float as 1.50 and
+    // 1e3, escapes and a repeated key), must not move. `UPDATE_GOLDEN=1` rewrites them.
+    // Run from the crate root with relative paths: the notes name the files as given.
+    let root = env!("CARGO_MANIFEST_DIR");
+    let golden = format!("{root}/tests/golden/import_claude_code/");
+    let proxy_trace = "tests/data/proxy_every_rule.jsonl";
+    let what_ifs = [
+        "--what-if",
+        "ttl=1h",
+        "--what-if",
+        "ttl=5m",
+        "--what-if",
+        "subagent-ttl=1h",
+        "--what-if",
+        "no-model-switch",
+        "--what-if",
+        "max-idle=5m",
+    ];
+    let cases: [(&str, &str, &[&str]); 4] = [
+        ("every_rule_what_ifs.json", "every_rule", &what_ifs),
+        ("every_rule_proxy_trace.json", "every_rule", &["--trace", proxy_trace]),
+        ("usage_as_recorded.json", "usage_as_recorded.jsonl", &[]),
+        ("fork_inherits.json", "fork_inherits", &[]),
+    ];
+    for (name, path, flags) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+            .current_dir(root)
+            .args(["import", "claude-code", &format!("tests/data/claude_code/{path}"), "--json"])
+            .args(flags)
+            .output()
+            .expect("the binary runs");
+        let file = format!("{golden}{name}");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&file, &output.stdout).unwrap();
+            continue;
+        }
+        let pinned = std::fs::read(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(
+            output.stdout == pinned,
+            "{name}: the document changed; if deliberately, rerun with UPDATE_GOLDEN=1\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+}
+
+#[test]
+fn a_chain_s_first_request_predicts_the_tokens_after_its_last_breakpoint_as_uncached() {
+    let predicted = |all: &[(String, Value)], id: &str| {
+        let usage = &request(all, id)["predicted"]["usage"];
+        let count = |field: &str| usage[field].as_u64().unwrap();
+        (count("input_tokens"), count("cache_creation_input_tokens"), count("cache_read_input_tokens"))
+    };
+    // every_rule: req_1 (main) is the import's first request: 3 + 20,000 + 0 = 20,003 tokens, none
+    // cached before; no earlier request, so 3 uncached (FIRST_TAIL_TOKENS) and 20,000 written,
+    // as recorded (it used to be predicted as 20,003 written). req_a1, the first sub-agent
+    // request, 2 + 8,000 = 8,002 tokens: no earlier sub-agent request either, 3 and 7,999.
+    let (_, document) = import("every_rule", &[]);
+    let all = requests(&document);
+    assert_eq!(predicted(&all, "req_1"), (3, 20_000, 0));
+    assert_eq!(predicted(&all, "req_a1"), (3, 7_999, 0));
+    // With write_without_split.jsonl (2025-07-01) in the same import, its req_o1 (main, 4
+    // uncached) is the latest earlier main-chain request before what_if_idle.jsonl's req_1
+    // (2026-05-01, 20,000 tokens): req_1's chain start guesses 4 uncached.
+    let (_, document) = import("what_if_idle.jsonl", &[&format!("{DATA}write_without_split.jsonl")]);
+    let all = requests(&document);
+    let (uncached, written, read) = predicted(&all, "req_1");
+    assert_eq!((uncached, written + read), (4, 19_996));
 }
