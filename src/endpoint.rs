@@ -280,16 +280,22 @@ impl MockEndpoint {
         Ok(exchange)
     }
 
-    /// The API's refusal of a prompt past the model's context window. Token counts here are
-    /// estimates (not Claude's tokenizer), so only a prompt past the window by a clear margin
-    /// ([`CONTEXT_MARGIN_PERCENT`]) is refused; a declared 15e9-token context never is priced.
-    /// One past the window but within the margin is priced with a [`ContextWarning`].
+    /// The API's refusal of a prompt past the model's context window. Declared sizes
+    /// (`forkcache_tokens`) are exact, so a prompt of declared blocks is refused one token past
+    /// the window, as the API refuses it. Estimated sizes are not Claude's tokenizer and may be
+    /// [`CONTEXT_MARGIN_PERCENT`] too high: a prompt is refused only when it is past the window
+    /// even with every estimate taken that much lower; one past the window but not by that much
+    /// is priced with a [`ContextWarning`].
     fn check_context(&self, request: &RenderedRequest) -> Result<Option<ContextWarning>, ApiError> {
         let resolved = self.prices.resolve(request.model);
         let Some(window) = resolved.price.context_window.filter(|_| resolved.known) else { return Ok(None) };
         let tokens = request.prompt.total_tokens();
-        let limit = u128::from(window) * u128::from(100 + CONTEXT_MARGIN_PERCENT) / 100;
-        if u128::from(tokens) > limit {
+        let estimated = request.prompt.estimated_tokens().min(tokens);
+        let declared = tokens - estimated;
+        // declared + estimated × 100 / (100 + margin) > window, in integers.
+        let margin = u128::from(100 + CONTEXT_MARGIN_PERCENT);
+        let fewest_scaled = u128::from(declared) * margin + u128::from(estimated) * 100;
+        if fewest_scaled > u128::from(window) * margin {
             return Err(ApiError::invalid(format!("{PROMPT_TOO_LONG}: {tokens} tokens > {window} maximum")));
         }
         Ok((tokens > window).then_some(ContextWarning { tokens, window }))

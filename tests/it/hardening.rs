@@ -590,13 +590,22 @@ fn declared_context(model: &str, blocks: usize, each: u64) -> String {
     format!(r#"{{"model":"{model}","max_tokens":5,"messages":[{{"role":"user","content":[{content}]}}]}}"#)
 }
 
+/// A request to `model` whose one user message is a string the tokenizer estimates at exactly
+/// `tokens`: bytes4 counts the block `{"type":"text","text":"…"}`, 25 bytes around the text, at
+/// ceil(bytes / 4); a text of 4 × `tokens` − 25 bytes makes it 4 × `tokens` bytes, `tokens` tokens.
+fn estimated_context(model: &str, tokens: u64) -> String {
+    let text = "a".repeat(4 * tokens as usize - 25);
+    format!(r#"{{"model":"{model}","max_tokens":5,"messages":[{{"role":"user","content":"{text}"}}]}}"#)
+}
+
 #[test]
 fn item4_a_prompt_just_past_the_context_window_is_priced_with_a_warning_in_replay_and_serve() {
-    // Sonnet 4.6's window is 1,000,000 tokens (fixtures/pricing.json); the refusal starts past
-    // 1,000,000 × (100 + 30) / 100 = 1,300,000. 99% = 990,000: priced, no warning; 101% =
-    // 1,010,000 and 129% = 1,290,000: priced with a warning; 131% = 1,310,000: refused.
+    // Estimated sizes only (declared ones are exact: see the next tests). Sonnet 4.6's window is
+    // 1,000,000 tokens (fixtures/pricing.json); the refusal starts past 1,000,000 × (100 + 30)
+    // / 100 = 1,300,000. 99% = 990,000: priced, no warning; 101% = 1,010,000 and 129% =
+    // 1,290,000: priced with a warning; 131% = 1,310,000: refused.
     let sizes = [990_000u64, 1_010_000, 1_290_000, 1_310_000];
-    let trace: String = sizes.iter().map(|&tokens| declared_context(SONNET, 1, tokens) + "\n").collect();
+    let trace: String = sizes.iter().map(|&tokens| estimated_context(SONNET, tokens) + "\n").collect();
     let output = forkcache(&["replay", "-", "--json"], trace.as_bytes());
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -624,7 +633,7 @@ fn item4_a_prompt_just_past_the_context_window_is_priced_with_a_warning_in_repla
     let url = server.url("/v1/messages");
     let agent = client();
     for &tokens in &sizes[..3] {
-        assert_eq!(post(&agent, &url, Some("k"), declared_context(SONNET, 1, tokens).as_bytes()).status, 200);
+        assert_eq!(post(&agent, &url, Some("k"), estimated_context(SONNET, tokens).as_bytes()).status, 200);
     }
     let stats = crate::serve_harness::get(&agent, &server.url("/forkcache/stats")).json();
     assert_eq!(stats["totals"]["context_warnings"], 2, "{stats}");
@@ -674,9 +683,10 @@ fn item3_a_run_whose_cost_sums_would_pass_2_64_is_an_input_error_naming_the_requ
 fn item4_a_prompt_past_the_context_window_is_refused_as_the_api_does_never_priced() {
     // Sonnet 4.6: a 1,000,000-token window (fixtures/pricing.json). 15 blocks × 1e9 = 1.5e10.
     let huge = declared_context(SONNET, 15, 1_000_000_000);
-    // 1,200,000 declared: past the window, but within the 30% the estimate may be off by.
+    // 1,200,000 declared. This prompt was once priced with a warning, as if it were within the
+    // 30% an estimate may be off by; a declared size is no estimate, and the API refuses a
+    // prompt one token past the window (issue 12, item 4), so it is refused.
     let near = declared_context(SONNET, 1, 1_200_000);
-    // 1,400,000: past the margin.
     let over = declared_context(SONNET, 1, 1_400_000);
     let trace = format!("{huge}\n{near}\n{over}\n");
     let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &trace).unwrap();
@@ -685,12 +695,15 @@ fn item4_a_prompt_past_the_context_window_is_refused_as_the_api_does_never_price
         report.records[0].result.as_ref().unwrap_err().message,
         "prompt is too long: 15000000000 tokens > 1000000 maximum"
     );
-    assert!(report.records[1].result.is_ok(), "within the estimate's margin: priced");
+    assert_eq!(
+        report.records[1].result.as_ref().unwrap_err().message,
+        "prompt is too long: 1200000 tokens > 1000000 maximum"
+    );
     assert_eq!(
         report.records[2].result.as_ref().unwrap_err().message,
         "prompt is too long: 1400000 tokens > 1000000 maximum"
     );
-    assert_eq!(report.totals.rejected, 2);
+    assert_eq!(report.totals.rejected, 3);
 
     let server = Running::default_server();
     let answer = post(&client(), &server.url("/v1/messages"), Some("k"), huge.as_bytes());
@@ -705,6 +718,62 @@ fn item4_a_prompt_past_the_context_window_is_refused_as_the_api_does_never_price
     let (code, err) = run_scenario(scenario);
     assert_ne!(code, Some(0));
     assert!(err.contains("prompt is too long:") && err.contains("> 1000000 maximum"), "{err}");
+}
+
+const HAIKU: &str = "claude-haiku-4-5";
+
+#[test]
+fn item4_declared_sizes_are_refused_one_token_past_the_window_with_no_margin() {
+    // Haiku 4.5's window is 200,000 tokens (fixtures/pricing.json). Declared sizes are exact:
+    // 200,000 is priced (all of it uncached input), 200,001 is refused as the API words it.
+    let at_window = declared_context(HAIKU, 2, 100_000);
+    let past = declared_context(HAIKU, 1, 200_001);
+    let trace = format!("{at_window}\n{past}\n");
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &trace).unwrap();
+    let priced = report.records[0].result.as_ref().unwrap();
+    assert_eq!(priced.usage.input_tokens, 200_000);
+    assert_eq!(priced.context_warning, None);
+    assert_eq!(
+        report.records[1].result.as_ref().unwrap_err().message,
+        "prompt is too long: 200001 tokens > 200000 maximum"
+    );
+
+    let server = Running::default_server();
+    let agent = client();
+    let url = server.url("/v1/messages");
+    assert_eq!(post(&agent, &url, Some("k"), at_window.as_bytes()).status, 200);
+    let answer = post(&agent, &url, Some("k"), past.as_bytes());
+    assert_eq!(
+        (answer.status, answer.error()),
+        (400, ("invalid_request_error".to_string(), "prompt is too long: 200001 tokens > 200000 maximum".to_string()))
+    );
+    server.stop();
+}
+
+#[test]
+fn item4_in_a_prompt_of_declared_and_estimated_blocks_only_the_estimate_gets_the_margin() {
+    // Haiku 4.5, window 200,000. A declared 150,000-token block, then a string the tokenizer
+    // puts at E tokens (25 + 4E − 25 bytes, see `estimated_context`). The fewest tokens the
+    // prompt can hold are 150,000 + E × 100 / 130. E = 65,000: 150,000 + 50,000 = 200,000, not
+    // past the window: priced, warned (215,000 counted). E = 65,004: 150,000 + 50,003.1 >
+    // 200,000: refused (215,004 counted).
+    let mixed = |estimated: u64| {
+        let text = "a".repeat(4 * estimated as usize - 25);
+        format!(
+            r#"{{"model":"{HAIKU}","max_tokens":5,"messages":[{{"role":"user","content":[{{"type":"text","text":"x","forkcache_tokens":150000}}]}},{{"role":"assistant","content":"ok"}},{{"role":"user","content":"{text}"}}]}}"#
+        )
+    };
+    // The assistant's "ok" is one more estimated block: {"type":"text","text":"ok"}, 27 bytes,
+    // 7 tokens. So E above is the user string's count plus 7: the strings are 64,993 and 64,997.
+    let trace = format!("{}\n{}\n", mixed(64_993), mixed(64_997));
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &trace).unwrap();
+    let priced = report.records[0].result.as_ref().unwrap();
+    assert_eq!(priced.usage.input_tokens, 215_000);
+    assert_eq!(priced.context_warning.map(|w| (w.tokens, w.window)), Some((215_000, 200_000)));
+    assert_eq!(
+        report.records[1].result.as_ref().unwrap_err().message,
+        "prompt is too long: 215004 tokens > 200000 maximum"
+    );
 }
 
 #[test]
