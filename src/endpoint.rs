@@ -239,6 +239,26 @@ impl MockEndpoint {
         self.cache.stats()
     }
 
+    /// Drops the cache state of every workspace idle at `now` (its last entry expired, and 5
+    /// minutes passed since its last request) except `keep`'s, and returns their names; see
+    /// [`PrefixCache::drop_idle`]. Usage is unchanged by it as long as no request starting
+    /// before `now` is priced afterwards: a caller that prices requests in arrival order (the
+    /// server) calls it at each arrival, so memory follows the workspaces in use, not every
+    /// workspace ever seen.
+    pub fn drop_idle_workspaces(&mut self, now: SimTime, keep: Option<&str>) -> Vec<String> {
+        self.cache.drop_idle(now, keep)
+    }
+
+    /// Whether `workspace` has cache state (seen, and not dropped since).
+    pub fn holds_workspace(&self, workspace: &str) -> bool {
+        self.cache.holds_workspace(workspace)
+    }
+
+    /// Workspaces with cache state.
+    pub fn workspaces_held(&self) -> usize {
+        self.cache.workspaces()
+    }
+
     /// The workspace an API key belongs to: its configured workspace, else its fingerprint.
     pub fn workspace_of(&self, api_key: Option<&str>) -> String {
         match api_key {
@@ -384,7 +404,7 @@ impl MockEndpoint {
         let resolved = self.prices.resolve(request.model);
         let (_, output_tokens) = self.reply_of(request, call);
         // No scope: an empty cache is never looked into.
-        let lookup = lookup(ScopeId(u32::MAX), request, resolved.price, call, output_tokens);
+        let lookup = lookup(ScopeId::UNSCOPED, request, resolved.price, call, output_tokens);
         let outcome = self.cache.price_alone(lookup);
         let workspace = self.workspace_of_call(call);
         Pricing { config: &self.config, resolved, settings, workspace, outcome, output_tokens }

@@ -6,14 +6,15 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use forkcache::billing::{PriceTable, Usage};
-use forkcache::endpoint::EndpointConfig;
+use forkcache::clock::SimTime;
+use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
 use forkcache::ingest::trace::key_fingerprint;
 use forkcache::replay::{ReplayConfig, ReplayError, replay};
 use forkcache::serve::ServeConfig;
 use serde_json::Value;
 
 use crate::serve::tempfile;
-use crate::serve_harness::{Running, cached_request, client, post};
+use crate::serve_harness::{Running, cached_request, client, post, post_with_headers};
 
 const SONNET: &str = "claude-sonnet-4-6";
 
@@ -294,6 +295,36 @@ fn item7_a_body_with_invalid_utf8_gets_a_400_and_the_trace_records_the_rejection
     assert_eq!((report.totals.requests, report.totals.rejected), (0, 1), "replayed as the rejection");
     let error = report.records[0].result.as_ref().unwrap_err();
     assert_eq!(error.message, message);
+    let _ = std::fs::remove_file(trace);
+}
+
+#[test]
+fn item5_a_rejected_request_is_traced_with_the_betas_it_named() {
+    let trace = tempfile("item5_rejected_betas");
+    let _ = std::fs::remove_file(&trace);
+    let server = Running::start(
+        ServeConfig { trace: Some(trace.clone()), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let agent = client();
+    let url = server.url("/v1/messages");
+    let headers = [("x-api-key", "k"), ("anthropic-beta", "context-management-2025-06-27, b-beta")];
+    // Turned away at the edge (not UTF-8: the error is logged), and by the endpoint (no
+    // messages: replay finds the error in the body).
+    let mut not_utf8 = body_line().into_bytes();
+    let at = not_utf8.windows(2).position(|pair| pair == b"hi").unwrap();
+    not_utf8[at] = 0xff;
+    assert_eq!(post_with_headers(&agent, &url, &headers, &not_utf8).status, 400);
+    let no_messages = format!(r#"{{"model":"{SONNET}","max_tokens":5,"messages":[]}}"#);
+    assert_eq!(post_with_headers(&agent, &url, &headers, no_messages.as_bytes()).status, 400);
+    server.stop();
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<Value> =
+        text.lines().map(|line| serde_json::from_str(line).unwrap()).filter(|line: &Value| line.get("body").is_some()).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for line in &lines {
+        assert_eq!(line["betas"], serde_json::json!(["context-management-2025-06-27", "b-beta"]), "{line}");
+    }
     let _ = std::fs::remove_file(trace);
 }
 
@@ -916,6 +947,55 @@ fn item11_capacity_is_per_workspace_so_one_tenant_cannot_evict_anothers_entries(
     assert_eq!(post(&agent, &url, Some("alice"), alice.as_bytes()).usage().cache_read_input_tokens, 2_000);
     let summary = server.stop();
     assert_eq!(summary.cache.evictions, 8, "mallory evicted 8 of its own 10");
+}
+
+/// Prices `body` for `workspace` at `at_ms` and then, as the server does at every arrival,
+/// drops the other workspaces gone idle; returns the usage and the workspaces dropped.
+fn priced_then_retired(endpoint: &mut MockEndpoint, workspace: &str, body: &str, at_ms: u64) -> (Usage, Vec<String>) {
+    let mut call = Call::new(body.as_bytes(), SimTime(at_ms));
+    call.workspace = Some(workspace);
+    let usage = endpoint.handle(call).unwrap().record.usage;
+    (usage, endpoint.drop_idle_workspaces(SimTime(at_ms), Some(workspace)))
+}
+
+#[test]
+fn item11_an_idle_workspace_is_dropped_at_the_next_request_after_its_last_entry_expires() {
+    let mut endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+    // A 2,000-token system block marked 5m, then "hi" ({"type":"text","text":"hi"}, 27 bytes, 7
+    // tokens): the first request writes 2,000 and leaves 7 uncached.
+    let five_minutes = body_line();
+    let one_hour = five_minutes.replace(r#"{"type":"ephemeral"}"#, r#"{"type":"ephemeral","ttl":"1h"}"#);
+    assert_ne!(one_hour, five_minutes);
+    let (alice, _) = priced_then_retired(&mut endpoint, "alice", &five_minutes, 0);
+    assert_eq!((alice.cache_creation.ephemeral_5m_input_tokens, alice.input_tokens), (2_000, 7));
+    let (carol, _) = priced_then_retired(&mut endpoint, "carol", &one_hour, 0);
+    assert_eq!(carol.cache_creation.ephemeral_1h_input_tokens, 2_000);
+    assert_eq!(endpoint.cache_stats().entries, 2);
+
+    // Alice's entry expires at 0 + 300,000 ms. At 299,999 ms it is still readable: kept.
+    let (_, dropped) = priced_then_retired(&mut endpoint, "bob", "{\"model\":\"claude-sonnet-4-6\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 299_999);
+    assert!(dropped.is_empty(), "{dropped:?}");
+    assert!(endpoint.holds_workspace("alice"));
+    // At 5m + 1 ms a request from another workspace drops alice (entry and scopes); carol's 1h
+    // entry lives to 3,600,000 ms: kept. Bob asked nothing to be cached, but is kept 5 minutes
+    // after his request (it is the current one here anyway).
+    let (_, dropped) = priced_then_retired(&mut endpoint, "bob", "{\"model\":\"claude-sonnet-4-6\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 300_001);
+    assert_eq!(dropped, ["alice"]);
+    assert!(!endpoint.holds_workspace("alice") && endpoint.holds_workspace("carol"));
+    assert_eq!(endpoint.workspaces_held(), 2, "carol and bob");
+    assert_eq!(endpoint.cache_stats().entries, 1, "carol's entry alone");
+
+    // Usage is what it would have been: alice's entry had expired, so she writes it again.
+    let (again, _) = priced_then_retired(&mut endpoint, "alice", &five_minutes, 300_002);
+    assert_eq!((again.cache_read_input_tokens, again.cache_creation.ephemeral_5m_input_tokens), (0, 2_000));
+    // Carol at 5m + 3 ms still reads her 1h entry.
+    let (carol, _) = priced_then_retired(&mut endpoint, "carol", &one_hour, 300_003);
+    assert_eq!(carol.cache_read_input_tokens, 2_000);
+    // Her read renewed it to 300,003 + 3,600,000 = 3,900,003 ms: kept one ms before, dropped at it.
+    let (_, dropped) = priced_then_retired(&mut endpoint, "bob", &five_minutes, 3_900_002);
+    assert!(!dropped.contains(&"carol".to_string()), "{dropped:?}");
+    let (_, dropped) = priced_then_retired(&mut endpoint, "bob", &five_minutes, 3_900_003);
+    assert!(dropped.contains(&"carol".to_string()), "{dropped:?}");
 }
 
 #[test]
