@@ -129,7 +129,10 @@ impl Scopes {
     /// The other scopes (models) of `scope`'s workspace, in model-name order.
     pub fn siblings(&self, scope: ScopeId) -> impl Iterator<Item = ScopeId> + '_ {
         let state = self.by_number.get(&scope.workspace()).and_then(|(name, _)| self.by_name.get(name));
-        state.into_iter().flat_map(|state| state.models.values().copied()).filter(move |&other| other != scope)
+        state
+            .into_iter()
+            .flat_map(|state| state.models.values().copied())
+            .filter(move |&other| other != scope)
     }
 
     /// Whether `workspace` has scopes (it was seen and not dropped since).
@@ -168,7 +171,8 @@ impl Scopes {
             }
             self.idle.remove(&(at, number));
             let Some((name, _)) = self.by_number.remove(&number) else { continue };
-            let scopes = self.by_name.remove(&name).map(|w| w.models.into_values().collect()).unwrap_or_default();
+            let scopes =
+                self.by_name.remove(&name).map(|w| w.models.into_values().collect()).unwrap_or_default();
             taken.push((name, scopes));
         }
         taken

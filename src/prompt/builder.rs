@@ -287,8 +287,13 @@ impl PromptBuilder {
 
     /// A position ending at the block just added; `tool_use` when its first block is one.
     fn push(&mut self, slot: Slot, tool_use: bool) {
-        let estimated_end = self.estimated;
-        self.prompt.positions.push(Position { hash: self.hash, tokens_end: self.tokens, estimated_end, slot, tool_use });
+        self.prompt.positions.push(Position {
+            hash: self.hash,
+            tokens_end: self.tokens,
+            estimated_end: self.estimated,
+            slot,
+            tool_use,
+        });
     }
 }
 

@@ -132,7 +132,16 @@ fn price(shared: &Shared, text: &str, api_key: Option<&str>, betas: &Betas) -> A
                 return finish_rejected(
                     shared,
                     &mut core,
-                    Rejection { request_id, at, api_key, betas, body, error, logged: true, retry_after_s: None },
+                    Rejection {
+                        request_id,
+                        at,
+                        api_key,
+                        betas,
+                        body,
+                        error,
+                        logged: true,
+                        retry_after_s: None,
+                    },
                 );
             }
             (view, planned)

@@ -475,7 +475,12 @@ mod tests {
         assert_eq!(totals.usage, sent);
         // By hand: 2 × 2,000 written, 2,000 read, 3 × 7 uncached, 3 × 3 output.
         assert_eq!(
-            (sent.cache_creation_input_tokens, sent.cache_read_input_tokens, sent.input_tokens, sent.output_tokens),
+            (
+                sent.cache_creation_input_tokens,
+                sent.cache_read_input_tokens,
+                sent.input_tokens,
+                sent.output_tokens
+            ),
             (4_000, 2_000, 21, 9)
         );
         let json: serde_json::Value =

@@ -72,7 +72,13 @@ impl ServeStats {
     /// rows of the workspaces the endpoint just `dropped`, and those of workspaces it does not
     /// hold (`holds` false: only rejected requests) whose last request is [`QUIET_ROW_MS`] old —
     /// never the row of `current`, the workspace of the request arriving.
-    pub fn fold_idle(&mut self, now_ms: u64, current: &str, dropped: &[String], holds: impl Fn(&str) -> bool) {
+    pub fn fold_idle(
+        &mut self,
+        now_ms: u64,
+        current: &str,
+        dropped: &[String],
+        holds: impl Fn(&str) -> bool,
+    ) {
         for name in dropped {
             self.fold(name);
         }

@@ -319,8 +319,11 @@ fn item5_a_rejected_request_is_traced_with_the_betas_it_named() {
     assert_eq!(post_with_headers(&agent, &url, &headers, no_messages.as_bytes()).status, 400);
     server.stop();
     let text = std::fs::read_to_string(&trace).unwrap();
-    let lines: Vec<Value> =
-        text.lines().map(|line| serde_json::from_str(line).unwrap()).filter(|line: &Value| line.get("body").is_some()).collect();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .filter(|line: &Value| line.get("body").is_some())
+        .collect();
     assert_eq!(lines.len(), 2, "{text}");
     for line in &lines {
         assert_eq!(line["betas"], serde_json::json!(["context-management-2025-06-27", "b-beta"]), "{line}");
@@ -776,7 +779,13 @@ fn item4_declared_sizes_are_refused_one_token_past_the_window_with_no_margin() {
     let answer = post(&agent, &url, Some("k"), past.as_bytes());
     assert_eq!(
         (answer.status, answer.error()),
-        (400, ("invalid_request_error".to_string(), "prompt is too long: 200001 tokens > 200000 maximum".to_string()))
+        (
+            400,
+            (
+                "invalid_request_error".to_string(),
+                "prompt is too long: 200001 tokens > 200000 maximum".to_string()
+            )
+        )
     );
     server.stop();
 }
@@ -951,7 +960,12 @@ fn item11_capacity_is_per_workspace_so_one_tenant_cannot_evict_anothers_entries(
 
 /// Prices `body` for `workspace` at `at_ms` and then, as the server does at every arrival,
 /// drops the other workspaces gone idle; returns the usage and the workspaces dropped.
-fn priced_then_retired(endpoint: &mut MockEndpoint, workspace: &str, body: &str, at_ms: u64) -> (Usage, Vec<String>) {
+fn priced_then_retired(
+    endpoint: &mut MockEndpoint,
+    workspace: &str,
+    body: &str,
+    at_ms: u64,
+) -> (Usage, Vec<String>) {
     let mut call = Call::new(body.as_bytes(), SimTime(at_ms));
     call.workspace = Some(workspace);
     let usage = endpoint.handle(call).unwrap().record.usage;
@@ -973,13 +987,23 @@ fn item11_an_idle_workspace_is_dropped_at_the_next_request_after_its_last_entry_
     assert_eq!(endpoint.cache_stats().entries, 2);
 
     // Alice's entry expires at 0 + 300,000 ms. At 299,999 ms it is still readable: kept.
-    let (_, dropped) = priced_then_retired(&mut endpoint, "bob", "{\"model\":\"claude-sonnet-4-6\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 299_999);
+    let (_, dropped) = priced_then_retired(
+        &mut endpoint,
+        "bob",
+        "{\"model\":\"claude-sonnet-4-6\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+        299_999,
+    );
     assert!(dropped.is_empty(), "{dropped:?}");
     assert!(endpoint.holds_workspace("alice"));
     // At 5m + 1 ms a request from another workspace drops alice (entry and scopes); carol's 1h
     // entry lives to 3,600,000 ms: kept. Bob asked nothing to be cached, but is kept 5 minutes
     // after his request (it is the current one here anyway).
-    let (_, dropped) = priced_then_retired(&mut endpoint, "bob", "{\"model\":\"claude-sonnet-4-6\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 300_001);
+    let (_, dropped) = priced_then_retired(
+        &mut endpoint,
+        "bob",
+        "{\"model\":\"claude-sonnet-4-6\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+        300_001,
+    );
     assert_eq!(dropped, ["alice"]);
     assert!(!endpoint.holds_workspace("alice") && endpoint.holds_workspace("carol"));
     assert_eq!(endpoint.workspaces_held(), 2, "carol and bob");
