@@ -239,6 +239,26 @@ impl MockEndpoint {
         self.cache.stats()
     }
 
+    /// Drops the cache state of every workspace idle at `now` (its last entry expired, and 5
+    /// minutes passed since its last request) except `keep`'s, and returns their names; see
+    /// [`PrefixCache::drop_idle`]. Usage is unchanged by it as long as no request starting
+    /// before `now` is priced afterwards: a caller that prices requests in arrival order (the
+    /// server) calls it at each arrival, so memory follows the workspaces in use, not every
+    /// workspace ever seen.
+    pub fn drop_idle_workspaces(&mut self, now: SimTime, keep: Option<&str>) -> Vec<String> {
+        self.cache.drop_idle(now, keep)
+    }
+
+    /// Whether `workspace` has cache state (seen, and not dropped since).
+    pub fn holds_workspace(&self, workspace: &str) -> bool {
+        self.cache.holds_workspace(workspace)
+    }
+
+    /// Workspaces with cache state.
+    pub fn workspaces_held(&self) -> usize {
+        self.cache.workspaces()
+    }
+
     /// The workspace an API key belongs to: its configured workspace, else its fingerprint.
     pub fn workspace_of(&self, api_key: Option<&str>) -> String {
         match api_key {
@@ -280,16 +300,22 @@ impl MockEndpoint {
         Ok(exchange)
     }
 
-    /// The API's refusal of a prompt past the model's context window. Token counts here are
-    /// estimates (not Claude's tokenizer), so only a prompt past the window by a clear margin
-    /// ([`CONTEXT_MARGIN_PERCENT`]) is refused; a declared 15e9-token context never is priced.
-    /// One past the window but within the margin is priced with a [`ContextWarning`].
+    /// The API's refusal of a prompt past the model's context window. Declared sizes
+    /// (`forkcache_tokens`) are exact, so a prompt of declared blocks is refused one token past
+    /// the window, as the API refuses it. Estimated sizes are not Claude's tokenizer and may be
+    /// [`CONTEXT_MARGIN_PERCENT`] too high: a prompt is refused only when it is past the window
+    /// even with every estimate taken that much lower; one past the window but not by that much
+    /// is priced with a [`ContextWarning`].
     fn check_context(&self, request: &RenderedRequest) -> Result<Option<ContextWarning>, ApiError> {
         let resolved = self.prices.resolve(request.model);
         let Some(window) = resolved.price.context_window.filter(|_| resolved.known) else { return Ok(None) };
         let tokens = request.prompt.total_tokens();
-        let limit = u128::from(window) * u128::from(100 + CONTEXT_MARGIN_PERCENT) / 100;
-        if u128::from(tokens) > limit {
+        let estimated = request.prompt.estimated_tokens().min(tokens);
+        let declared = tokens - estimated;
+        // declared + estimated × 100 / (100 + margin) > window, in integers.
+        let margin = u128::from(100 + CONTEXT_MARGIN_PERCENT);
+        let fewest_scaled = u128::from(declared) * margin + u128::from(estimated) * 100;
+        if fewest_scaled > u128::from(window) * margin {
             return Err(ApiError::invalid(format!("{PROMPT_TOO_LONG}: {tokens} tokens > {window} maximum")));
         }
         Ok((tokens > window).then_some(ContextWarning { tokens, window }))
@@ -378,7 +404,7 @@ impl MockEndpoint {
         let resolved = self.prices.resolve(request.model);
         let (_, output_tokens) = self.reply_of(request, call);
         // No scope: an empty cache is never looked into.
-        let lookup = lookup(ScopeId(u32::MAX), request, resolved.price, call, output_tokens);
+        let lookup = lookup(ScopeId::UNSCOPED, request, resolved.price, call, output_tokens);
         let outcome = self.cache.price_alone(lookup);
         let workspace = self.workspace_of_call(call);
         Pricing { config: &self.config, resolved, settings, workspace, outcome, output_tokens }

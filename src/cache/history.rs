@@ -68,6 +68,13 @@ impl History {
         }
     }
 
+    /// Forgets which request `scope` sent last (its workspace was dropped). Its prefixes stay
+    /// until their generation is dropped: scope numbers are not reused while they can be
+    /// remembered, so nothing can find them.
+    pub fn forget_scope(&mut self, scope: ScopeId) {
+        self.last_in_scope.remove(&scope);
+    }
+
     /// The earlier request in `scope` sharing the longest prefix with `prompt`.
     pub fn closest(&self, scope: ScopeId, prompt: PromptRef) -> Closest {
         for index in (0..prompt.len() as u32).rev() {

@@ -6,7 +6,7 @@ mod history;
 mod miss;
 mod store;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -74,40 +74,108 @@ impl Default for CacheConfig {
     }
 }
 
-/// Workspace × model → scope, numbered in first-seen order (so numbering is deterministic).
+/// Workspace × model → scope. Workspaces are numbered in first-seen order (so numbering is
+/// deterministic), and each knows when it goes idle: when its last cache entry expires, and no
+/// sooner than 5 minutes (the shortest TTL) after its last request. An idle workspace can be
+/// dropped ([`PrefixCache::drop_idle`]); its number is not given to another workspace while any
+/// other is using it, and a dropped workspace that returns starts afresh under a new number.
 #[derive(Default)]
 pub struct Scopes {
-    workspaces: BTreeMap<String, u32>,
-    /// Per workspace id: model → scope.
-    models: Vec<BTreeMap<String, ScopeId>>,
-    workspace_of: Vec<u32>,
+    by_name: BTreeMap<String, Workspace>,
+    /// Workspace number → its name and when it goes idle.
+    by_number: BTreeMap<u32, (String, SimTime)>,
+    /// `(idle from, workspace number)`, earliest first.
+    idle: BTreeSet<(SimTime, u32)>,
+    next_number: u32,
+}
+
+/// One workspace's scopes.
+struct Workspace {
+    number: u32,
+    /// Model → scope.
+    models: BTreeMap<String, ScopeId>,
 }
 
 impl Scopes {
     /// The scope of `model` in `workspace` (a lookup that allocates only for a new scope).
     pub fn get(&mut self, workspace: &str, model: &str) -> ScopeId {
-        let workspace_id = match self.workspaces.get(workspace) {
-            Some(&id) => id,
-            None => {
-                let id = self.models.len() as u32;
-                self.workspaces.insert(workspace.to_string(), id);
-                self.models.push(BTreeMap::new());
-                id
-            }
-        };
-        if let Some(&scope) = self.models[workspace_id as usize].get(model) {
+        if !self.by_name.contains_key(workspace) {
+            self.open(workspace);
+        }
+        let Some(state) = self.by_name.get_mut(workspace) else { return ScopeId::UNSCOPED };
+        if let Some(&scope) = state.models.get(model) {
             return scope;
         }
-        let scope = ScopeId(self.workspace_of.len() as u32);
-        self.workspace_of.push(workspace_id);
-        self.models[workspace_id as usize].insert(model.to_string(), scope);
+        // Models are never dropped one by one: a workspace would need 2^32 requests to run out.
+        let scope = ScopeId::new(state.number, state.models.len() as u32);
+        state.models.insert(model.to_string(), scope);
         scope
+    }
+
+    /// Numbers a new workspace: the next number no live workspace holds (`u32::MAX` is
+    /// [`ScopeId::UNSCOPED`]'s). Numbers come round again only after 2^32 workspaces, long after
+    /// the history of any dropped one is forgotten.
+    fn open(&mut self, workspace: &str) {
+        while self.next_number == u32::MAX || self.by_number.contains_key(&self.next_number) {
+            self.next_number = self.next_number.wrapping_add(1);
+        }
+        let number = self.next_number;
+        self.next_number = self.next_number.wrapping_add(1);
+        self.by_number.insert(number, (workspace.to_string(), SimTime(0)));
+        self.idle.insert((SimTime(0), number));
+        self.by_name.insert(workspace.to_string(), Workspace { number, models: BTreeMap::new() });
     }
 
     /// The other scopes (models) of `scope`'s workspace, in model-name order.
     pub fn siblings(&self, scope: ScopeId) -> impl Iterator<Item = ScopeId> + '_ {
-        let workspace = self.workspace_of[scope.0 as usize];
-        self.models[workspace as usize].values().copied().filter(move |&other| other != scope)
+        let state = self.by_number.get(&scope.workspace()).and_then(|(name, _)| self.by_name.get(name));
+        state
+            .into_iter()
+            .flat_map(|state| state.models.values().copied())
+            .filter(move |&other| other != scope)
+    }
+
+    /// Whether `workspace` has scopes (it was seen and not dropped since).
+    pub fn holds(&self, workspace: &str) -> bool {
+        self.by_name.contains_key(workspace)
+    }
+
+    /// Workspaces held.
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// Whether no workspace is held.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// Records that workspace number `number` goes idle at `idle_from`.
+    fn set_idle_from(&mut self, number: u32, idle_from: SimTime) {
+        let Some((_, at)) = self.by_number.get_mut(&number) else { return };
+        if *at != idle_from {
+            self.idle.remove(&(*at, number));
+            self.idle.insert((idle_from, number));
+            *at = idle_from;
+        }
+    }
+
+    /// Takes out the workspaces idle at `now` other than `keep`: their names and scopes.
+    fn take_idle(&mut self, now: SimTime, keep: Option<&str>) -> Vec<(String, Vec<ScopeId>)> {
+        let due: Vec<(SimTime, u32)> = self.idle.range(..=(now, u32::MAX)).copied().collect();
+        let mut taken = Vec::new();
+        for (at, number) in due {
+            let Some((name, _)) = self.by_number.get(&number) else { continue };
+            if Some(name.as_str()) == keep {
+                continue;
+            }
+            self.idle.remove(&(at, number));
+            let Some((name, _)) = self.by_number.remove(&number) else { continue };
+            let scopes =
+                self.by_name.remove(&name).map(|w| w.models.into_values().collect()).unwrap_or_default();
+            taken.push((name, scopes));
+        }
+        taken
     }
 }
 
@@ -198,9 +266,43 @@ impl PrefixCache {
 
     /// The scope of `model` in `workspace`; its entries count against the workspace's capacity.
     pub fn scope(&mut self, workspace: &str, model: &str) -> ScopeId {
-        let scope = self.scopes.get(workspace, model);
-        self.store.set_tenant(scope, self.scopes.workspace_of[scope.0 as usize]);
-        scope
+        self.scopes.get(workspace, model)
+    }
+
+    /// Whether `workspace` has cache state (it was seen, and not dropped since).
+    pub fn holds_workspace(&self, workspace: &str) -> bool {
+        self.scopes.holds(workspace)
+    }
+
+    /// Workspaces with cache state.
+    pub fn workspaces(&self) -> usize {
+        self.scopes.len()
+    }
+
+    /// Drops every workspace idle at `now` except `keep`: its entries, its scopes and what the
+    /// history holds of it by scope. Returns their names, in workspace-number order.
+    ///
+    /// Usage never changes by it: an idle workspace's entries have all expired, so no later
+    /// request could read them (nor would they keep a live entry from eviction: expired entries
+    /// go first). The caller must not price a request starting before `now` afterwards (the
+    /// server stamps arrivals in order). What changes is the diagnosis of a returning workspace:
+    /// its first miss is diagnosed as if it were new (no `expired`, no earlier request named).
+    /// `keep`, the workspace of the request being answered, is never dropped by it, so a single
+    /// tenant coming back after a pause still sees its miss as `expired`.
+    pub fn drop_idle(&mut self, now: SimTime, keep: Option<&str>) -> Vec<String> {
+        let taken = self.scopes.take_idle(now, keep);
+        taken
+            .into_iter()
+            .map(|(name, scopes)| {
+                if let Some(first) = scopes.first() {
+                    self.store.drop_tenant(first.workspace());
+                }
+                for scope in scopes {
+                    self.history.forget_scope(scope);
+                }
+                name
+            })
+            .collect()
     }
 
     /// Entry counters.
@@ -238,6 +340,7 @@ impl PrefixCache {
             })
         });
         self.apply(&lookup, hit, &writes, visible_at);
+        self.mark_busy(&lookup);
         let cached_to = writes.last().map(|w| (w.position, w.tokens)).or(hit.map(|h| (h.position, h.tokens)));
         self.requests += 1;
         self.history.record(
@@ -345,6 +448,15 @@ impl PrefixCache {
                 latency.visible_at(visibility, lookup.start, uncached, lookup.output_tokens)
             }
         }
+    }
+
+    /// The lookup's workspace goes idle when its last entry expires, and no sooner than the
+    /// shortest TTL after this request.
+    fn mark_busy(&mut self, lookup: &Lookup) {
+        let workspace = lookup.scope.workspace();
+        let quiet_from = lookup.start.plus_ms(Ttl::FiveMinutes.ms());
+        let idle_from = self.store.last_expiry(workspace).map_or(quiet_from, |last| last.max(quiet_from));
+        self.scopes.set_idle_from(workspace, idle_from);
     }
 
     fn apply(&mut self, lookup: &Lookup, hit: Option<Hit>, writes: &[Breakpoint], visible_at: SimTime) {

@@ -6,9 +6,25 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::clock::SimTime;
 use crate::prompt::{BuildPassThrough, Ttl};
 
-/// A cache scope: one workspace × one model.
+/// A cache scope: one workspace × one model. The high 32 bits number the workspace (its
+/// tenant in the store), the low 32 bits the model within it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ScopeId(pub u32);
+pub struct ScopeId(pub u64);
+
+impl ScopeId {
+    /// No scope: what a request priced alone looks up (no workspace is ever numbered this).
+    pub const UNSCOPED: ScopeId = ScopeId(u64::MAX);
+
+    /// Model number `model` of workspace number `workspace`.
+    pub fn new(workspace: u32, model: u32) -> ScopeId {
+        ScopeId(u64::from(workspace) << 32 | u64::from(model))
+    }
+
+    /// The workspace's number.
+    pub fn workspace(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
 
 /// Where an entry lives: its scope and the prefix hash `H[b]` it was written for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -57,9 +73,8 @@ pub struct StoreStats {
 pub struct EntryStore {
     // Point lookups only; eviction order comes from each tenant's two ordered sets.
     map: HashMap<EntryKey, Entry, BuildPassThrough>,
+    /// Per workspace number (the tenant).
     tenants: BTreeMap<u32, Tenant>,
-    /// Scope index → its tenant (scopes not registered belong to tenant 0).
-    tenant_of: Vec<u32>,
     capacity: usize,
     tick: u64,
     stats: StoreStats,
@@ -78,24 +93,28 @@ impl EntryStore {
         EntryStore {
             map: HashMap::default(),
             tenants: BTreeMap::new(),
-            tenant_of: Vec::new(),
             capacity: capacity.max(1),
             tick: 0,
             stats: StoreStats::default(),
         }
     }
 
-    /// Puts `scope`'s entries in `tenant`'s share of the capacity.
-    pub fn set_tenant(&mut self, scope: ScopeId, tenant: u32) {
-        let index = scope.0 as usize;
-        if self.tenant_of.len() <= index {
-            self.tenant_of.resize(index + 1, 0);
-        }
-        self.tenant_of[index] = tenant;
+    /// An entry counts against its workspace's share of the capacity.
+    fn tenant(key: &EntryKey) -> u32 {
+        key.scope.workspace()
     }
 
-    fn tenant(&self, key: &EntryKey) -> u32 {
-        self.tenant_of.get(key.scope.0 as usize).copied().unwrap_or(0)
+    /// When the last of `tenant`'s entries expires, if it holds any.
+    pub fn last_expiry(&self, tenant: u32) -> Option<SimTime> {
+        self.tenants.get(&tenant)?.by_expiry.last().map(|&(expires_at, _)| expires_at)
+    }
+
+    /// Forgets every entry of `tenant` (a workspace dropped once idle).
+    pub fn drop_tenant(&mut self, tenant: u32) {
+        let Some(dropped) = self.tenants.remove(&tenant) else { return };
+        for (_, key) in dropped.by_use {
+            self.map.remove(&key);
+        }
     }
 
     /// The entry at `key`, in whatever state, without touching it.
@@ -129,7 +148,7 @@ impl EntryStore {
             },
             Some(_) => fresh,
             None => {
-                self.make_room(self.tenant(&key), now);
+                self.make_room(Self::tenant(&key), now);
                 fresh
             }
         };
@@ -141,7 +160,7 @@ impl EntryStore {
         let old = self.map.get(&key).map(|old| (old.expires_at, old.last_used));
         self.tick += 1;
         entry.last_used = self.tick;
-        let tenant = self.tenants.entry(self.tenant(&key)).or_default();
+        let tenant = self.tenants.entry(Self::tenant(&key)).or_default();
         if let Some((expires_at, last_used)) = old {
             tenant.by_expiry.remove(&(expires_at, key));
             tenant.by_use.remove(&(last_used, key));
@@ -207,9 +226,7 @@ mod tests {
     #[test]
     fn capacity_is_per_tenant_and_one_tenant_never_evicts_another() {
         let mut store = EntryStore::new(2);
-        let in_scope = |scope: u32, prefix: u128| EntryKey { scope: ScopeId(scope), prefix };
-        store.set_tenant(ScopeId(0), 0);
-        store.set_tenant(ScopeId(1), 1);
+        let in_scope = |workspace: u32, prefix: u128| EntryKey { scope: ScopeId::new(workspace, 0), prefix };
         store.write(in_scope(0, 1), 10, Ttl::FiveMinutes, SimTime(0), SimTime(0));
         store.write(in_scope(0, 2), 10, Ttl::FiveMinutes, SimTime(1), SimTime(1));
         // Tenant 1 fills its own share: tenant 0's two entries stay.

@@ -60,6 +60,8 @@ pub struct BlockInfo {
     pub key: u128,
     /// Token count (declared, or counted by the tokenizer).
     pub tokens: u64,
+    /// `tokens` is the tokenizer's estimate, not a [`DECLARED_TOKENS_KEY`] the block declared.
+    pub estimated: bool,
     /// Block kind.
     pub kind: BlockKind,
     /// The block's own cache breakpoint (or one moved up from its last inner block).
@@ -195,6 +197,7 @@ fn inspect_object(
     Ok(BlockInfo {
         key,
         tokens: tokens_of(block, config.tokenizer)?,
+        estimated: !block.contains_key(DECLARED_TOKENS_KEY),
         kind,
         marker,
         has_image: contains_image(block, kind),

@@ -46,6 +46,8 @@ pub struct PromptBuilder {
     prompt: Prompt,
     hash: u128,
     tokens: u64,
+    // Of `tokens`, those the tokenizer estimated.
+    estimated: u32,
     stage: Stage,
     run: Option<OpenRun>,
     collapse_runs: bool,
@@ -61,6 +63,7 @@ pub struct PromptBuilder {
 pub struct Checkpoint {
     hash: u128,
     tokens: u64,
+    estimated: u32,
     stage: Stage,
     len: u32,
     first_after_tools: u32,
@@ -90,6 +93,7 @@ impl PromptBuilder {
             hash: salts.key(SaltLevel::Ahead),
             prompt,
             tokens: 0,
+            estimated: 0,
             stage: Stage::Tools,
             run: None,
             collapse_runs,
@@ -112,6 +116,7 @@ impl PromptBuilder {
             prompt,
             hash: from.hash,
             tokens: from.tokens,
+            estimated: from.estimated,
             stage: from.stage,
             run: None,
             collapse_runs: from.collapse_runs,
@@ -127,6 +132,7 @@ impl PromptBuilder {
         Checkpoint {
             hash: self.hash,
             tokens: self.tokens,
+            estimated: self.estimated,
             stage: self.stage,
             len: self.next_index(),
             first_after_tools: self.prompt.first_after_tools,
@@ -161,7 +167,7 @@ impl PromptBuilder {
 
     /// Adds `tools[index]`.
     pub fn tool(&mut self, index: u32, info: &BlockInfo) {
-        self.advance(chain(SEED_TOOL, info.key, TAG_KEY), info.tokens);
+        self.advance(chain(SEED_TOOL, info.key, TAG_KEY), info);
         self.mark(info.marker, self.next_index());
         self.push(Slot::Tool(index), false);
     }
@@ -172,7 +178,7 @@ impl PromptBuilder {
     /// and system cached and invalidates only the messages.
     pub fn tool_prompt(&mut self, tokens: u64, extra: u64) {
         if tokens > 0 {
-            self.advance(SEED_TOOL_PROMPT, tokens);
+            self.advance_exact(SEED_TOOL_PROMPT, tokens);
             self.push(Slot::ToolPrompt, false);
         }
         self.tool_choice_prompt = extra;
@@ -190,7 +196,7 @@ impl PromptBuilder {
     /// Adds `system[index]`.
     pub fn system(&mut self, index: u32, info: &BlockInfo) {
         self.enter(Stage::System);
-        self.advance(chain(SEED_SYSTEM, info.key, TAG_KEY), info.tokens);
+        self.advance(chain(SEED_SYSTEM, info.key, TAG_KEY), info);
         self.mark(info.marker, self.next_index());
         self.push(Slot::System(index), false);
     }
@@ -204,7 +210,7 @@ impl PromptBuilder {
         if !continues {
             self.close_run();
         }
-        self.advance(chain(message_seed(role, opens), info.key, TAG_KEY), info.tokens);
+        self.advance(chain(message_seed(role, opens), info.key, TAG_KEY), info);
         // A run's position is pushed when it closes, at the index it will have then.
         self.mark(info.marker, self.next_index());
         match &mut self.run {
@@ -244,7 +250,7 @@ impl PromptBuilder {
         self.stage = stage;
         if stage == Stage::Messages && self.tool_choice_prompt > 0 {
             let tokens = std::mem::take(&mut self.tool_choice_prompt);
-            self.advance(SEED_TOOL_CHOICE_PROMPT, tokens);
+            self.advance_exact(SEED_TOOL_CHOICE_PROMPT, tokens);
             self.push(Slot::ToolChoicePrompt, false);
         }
     }
@@ -257,7 +263,17 @@ impl PromptBuilder {
     }
 
     /// One more block in the chain.
-    fn advance(&mut self, key: u128, tokens: u64) {
+    fn advance(&mut self, key: u128, info: &BlockInfo) {
+        self.advance_exact(key, info.tokens);
+        if info.estimated {
+            let tokens = u32::try_from(info.tokens).unwrap_or(u32::MAX);
+            self.estimated = self.estimated.saturating_add(tokens);
+        }
+    }
+
+    /// One more block whose size is known exactly (the hidden tool-use prompt: the API's
+    /// documented sizes, not an estimate).
+    fn advance_exact(&mut self, key: u128, tokens: u64) {
         self.hash = chain(self.hash, key, TAG_BLOCK);
         self.tokens += tokens;
     }
@@ -271,7 +287,13 @@ impl PromptBuilder {
 
     /// A position ending at the block just added; `tool_use` when its first block is one.
     fn push(&mut self, slot: Slot, tool_use: bool) {
-        self.prompt.positions.push(Position { hash: self.hash, tokens_end: self.tokens, slot, tool_use });
+        self.prompt.positions.push(Position {
+            hash: self.hash,
+            tokens_end: self.tokens,
+            estimated_end: self.estimated,
+            slot,
+            tool_use,
+        });
     }
 }
 

@@ -84,6 +84,7 @@ mod tests {
         BlockInfo {
             key: u128::from(tokens),
             tokens,
+            estimated: true,
             kind: BlockKind::Text,
             marker: None,
             has_image: false,

@@ -178,6 +178,9 @@ pub struct Position {
     pub hash: u128,
     /// `T[i]`: cumulative tokens up to and including this position.
     pub tokens_end: u64,
+    /// How many of `T[i]` are the tokenizer's estimates rather than declared sizes (saturating:
+    /// a prompt past 2³² estimated tokens is far past every context window anyway).
+    pub estimated_end: u32,
     /// The block(s) it stands for.
     pub slot: Slot,
     /// Its first block is a `tool_use` (how a fork's own tool call is told apart from other
@@ -374,6 +377,11 @@ impl<'a> PromptRef<'a> {
         self.last().map_or(0, |p| p.tokens_end)
     }
 
+    /// How many of the input tokens are the tokenizer's estimates (the rest were declared).
+    pub fn estimated_tokens(&self) -> u64 {
+        self.last().map_or(0, |p| u64::from(p.estimated_end))
+    }
+
     /// `T[position]`.
     pub fn tokens_at(&self, position: u32) -> u64 {
         self.position(position).tokens_end
@@ -411,6 +419,7 @@ pub(crate) fn system_prompt_of(hashes: &[u128]) -> Prompt {
         .map(|(i, &hash)| Position {
             hash,
             tokens_end: 10 * (i as u64 + 1),
+            estimated_end: 10 * (i as u32 + 1),
             slot: Slot::System(i as u32),
             tool_use: false,
         })

@@ -464,10 +464,12 @@ impl<'s> Engine<'s> {
         })
     }
 
-    /// Compacts once the context reaches the threshold, or the model's context window when that
-    /// is smaller (a request past the window is refused: see [`past_the_window`]).
+    /// Compacts once the context reaches the threshold, or [`WINDOW_COMPACTION_PERCENT`] of the
+    /// model's context window when that is smaller: the summary request reads the whole history
+    /// and the turn just answered, and a declared prompt one token past the window is refused
+    /// (see [`past_the_window`]), so compaction cannot wait for the window itself.
     fn auto_compact(&mut self, context_tokens: u64) -> Result<(), ScenarioError> {
-        let window = self.context_window.unwrap_or(u64::MAX);
+        let window = self.context_window.map_or(u64::MAX, |w| w / 100 * WINDOW_COMPACTION_PERCENT);
         match self.spec.agent.compaction_threshold_tokens {
             Some(threshold) if context_tokens >= threshold.min(window) => self.compact_parent(),
             _ => Ok(()),
@@ -974,6 +976,10 @@ fn placeholder_snapshot(spec: &ScenarioSpec) -> CacheSafeParams {
         ttl: Ttl::FiveMinutes,
     }
 }
+
+/// Where auto-compaction starts at the latest, in percent of the model's context window: room
+/// for the summary request, which reads the whole history plus the last turn.
+const WINDOW_COMPACTION_PERCENT: u64 = 90;
 
 /// A generated history past the model's context window could never be sent.
 fn check_target_fits(spec: &ScenarioSpec, window: Option<u64>) -> Result<(), ScenarioError> {

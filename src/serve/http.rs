@@ -65,24 +65,24 @@ async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) ->
     let api_key = api_key(&headers);
     let betas = betas(&headers);
     let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
-        return body_timed_out(&shared, api_key.as_deref()).await;
+        return body_timed_out(&shared, api_key.as_deref(), &betas).await;
     };
     let body = match body {
         Ok(body) => body,
         Err(error) => {
-            return respond(&shared, turn_away(&shared, api_key.as_deref(), b"", error, None)).await;
+            return respond(&shared, turn_away(&shared, (api_key.as_deref(), &betas), b"", error)).await;
         }
     };
     if shared.config.require_key && api_key.is_none() {
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
-        return respond(&shared, turn_away(&shared, None, &body, error, None)).await;
+        return respond(&shared, turn_away(&shared, (None, &betas), &body, error)).await;
     }
     let text = match require_utf8(&body) {
         Ok(text) => text,
         // Logged with its error and without the bytes: replay must see the rejection, and a
         // lossy copy would replay as a request that was never sent.
         Err(error) => {
-            return respond(&shared, turn_away(&shared, api_key.as_deref(), &body, error, None)).await;
+            return respond(&shared, turn_away(&shared, (api_key.as_deref(), &betas), &body, error)).await;
         }
     };
     let answer = price(&shared, text, api_key.as_deref(), &betas);
@@ -134,7 +134,16 @@ fn price(shared: &Shared, text: &str, api_key: Option<&str>, betas: &Betas) -> A
                 return finish_rejected(
                     shared,
                     &mut core,
-                    Rejection { request_id, at, api_key, body, error, logged: true, retry_after_s: None },
+                    Rejection {
+                        request_id,
+                        at,
+                        api_key,
+                        betas,
+                        body,
+                        error,
+                        logged: true,
+                        retry_after_s: None,
+                    },
                 );
             }
             (view, planned)
@@ -143,7 +152,7 @@ fn price(shared: &Shared, text: &str, api_key: Option<&str>, betas: &Betas) -> A
             return finish_rejected(
                 shared,
                 &mut core,
-                Rejection { request_id, at, api_key, body, error, logged: false, retry_after_s: None },
+                Rejection { request_id, at, api_key, betas, body, error, logged: false, retry_after_s: None },
             );
         }
     };
@@ -155,7 +164,7 @@ fn price(shared: &Shared, text: &str, api_key: Option<&str>, betas: &Betas) -> A
             return finish_rejected(
                 shared,
                 &mut core,
-                Rejection { request_id, at, api_key, body, error, logged: true, retry_after_s },
+                Rejection { request_id, at, api_key, betas, body, error, logged: true, retry_after_s },
             );
         }
     };
@@ -174,7 +183,7 @@ fn price(shared: &Shared, text: &str, api_key: Option<&str>, betas: &Betas) -> A
         Err(error) => finish_rejected(
             shared,
             &mut core,
-            Rejection { request_id, at, api_key, body, error, logged: false, retry_after_s: None },
+            Rejection { request_id, at, api_key, betas, body, error, logged: false, retry_after_s: None },
         ),
     }
 }
@@ -189,6 +198,7 @@ fn finish_priced(
 ) -> Answer {
     let Exchange { record, response } = exchange;
     let at = record.at.ms();
+    core.retire_idle(at, &record.workspace);
     let (first_byte_ms, done_ms) = match shared.config.latency {
         LatencyMode::Instant => (at, at),
         LatencyMode::Model => {
@@ -221,6 +231,8 @@ struct Rejection<'r> {
     request_id: String,
     at: u64,
     api_key: Option<&'r str>,
+    /// The betas it named: replay reads a rejected request under them too.
+    betas: &'r Betas,
     body: &'r [u8],
     error: ApiError,
     /// Whether the trace must carry the error: true when the server turned the request away
@@ -230,37 +242,35 @@ struct Rejection<'r> {
 }
 
 fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> Answer {
-    let Rejection { request_id, at, api_key, body, error, logged, retry_after_s } = rejection;
+    let Rejection { request_id, at, api_key, betas, body, error, logged, retry_after_s } = rejection;
     let workspace = core.endpoint.workspace_of(api_key);
+    core.retire_idle(at, &workspace);
     let envelope = Envelope {
         at_ms: Some(at),
         api_key: None,
         workspace: api_key.map(|_| workspace.clone()),
+        betas: betas.clone(),
         error: logged.then(|| LoggedError::of(&error)),
         ..Envelope::default()
     };
     core.append_trace(|| envelope_line(&envelope, body));
     core.log(|| request_line(&request_id, at, &workspace, Err(&error)));
-    core.stats.rejected(&workspace);
+    core.stats.rejected(&workspace, at);
     shared.count_for_shutdown(core.stats.messages_requests());
     Answer::Error { request_id, error, retry_after_s }
 }
 
 /// A request refused at the edge (no key, too large): stamped, traced and counted like any other.
-fn turn_away(
-    shared: &Shared,
-    api_key: Option<&str>,
-    body: &[u8],
-    error: ApiError,
-    retry_after_s: Option<u64>,
-) -> Answer {
+/// `sender` is its API key and the betas it named.
+fn turn_away(shared: &Shared, sender: (Option<&str>, &Betas), body: &[u8], error: ApiError) -> Answer {
+    let (api_key, betas) = sender;
     let mut core = shared.lock();
     let at = shared.now_ms();
     let request_id = core.next_request_id();
     finish_rejected(
         shared,
         &mut core,
-        Rejection { request_id, at, api_key, body, error, logged: true, retry_after_s },
+        Rejection { request_id, at, api_key, betas, body, error, logged: true, retry_after_s: None },
     )
 }
 
@@ -467,8 +477,8 @@ async fn read_body_in_time(
 /// 408: a Messages body that did not arrive within the body timeout. Traced as a rejection
 /// (with its error and no bytes: what arrived is not the request) and counted in the stats, like
 /// every other request turned away at the edge.
-async fn body_timed_out(shared: &Arc<Shared>, api_key: Option<&str>) -> Response {
-    let answer = turn_away(shared, api_key, b"", body_timeout_error(shared), None);
+async fn body_timed_out(shared: &Arc<Shared>, api_key: Option<&str>, betas: &Betas) -> Response {
+    let answer = turn_away(shared, (api_key, betas), b"", body_timeout_error(shared));
     close_after(respond(shared, answer).await)
 }
 

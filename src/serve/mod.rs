@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::cache::StoreStats;
+use crate::clock::SimTime;
 use crate::endpoint::MockEndpoint;
 use crate::ingest::trace::{SessionMarker, TraceWriter};
 use crate::wire::Chunking;
@@ -369,6 +370,15 @@ impl Core {
         }
     }
 
+    /// At a request's arrival (`at_ms`, from `workspace`): drops the cache state of the other
+    /// workspaces gone idle and folds their stats rows into the server-wide one, so a server
+    /// meeting ever new keys holds the workspaces in use, not every one it has seen.
+    fn retire_idle(&mut self, at_ms: u64, workspace: &str) {
+        let dropped = self.endpoint.drop_idle_workspaces(SimTime(at_ms), Some(workspace));
+        let endpoint = &self.endpoint;
+        self.stats.fold_idle(at_ms, workspace, &dropped, |name| endpoint.holds_workspace(name));
+    }
+
     /// Writes the line `line()` builds, building it only when there is a log.
     fn log(&mut self, line: impl FnOnce() -> String) {
         if let Some(log) = &mut self.request_log {
@@ -408,5 +418,77 @@ fn session_marker(config: &ServeConfig, endpoint: &MockEndpoint) -> SessionMarke
             "require_key": config.require_key,
             "strict": config.strict,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::billing::{PriceTable, Usage};
+    use crate::endpoint::{Call, EndpointConfig, Record};
+    use crate::wire::Reply;
+
+    /// A 2,000-token system block marked 5m and "hi" (7 tokens): 2,007 input tokens.
+    const CACHED: &str = r#"{"model":"claude-sonnet-4-6","max_tokens":5,"system":[{"type":"text","text":"s","forkcache_tokens":2000,"cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"}]}"#;
+
+    fn core() -> Core {
+        let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+        Core { endpoint, stats: ServeStats::default(), trace: None, request_log: None, next_request: 0 }
+    }
+
+    /// What the server does with a priced request arriving at `at_ms`, in its order.
+    fn priced(core: &mut Core, workspace: &str, at_ms: u64) -> Record {
+        let mut call = Call::new(CACHED.as_bytes(), SimTime(at_ms));
+        call.workspace = Some(workspace);
+        call.reply = Reply { output_tokens: Some(3), ..Reply::input_only() };
+        let record = core.endpoint.handle(call).unwrap().record;
+        core.retire_idle(at_ms, workspace);
+        core.stats.priced(&record);
+        record
+    }
+
+    /// ... and with a request turned away.
+    fn rejected(core: &mut Core, workspace: &str, at_ms: u64) {
+        core.retire_idle(at_ms, workspace);
+        core.stats.rejected(workspace, at_ms);
+    }
+
+    #[test]
+    fn idle_workspaces_fold_into_one_row_and_the_totals_stay_the_per_response_sum() {
+        let mut core = core();
+        let mut sent = Usage::default();
+        sent.add(&priced(&mut core, "alice", 0).usage);
+        rejected(&mut core, "mallory", 1_000);
+        // Alice's entry expires at 300,000 ms; mallory never had cache state, and her row is
+        // kept 5 minutes after her last request, to 301,000 ms.
+        sent.add(&priced(&mut core, "bob", 300_001).usage);
+        assert_eq!(core.stats.workspaces.keys().collect::<Vec<_>>(), ["bob", "mallory"]);
+        assert_eq!((core.stats.idle_dropped_rows, core.stats.idle_dropped.requests), (1, 1));
+        assert!(!core.endpoint.holds_workspace("alice"));
+        sent.add(&priced(&mut core, "bob", 301_000).usage);
+        assert_eq!(core.stats.workspaces.keys().collect::<Vec<_>>(), ["bob"]);
+        assert_eq!((core.stats.idle_dropped_rows, core.stats.idle_dropped.rejected), (2, 1));
+
+        // 3 priced (alice's write, bob's write, bob's read) and 1 rejected, all still counted.
+        let totals = core.stats.totals();
+        assert_eq!((totals.requests, totals.rejected, core.stats.messages_requests()), (3, 1, 4));
+        assert_eq!(totals.usage, sent);
+        // By hand: 2 × 2,000 written, 2,000 read, 3 × 7 uncached, 3 × 3 output.
+        assert_eq!(
+            (
+                sent.cache_creation_input_tokens,
+                sent.cache_read_input_tokens,
+                sent.input_tokens,
+                sent.output_tokens
+            ),
+            (4_000, 2_000, 21, 9)
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&core.stats.to_json(&core.endpoint.cache_stats())).unwrap();
+        assert_eq!(json["idle_dropped"]["workspaces"], 2, "{json}");
+        assert_eq!(json["idle_dropped"]["totals"]["requests"], 1, "{json}");
+        assert_eq!(json["totals"]["requests"], 3, "{json}");
+        // A tenant's own view never shows the server-wide row.
+        assert!(!core.stats.workspace_json("bob").contains("idle_dropped"));
     }
 }

@@ -1,7 +1,7 @@
 //! What the server has priced so far: totals per workspace (JSON for `GET /forkcache/stats`, a
 //! table for the shutdown summary) and the one-line log of each request.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -25,6 +25,7 @@ fn merge(into: &mut WorkspaceTotals, other: &WorkspaceTotals) {
         *into.misses.entry(*cause).or_insert(0) += count;
     }
     into.tokens_missed += other.tokens_missed;
+    into.unpriced_models.extend(other.unpriced_models.iter().cloned());
     into.context_warnings += other.context_warnings;
 }
 
@@ -40,7 +41,22 @@ pub struct ServeStats {
     /// Requests per undocumented top-level field (at most `UNKNOWN_FIELD_NAMES` names; the
     /// rest are counted under `"…"`).
     pub unknown_fields: BTreeMap<String, u64>,
+    /// The rows of workspaces dropped once idle, added up: `totals` stays the sum of every
+    /// request while the per-workspace rows follow the workspaces in use.
+    pub idle_dropped: WorkspaceTotals,
+    /// Workspace rows folded into `idle_dropped` (a workspace that returns and goes idle again
+    /// counts again).
+    pub idle_dropped_rows: u64,
+    /// Per workspace row: its last request's arrival, in milliseconds.
+    last_seen: BTreeMap<String, u64>,
+    /// `(last request, workspace)`, oldest first.
+    by_last_seen: BTreeSet<(u64, String)>,
 }
+
+/// How long a row whose workspace has no cache state (it only ever had requests rejected) is
+/// kept after its last request, in milliseconds: the shortest TTL, as for a workspace that
+/// cached nothing.
+pub const QUIET_ROW_MS: u64 = 5 * 60 * 1000;
 
 /// Distinct unknown field names the stats keep, so random names cannot grow them without end.
 pub const UNKNOWN_FIELD_NAMES: usize = 256;
@@ -49,6 +65,60 @@ impl ServeStats {
     /// Counts a priced request.
     pub fn priced(&mut self, record: &Record) {
         self.workspaces.entry(record.workspace.clone()).or_default().add(record);
+        self.seen(&record.workspace, record.at.ms());
+    }
+
+    /// Folds idle rows into [`ServeStats::idle_dropped`] at a request's arrival (`now_ms`): the
+    /// rows of the workspaces the endpoint just `dropped`, and those of workspaces it does not
+    /// hold (`holds` false: only rejected requests) whose last request is [`QUIET_ROW_MS`] old —
+    /// never the row of `current`, the workspace of the request arriving.
+    pub fn fold_idle(
+        &mut self,
+        now_ms: u64,
+        current: &str,
+        dropped: &[String],
+        holds: impl Fn(&str) -> bool,
+    ) {
+        for name in dropped {
+            self.fold(name);
+        }
+        while let Some((last, name)) = self.by_last_seen.first().cloned() {
+            if last.saturating_add(QUIET_ROW_MS) > now_ms {
+                break;
+            }
+            self.by_last_seen.pop_first();
+            // A row the endpoint holds is folded when the endpoint drops its workspace; the
+            // current row is stamped again as its request is counted.
+            if name != current && !holds(&name) {
+                self.fold(&name);
+            }
+        }
+    }
+
+    /// Moves `workspace`'s row into `idle_dropped`.
+    fn fold(&mut self, workspace: &str) {
+        if let Some(row) = self.workspaces.remove(workspace) {
+            merge(&mut self.idle_dropped, &row);
+            self.idle_dropped_rows += 1;
+        }
+        if let Some(last) = self.last_seen.remove(workspace) {
+            self.by_last_seen.remove(&(last, workspace.to_string()));
+        }
+    }
+
+    /// Stamps `workspace`'s row with a request arriving at `at_ms`.
+    fn seen(&mut self, workspace: &str, at_ms: u64) {
+        match self.last_seen.get_mut(workspace) {
+            Some(last) if *last == at_ms => return,
+            Some(last) => {
+                self.by_last_seen.remove(&(*last, workspace.to_string()));
+                *last = at_ms;
+            }
+            None => {
+                self.last_seen.insert(workspace.to_string(), at_ms);
+            }
+        }
+        self.by_last_seen.insert((at_ms, workspace.to_string()));
     }
 
     /// Counts a request's undocumented top-level fields.
@@ -61,14 +131,15 @@ impl ServeStats {
         }
     }
 
-    /// Counts a rejected request.
-    pub fn rejected(&mut self, workspace: &str) {
+    /// Counts a request rejected at `at_ms`.
+    pub fn rejected(&mut self, workspace: &str, at_ms: u64) {
         self.workspaces.entry(workspace.to_string()).or_default().rejected += 1;
+        self.seen(workspace, at_ms);
     }
 
-    /// All workspaces added up.
+    /// All workspaces added up, the dropped ones included.
     pub fn totals(&self) -> WorkspaceTotals {
-        let mut totals = WorkspaceTotals::default();
+        let mut totals = self.idle_dropped.clone();
         for workspace in self.workspaces.values() {
             merge(&mut totals, workspace);
         }
@@ -77,7 +148,8 @@ impl ServeStats {
 
     /// Messages requests answered, priced or not.
     pub fn messages_requests(&self) -> u64 {
-        self.workspaces.values().map(|w| w.requests + w.rejected).sum()
+        let dropped = self.idle_dropped.requests + self.idle_dropped.rejected;
+        dropped + self.workspaces.values().map(|w| w.requests + w.rejected).sum::<u64>()
     }
 
     /// The `GET /forkcache/stats` document (one line, ordered keys).
@@ -114,6 +186,10 @@ impl ServeStats {
                 writes: cache.writes,
                 reads: cache.reads,
                 evictions: cache.evictions,
+            }),
+            idle_dropped: (server_wide && self.idle_dropped_rows > 0).then(|| IdleDroppedJson {
+                workspaces: self.idle_dropped_rows,
+                totals: TotalsJson::from(&self.idle_dropped),
             }),
             count_tokens_requests: server_wide.then_some(self.count_tokens_requests),
             trace_write_errors: server_wide.then_some(self.trace_write_errors),
@@ -156,7 +232,11 @@ impl ServeStats {
         for (name, totals) in &self.workspaces {
             row(name, totals);
         }
-        if self.workspaces.len() != 1 {
+        let dropped = format!("(idle: {} dropped)", self.idle_dropped_rows);
+        if self.idle_dropped_rows > 0 {
+            row(&dropped, &self.idle_dropped);
+        }
+        if self.workspaces.len() + usize::from(self.idle_dropped_rows > 0) != 1 {
             row("(all)", &self.totals());
         }
         let _ = writeln!(
@@ -207,12 +287,21 @@ struct StatsJson<'s> {
     /// Server-wide: left out of a tenant's view.
     #[serde(skip_serializing_if = "Option::is_none")]
     cache: Option<CacheJson>,
+    /// Server-wide, and only once a workspace was dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idle_dropped: Option<IdleDroppedJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     count_tokens_requests: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     trace_write_errors: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     unknown_fields: Option<&'s BTreeMap<String, u64>>,
+}
+
+#[derive(Serialize)]
+struct IdleDroppedJson {
+    workspaces: u64,
+    totals: TotalsJson,
 }
 
 #[derive(Serialize)]

@@ -6,14 +6,15 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use forkcache::billing::{PriceTable, Usage};
-use forkcache::endpoint::EndpointConfig;
+use forkcache::clock::SimTime;
+use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
 use forkcache::ingest::trace::key_fingerprint;
 use forkcache::replay::{ReplayConfig, ReplayError, replay};
 use forkcache::serve::ServeConfig;
 use serde_json::Value;
 
 use crate::serve::tempfile;
-use crate::serve_harness::{Running, cached_request, client, post};
+use crate::serve_harness::{Running, cached_request, client, post, post_with_headers};
 
 const SONNET: &str = "claude-sonnet-4-6";
 
@@ -294,6 +295,39 @@ fn item7_a_body_with_invalid_utf8_gets_a_400_and_the_trace_records_the_rejection
     assert_eq!((report.totals.requests, report.totals.rejected), (0, 1), "replayed as the rejection");
     let error = report.records[0].result.as_ref().unwrap_err();
     assert_eq!(error.message, message);
+    let _ = std::fs::remove_file(trace);
+}
+
+#[test]
+fn item5_a_rejected_request_is_traced_with_the_betas_it_named() {
+    let trace = tempfile("item5_rejected_betas");
+    let _ = std::fs::remove_file(&trace);
+    let server = Running::start(
+        ServeConfig { trace: Some(trace.clone()), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let agent = client();
+    let url = server.url("/v1/messages");
+    let headers = [("x-api-key", "k"), ("anthropic-beta", "context-management-2025-06-27, b-beta")];
+    // Turned away at the edge (not UTF-8: the error is logged), and by the endpoint (no
+    // messages: replay finds the error in the body).
+    let mut not_utf8 = body_line().into_bytes();
+    let at = not_utf8.windows(2).position(|pair| pair == b"hi").unwrap();
+    not_utf8[at] = 0xff;
+    assert_eq!(post_with_headers(&agent, &url, &headers, &not_utf8).status, 400);
+    let no_messages = format!(r#"{{"model":"{SONNET}","max_tokens":5,"messages":[]}}"#);
+    assert_eq!(post_with_headers(&agent, &url, &headers, no_messages.as_bytes()).status, 400);
+    server.stop();
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .filter(|line: &Value| line.get("body").is_some())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for line in &lines {
+        assert_eq!(line["betas"], serde_json::json!(["context-management-2025-06-27", "b-beta"]), "{line}");
+    }
     let _ = std::fs::remove_file(trace);
 }
 
@@ -590,13 +624,22 @@ fn declared_context(model: &str, blocks: usize, each: u64) -> String {
     format!(r#"{{"model":"{model}","max_tokens":5,"messages":[{{"role":"user","content":[{content}]}}]}}"#)
 }
 
+/// A request to `model` whose one user message is a string the tokenizer estimates at exactly
+/// `tokens`: bytes4 counts the block `{"type":"text","text":"…"}`, 25 bytes around the text, at
+/// ceil(bytes / 4); a text of 4 × `tokens` − 25 bytes makes it 4 × `tokens` bytes, `tokens` tokens.
+fn estimated_context(model: &str, tokens: u64) -> String {
+    let text = "a".repeat(4 * tokens as usize - 25);
+    format!(r#"{{"model":"{model}","max_tokens":5,"messages":[{{"role":"user","content":"{text}"}}]}}"#)
+}
+
 #[test]
 fn item4_a_prompt_just_past_the_context_window_is_priced_with_a_warning_in_replay_and_serve() {
-    // Sonnet 4.6's window is 1,000,000 tokens (fixtures/pricing.json); the refusal starts past
-    // 1,000,000 × (100 + 30) / 100 = 1,300,000. 99% = 990,000: priced, no warning; 101% =
-    // 1,010,000 and 129% = 1,290,000: priced with a warning; 131% = 1,310,000: refused.
+    // Estimated sizes only (declared ones are exact: see the next tests). Sonnet 4.6's window is
+    // 1,000,000 tokens (fixtures/pricing.json); the refusal starts past 1,000,000 × (100 + 30)
+    // / 100 = 1,300,000. 99% = 990,000: priced, no warning; 101% = 1,010,000 and 129% =
+    // 1,290,000: priced with a warning; 131% = 1,310,000: refused.
     let sizes = [990_000u64, 1_010_000, 1_290_000, 1_310_000];
-    let trace: String = sizes.iter().map(|&tokens| declared_context(SONNET, 1, tokens) + "\n").collect();
+    let trace: String = sizes.iter().map(|&tokens| estimated_context(SONNET, tokens) + "\n").collect();
     let output = forkcache(&["replay", "-", "--json"], trace.as_bytes());
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -624,7 +667,7 @@ fn item4_a_prompt_just_past_the_context_window_is_priced_with_a_warning_in_repla
     let url = server.url("/v1/messages");
     let agent = client();
     for &tokens in &sizes[..3] {
-        assert_eq!(post(&agent, &url, Some("k"), declared_context(SONNET, 1, tokens).as_bytes()).status, 200);
+        assert_eq!(post(&agent, &url, Some("k"), estimated_context(SONNET, tokens).as_bytes()).status, 200);
     }
     let stats = crate::serve_harness::get(&agent, &server.url("/forkcache/stats")).json();
     assert_eq!(stats["totals"]["context_warnings"], 2, "{stats}");
@@ -674,9 +717,10 @@ fn item3_a_run_whose_cost_sums_would_pass_2_64_is_an_input_error_naming_the_requ
 fn item4_a_prompt_past_the_context_window_is_refused_as_the_api_does_never_priced() {
     // Sonnet 4.6: a 1,000,000-token window (fixtures/pricing.json). 15 blocks × 1e9 = 1.5e10.
     let huge = declared_context(SONNET, 15, 1_000_000_000);
-    // 1,200,000 declared: past the window, but within the 30% the estimate may be off by.
+    // 1,200,000 declared. This prompt was once priced with a warning, as if it were within the
+    // 30% an estimate may be off by; a declared size is no estimate, and the API refuses a
+    // prompt one token past the window (issue 12, item 4), so it is refused.
     let near = declared_context(SONNET, 1, 1_200_000);
-    // 1,400,000: past the margin.
     let over = declared_context(SONNET, 1, 1_400_000);
     let trace = format!("{huge}\n{near}\n{over}\n");
     let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &trace).unwrap();
@@ -685,12 +729,15 @@ fn item4_a_prompt_past_the_context_window_is_refused_as_the_api_does_never_price
         report.records[0].result.as_ref().unwrap_err().message,
         "prompt is too long: 15000000000 tokens > 1000000 maximum"
     );
-    assert!(report.records[1].result.is_ok(), "within the estimate's margin: priced");
+    assert_eq!(
+        report.records[1].result.as_ref().unwrap_err().message,
+        "prompt is too long: 1200000 tokens > 1000000 maximum"
+    );
     assert_eq!(
         report.records[2].result.as_ref().unwrap_err().message,
         "prompt is too long: 1400000 tokens > 1000000 maximum"
     );
-    assert_eq!(report.totals.rejected, 2);
+    assert_eq!(report.totals.rejected, 3);
 
     let server = Running::default_server();
     let answer = post(&client(), &server.url("/v1/messages"), Some("k"), huge.as_bytes());
@@ -705,6 +752,68 @@ fn item4_a_prompt_past_the_context_window_is_refused_as_the_api_does_never_price
     let (code, err) = run_scenario(scenario);
     assert_ne!(code, Some(0));
     assert!(err.contains("prompt is too long:") && err.contains("> 1000000 maximum"), "{err}");
+}
+
+const HAIKU: &str = "claude-haiku-4-5";
+
+#[test]
+fn item4_declared_sizes_are_refused_one_token_past_the_window_with_no_margin() {
+    // Haiku 4.5's window is 200,000 tokens (fixtures/pricing.json). Declared sizes are exact:
+    // 200,000 is priced (all of it uncached input), 200,001 is refused as the API words it.
+    let at_window = declared_context(HAIKU, 2, 100_000);
+    let past = declared_context(HAIKU, 1, 200_001);
+    let trace = format!("{at_window}\n{past}\n");
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &trace).unwrap();
+    let priced = report.records[0].result.as_ref().unwrap();
+    assert_eq!(priced.usage.input_tokens, 200_000);
+    assert_eq!(priced.context_warning, None);
+    assert_eq!(
+        report.records[1].result.as_ref().unwrap_err().message,
+        "prompt is too long: 200001 tokens > 200000 maximum"
+    );
+
+    let server = Running::default_server();
+    let agent = client();
+    let url = server.url("/v1/messages");
+    assert_eq!(post(&agent, &url, Some("k"), at_window.as_bytes()).status, 200);
+    let answer = post(&agent, &url, Some("k"), past.as_bytes());
+    assert_eq!(
+        (answer.status, answer.error()),
+        (
+            400,
+            (
+                "invalid_request_error".to_string(),
+                "prompt is too long: 200001 tokens > 200000 maximum".to_string()
+            )
+        )
+    );
+    server.stop();
+}
+
+#[test]
+fn item4_in_a_prompt_of_declared_and_estimated_blocks_only_the_estimate_gets_the_margin() {
+    // Haiku 4.5, window 200,000. A declared 150,000-token block, then a string the tokenizer
+    // puts at E tokens (25 + 4E − 25 bytes, see `estimated_context`). The fewest tokens the
+    // prompt can hold are 150,000 + E × 100 / 130. E = 65,000: 150,000 + 50,000 = 200,000, not
+    // past the window: priced, warned (215,000 counted). E = 65,004: 150,000 + 50,003.1 >
+    // 200,000: refused (215,004 counted).
+    let mixed = |estimated: u64| {
+        let text = "a".repeat(4 * estimated as usize - 25);
+        format!(
+            r#"{{"model":"{HAIKU}","max_tokens":5,"messages":[{{"role":"user","content":[{{"type":"text","text":"x","forkcache_tokens":150000}}]}},{{"role":"assistant","content":"ok"}},{{"role":"user","content":"{text}"}}]}}"#
+        )
+    };
+    // The assistant's "ok" is one more estimated block: {"type":"text","text":"ok"}, 27 bytes,
+    // 7 tokens. So E above is the user string's count plus 7: the strings are 64,993 and 64,997.
+    let trace = format!("{}\n{}\n", mixed(64_993), mixed(64_997));
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &trace).unwrap();
+    let priced = report.records[0].result.as_ref().unwrap();
+    assert_eq!(priced.usage.input_tokens, 215_000);
+    assert_eq!(priced.context_warning.map(|w| (w.tokens, w.window)), Some((215_000, 200_000)));
+    assert_eq!(
+        report.records[1].result.as_ref().unwrap_err().message,
+        "prompt is too long: 215004 tokens > 200000 maximum"
+    );
 }
 
 #[test]
@@ -847,6 +956,70 @@ fn item11_capacity_is_per_workspace_so_one_tenant_cannot_evict_anothers_entries(
     assert_eq!(post(&agent, &url, Some("alice"), alice.as_bytes()).usage().cache_read_input_tokens, 2_000);
     let summary = server.stop();
     assert_eq!(summary.cache.evictions, 8, "mallory evicted 8 of its own 10");
+}
+
+/// Prices `body` for `workspace` at `at_ms` and then, as the server does at every arrival,
+/// drops the other workspaces gone idle; returns the usage and the workspaces dropped.
+fn priced_then_retired(
+    endpoint: &mut MockEndpoint,
+    workspace: &str,
+    body: &str,
+    at_ms: u64,
+) -> (Usage, Vec<String>) {
+    let mut call = Call::new(body.as_bytes(), SimTime(at_ms));
+    call.workspace = Some(workspace);
+    let usage = endpoint.handle(call).unwrap().record.usage;
+    (usage, endpoint.drop_idle_workspaces(SimTime(at_ms), Some(workspace)))
+}
+
+#[test]
+fn item11_an_idle_workspace_is_dropped_at_the_next_request_after_its_last_entry_expires() {
+    let mut endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+    // A 2,000-token system block marked 5m, then "hi" ({"type":"text","text":"hi"}, 27 bytes, 7
+    // tokens): the first request writes 2,000 and leaves 7 uncached.
+    let five_minutes = body_line();
+    let one_hour = five_minutes.replace(r#"{"type":"ephemeral"}"#, r#"{"type":"ephemeral","ttl":"1h"}"#);
+    assert_ne!(one_hour, five_minutes);
+    let (alice, _) = priced_then_retired(&mut endpoint, "alice", &five_minutes, 0);
+    assert_eq!((alice.cache_creation.ephemeral_5m_input_tokens, alice.input_tokens), (2_000, 7));
+    let (carol, _) = priced_then_retired(&mut endpoint, "carol", &one_hour, 0);
+    assert_eq!(carol.cache_creation.ephemeral_1h_input_tokens, 2_000);
+    assert_eq!(endpoint.cache_stats().entries, 2);
+
+    // Alice's entry expires at 0 + 300,000 ms. At 299,999 ms it is still readable: kept.
+    let (_, dropped) = priced_then_retired(
+        &mut endpoint,
+        "bob",
+        "{\"model\":\"claude-sonnet-4-6\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+        299_999,
+    );
+    assert!(dropped.is_empty(), "{dropped:?}");
+    assert!(endpoint.holds_workspace("alice"));
+    // At 5m + 1 ms a request from another workspace drops alice (entry and scopes); carol's 1h
+    // entry lives to 3,600,000 ms: kept. Bob asked nothing to be cached, but is kept 5 minutes
+    // after his request (it is the current one here anyway).
+    let (_, dropped) = priced_then_retired(
+        &mut endpoint,
+        "bob",
+        "{\"model\":\"claude-sonnet-4-6\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+        300_001,
+    );
+    assert_eq!(dropped, ["alice"]);
+    assert!(!endpoint.holds_workspace("alice") && endpoint.holds_workspace("carol"));
+    assert_eq!(endpoint.workspaces_held(), 2, "carol and bob");
+    assert_eq!(endpoint.cache_stats().entries, 1, "carol's entry alone");
+
+    // Usage is what it would have been: alice's entry had expired, so she writes it again.
+    let (again, _) = priced_then_retired(&mut endpoint, "alice", &five_minutes, 300_002);
+    assert_eq!((again.cache_read_input_tokens, again.cache_creation.ephemeral_5m_input_tokens), (0, 2_000));
+    // Carol at 5m + 3 ms still reads her 1h entry.
+    let (carol, _) = priced_then_retired(&mut endpoint, "carol", &one_hour, 300_003);
+    assert_eq!(carol.cache_read_input_tokens, 2_000);
+    // Her read renewed it to 300,003 + 3,600,000 = 3,900,003 ms: kept one ms before, dropped at it.
+    let (_, dropped) = priced_then_retired(&mut endpoint, "bob", &five_minutes, 3_900_002);
+    assert!(!dropped.contains(&"carol".to_string()), "{dropped:?}");
+    let (_, dropped) = priced_then_retired(&mut endpoint, "bob", &five_minutes, 3_900_003);
+    assert!(dropped.contains(&"carol".to_string()), "{dropped:?}");
 }
 
 #[test]
