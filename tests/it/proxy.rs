@@ -204,6 +204,58 @@ fn proxy_trace_equals_the_servers_body_for_body_and_agrees_with_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A prediction queue with no room (a bound of 0 bytes fits no body): every exchange is
+/// forwarded and written to the trace as usual, and only its prediction is skipped, said so in
+/// its line and counted; the trace still replays to 100% agreement.
+#[test]
+fn a_full_prediction_queue_records_every_exchange_and_skips_only_the_prediction() {
+    let dir = scratch("queue-full");
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start_with(&server.url(""), |config| {
+        config.trace = Some(dir.join("proxy.jsonl"));
+        config.prediction_queue_bytes = 0;
+    });
+    let agent = client();
+    let answers: Vec<_> = (0..3)
+        .map(|step| post(&agent, &proxy.url("/v1/messages"), Some(KEY), turn(0, step, step == 1).as_bytes()))
+        .collect();
+    let (stats, log) = proxy.stop();
+    drop(server);
+
+    assert!(answers.iter().all(|a| a.status == 200), "forwarding does not depend on the queue");
+    assert_eq!(raw_bodies(&dir.join("proxy.jsonl")), raw_bodies(&dir.join("serve.jsonl")));
+    assert_eq!(log.lines().count(), 3, "{log}");
+    assert!(
+        log.lines().all(|line| line.ends_with(
+            "· prediction skipped (the prediction queue was full; replay the trace for it)"
+        ) && line.contains(": recorded read ")),
+        "{log}"
+    );
+    let workspace = &stats.workspaces[&key_fingerprint(KEY)];
+    assert_eq!((workspace.exchanges, workspace.skipped, workspace.compared), (3, 3, 0), "{log}");
+    assert_eq!(workspace.predicted.requests, 0, "nothing was priced");
+    assert_eq!(stats.predictions_pending, 0, "every queued exchange was taken off at shutdown");
+    // Only the system block (2,000 declared tokens) is marked: the first turn writes it, the next
+    // two read it.
+    assert_eq!(workspace.recorded_usage.cache_creation_input_tokens, 2_000);
+    assert_eq!(workspace.recorded_usage.cache_read_input_tokens, 2 * 2_000);
+    let json: Value = serde_json::from_str(&stats.to_json()).unwrap();
+    assert_eq!(json["workspaces"][key_fingerprint(KEY)]["predictions_skipped"], 3);
+    assert_eq!(json["predictions_pending"], 0);
+
+    // The trace is whole: replaying it predicts what the proxy skipped, and prices the recorded
+    // usage (from the request's model) as the proxy did (from the model its response named).
+    let text = std::fs::read_to_string(dir.join("proxy.jsonl")).unwrap();
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+    let replayed = report.recorded.clone().expect("the trace recorded usage");
+    assert_eq!((replayed.requests, replayed.compared, replayed.agreed), (3, 3, 3));
+    assert_eq!(replayed.cost, workspace.recorded_cost);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A trace as a proxy in front of the real API would record it: the real counts run 30% above
 /// bytes4's estimate, and the third request missed where forkcache predicts a read.
 ///
