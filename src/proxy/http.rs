@@ -268,4 +268,30 @@ mod tests {
         assert_eq!(names, ["x-api-key", "anthropic-beta", "accept-encoding"]);
         assert_eq!(kept.get_all("anthropic-beta").iter().count(), 2);
     }
+
+    /// A body of `pieces`, without a declared length (as a chunked one arrives).
+    fn pieces(pieces: &[&'static str]) -> Body {
+        let frames: Vec<_> = pieces
+            .iter()
+            .map(|piece| Ok::<_, std::io::Error>(Bytes::from_static(piece.as_bytes())))
+            .collect();
+        Body::from_stream(futures_util::stream::iter(frames))
+    }
+
+    fn read(body: Body, limit: usize) -> Result<Vec<Bytes>, Unread> {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(read_frames(body, limit))
+    }
+
+    #[test]
+    fn a_body_is_read_as_its_frames_up_to_the_limit() {
+        // 3 + 4 + 3 = 10 bytes: at a limit of 10 it is read, frame for frame; at 9 it is not.
+        let frames = read(pieces(&["{\"a", "\":12", "34}"]), 10).ok().unwrap();
+        assert_eq!(frames, ["{\"a", "\":12", "34}"]);
+        assert!(matches!(read(pieces(&["{\"a", "\":12", "34}"]), 9), Err(Unread::TooLarge)));
+        // A declared length past the limit is refused before reading.
+        assert!(matches!(read(Body::from("0123456789"), 9), Err(Unread::TooLarge)));
+        let failed =
+            Body::from_stream(futures_util::stream::iter([Err::<Bytes, _>(std::io::Error::other("reset"))]));
+        assert!(matches!(read(failed, 9), Err(Unread::Failed(err)) if err.contains("reset")));
+    }
 }

@@ -1,7 +1,7 @@
-//! The journal: finished exchanges, put in trace order ([`super::order`]), decoded, read and
-//! written to the trace — on its own thread, off the forwarding path — then handed, in trace
-//! order, to the prediction ([`super::predict`]), which prices, compares and counts them at a
-//! lower priority.
+//! The journal: finished exchanges, put in trace order ([`super::order`]), decoded, read,
+//! written to the trace and counted (their recorded side) — on its own thread, off the
+//! forwarding path — then handed, in trace order, to the prediction ([`super::predict`]), which
+//! prices and compares them at the lowest priority.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -38,7 +38,7 @@ pub(super) struct Exchange {
     /// The betas its `anthropic-beta` headers named.
     pub(super) betas: Betas,
     /// The request body as it arrived, frame by frame (each shares its buffer with the frame
-    /// forwarded); the journal joins them into `body`.
+    /// forwarded), until joined into `body` ([`Exchange::join_body`]).
     frames: Vec<Bytes>,
     pub(super) body: Bytes,
     pub(super) response: Option<Response>,
@@ -281,9 +281,9 @@ impl Journal {
 
     /// Writes the exchange's trace line, then queues it for its prediction.
     fn write(&mut self, mut exchange: Exchange) {
-        exchange.body = joined(std::mem::take(&mut exchange.frames));
         let entry = Entry::of(&exchange);
         if let Some(trace) = &mut self.trace {
+            exchange.join_body();
             let line = match &trace.redact_with {
                 Some(tokenizer) => {
                     envelope_line(&entry.envelope, &redact(&exchange.body, tokenizer.as_ref()))
@@ -294,11 +294,27 @@ impl Journal {
                 self.stats.lock().unwrap_or_else(PoisonError::into_inner).trace_write_errors += 1;
             }
         }
+        self.count(&exchange, &entry);
         // The copy is read: only the request body is needed from here on.
         if let Some(response) = &mut exchange.response {
             response.copy = Vec::new();
         }
         self.predictions.push(exchange, entry);
+    }
+
+    /// The recorded side of the stats, counted as soon as the exchange is written (the
+    /// predicted side follows from the prediction thread).
+    fn count(&self, exchange: &Exchange, entry: &Entry) {
+        let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        let recorded = entry.recorded.as_ref().map(|recorded| &recorded.usage);
+        let (error, incomplete) = (entry.envelope.error.is_some(), entry.envelope.incomplete.is_some());
+        stats.add_recorded(&entry.workspace, recorded, error, incomplete);
+        if let Some(response) = &exchange.response {
+            *stats.content_encodings.entry(response.encodings.name()).or_default() += 1;
+        }
+        if let Some(key) = &exchange.key_workspace {
+            stats.key_used(key, &entry.workspace);
+        }
     }
 }
 
@@ -339,12 +355,29 @@ impl Entry {
     }
 }
 
-/// A body's frames as one buffer; a body that came in one frame is not copied.
-fn joined(mut frames: Vec<Bytes>) -> Bytes {
-    if frames.len() == 1 {
-        return frames.pop().unwrap_or_default();
+impl Exchange {
+    /// Joins the request body's frames into `body` (a body that came in one frame is not
+    /// copied). The trace needs it joined; without a trace the prediction joins it, at its
+    /// priority: for a large body the join (a fresh buffer, a copy) is most of the journal's work.
+    pub(super) fn join_body(&mut self) {
+        let mut frames = std::mem::take(&mut self.frames);
+        match frames.len() {
+            0 => {}
+            1 => self.body = frames.pop().unwrap_or_default(),
+            _ => self.body = Bytes::from(frames.concat()),
+        }
     }
-    Bytes::from(frames.concat())
+
+    /// The request body's length, joined or not.
+    pub(super) fn body_len(&self) -> usize {
+        self.body.len() + self.frames.iter().map(Bytes::len).sum::<usize>()
+    }
+
+    /// Drops the request body.
+    pub(super) fn drop_body(&mut self) {
+        self.frames = Vec::new();
+        self.body = Bytes::new();
+    }
 }
 
 /// The exchange's cache scope: the API's workspace id, else the key's fingerprint.

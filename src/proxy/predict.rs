@@ -1,5 +1,5 @@
 //! The prediction: every written exchange priced by the endpoint, compared with its recorded
-//! usage, logged and counted — on a thread of its own at the lowest CPU priority, so it never
+//! usage, logged and its prediction counted — on a thread of its own at the lowest CPU priority, so it never
 //! competes with forwarding or trace writing; it catches up when the machine has slack.
 //!
 //! The journal hands exchanges over in trace order through a [`PredictionQueue`] bounded in
@@ -78,9 +78,9 @@ impl Room {
 impl PredictionQueue {
     /// Queues a written exchange; without room for its body, queues it as skipped.
     pub(super) fn push(&self, mut exchange: Exchange, entry: Entry) {
-        let skipped = !self.room.take(exchange.body.len());
+        let skipped = !self.room.take(exchange.body_len());
         if skipped {
-            exchange.body = Bytes::new();
+            exchange.drop_body();
         }
         self.stats.lock().unwrap_or_else(PoisonError::into_inner).predictions_pending += 1;
         // The prediction thread stops only once this sender is gone.
@@ -164,15 +164,17 @@ impl Prediction {
     /// `hand_back` is set (itself and the rest of the queue back).
     fn run(mut self, receiver: Receiver<Job>, hand_back: &AtomicBool) -> Option<(Prediction, Receiver<Job>)> {
         while !hand_back.load(Ordering::Acquire) {
-            let job = receiver.recv().ok()?;
-            let bytes = job.exchange.body.len();
+            let mut job = receiver.recv().ok()?;
+            let bytes = job.exchange.body_len();
+            job.exchange.join_body();
             self.compare(&job);
             self.room.release(bytes);
         }
         Some((self, receiver))
     }
 
-    /// Prices the exchange (unless skipped), writes its comparison line and counts it.
+    /// Prices the exchange (unless skipped), writes its comparison line and counts the
+    /// prediction.
     fn compare(&mut self, job: &Job) {
         let (exchange, entry) = (&job.exchange, &job.entry);
         let priced = entry.envelope.usage.is_some() && !job.skipped;
@@ -201,14 +203,8 @@ impl Prediction {
             let _ = writeln!(log, "{line}").and_then(|()| log.flush());
         }
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
-        stats.add(&comparison);
+        stats.add_predicted(&comparison);
         stats.predictions_pending = stats.predictions_pending.saturating_sub(1);
-        if let Some(response) = &exchange.response {
-            *stats.content_encodings.entry(response.encodings.name()).or_default() += 1;
-        }
-        if let Some(key) = &exchange.key_workspace {
-            stats.key_used(key, &entry.workspace);
-        }
     }
 
     /// What the recorded usage costs at the endpoint's prices (none for an unpriced or unknown

@@ -151,7 +151,8 @@ pub struct ProxyStats {
     /// Trace lines that could not be written.
     pub trace_write_errors: u64,
     /// Exchanges written to the trace whose prediction has not run yet: how far the prediction
-    /// lags behind forwarding. An exchange is counted in `workspaces` once predicted (or skipped).
+    /// lags behind forwarding. An exchange's recorded side is counted in `workspaces` once
+    /// written; its predicted side and recorded cost once predicted (or skipped).
     pub predictions_pending: u64,
     /// Per key fingerprint, the workspaces its exchanges were counted in (the API's workspace id
     /// when the upstream named one): what that key may see of the stats.
@@ -162,16 +163,30 @@ pub struct ProxyStats {
 }
 
 impl ProxyStats {
-    /// Counts one exchange.
+    /// Counts one exchange, recorded and predicted at once.
     pub fn add(&mut self, comparison: &Comparison) {
-        let totals = self.workspaces.entry(comparison.workspace.clone()).or_default();
+        let error = comparison.error.is_some();
+        self.add_recorded(&comparison.workspace, comparison.recorded.as_ref(), error, comparison.incomplete);
+        self.add_predicted(comparison);
+    }
+
+    /// Counts one exchange's recorded side, as soon as it is written: the exchange, its error,
+    /// whether it ended early, the usage the upstream billed.
+    pub fn add_recorded(&mut self, workspace: &str, recorded: Option<&Usage>, error: bool, incomplete: bool) {
+        let totals = self.workspaces.entry(workspace.to_string()).or_default();
         totals.exchanges += 1;
-        totals.errors += u64::from(comparison.error.is_some());
-        totals.incomplete += u64::from(comparison.incomplete);
-        totals.skipped += u64::from(comparison.skipped);
-        if let Some(usage) = &comparison.recorded {
+        totals.errors += u64::from(error);
+        totals.incomplete += u64::from(incomplete);
+        if let Some(usage) = recorded {
             totals.recorded_usage.add(usage);
         }
+    }
+
+    /// Counts one exchange's prediction once it ran or was skipped, and the recorded cost (priced
+    /// with the model the prediction read).
+    pub fn add_predicted(&mut self, comparison: &Comparison) {
+        let totals = self.workspaces.entry(comparison.workspace.clone()).or_default();
+        totals.skipped += u64::from(comparison.skipped);
         if let Some(cost) = &comparison.recorded_cost {
             totals.recorded_cost.add(cost);
         }
