@@ -4,12 +4,14 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 VERSION="${ANTHROPIC_PY_VERSION:-2.12.0}"
-# FORKCACHE_PY_DECODERS=1: a separate virtualenv that also holds `brotli` and `zstandard`, with
-# which httpx can decode br and zstd (scripts/clients/via-proxy.sh uses it for one run).
+# FORKCACHE_PY_DECODERS=1: a separate virtualenv that also holds `brotli` and `backports.zstd`,
+# with which the SDK's HTTP client (httpx2) decodes br and zstd and asks for them
+# (scripts/clients/via-proxy.sh uses it). On Python 3.13 and below httpx2 reads zstd through
+# `backports.zstd`, not `zstandard`.
 if [[ "${FORKCACHE_PY_DECODERS:-}" == 1 ]]; then
-  PACKAGES=("anthropic==$VERSION" "brotli==1.2.1" "zstandard==0.25.0")
+  PACKAGES=("anthropic==$VERSION" "brotli==1.2.1" "backports.zstd==1.8.0")
   VENV="$CLIENTS_DIR/python-sdk-$VERSION-decoders"
-  IMPORTS="import anthropic, brotli, zstandard"
+  IMPORTS="import anthropic, brotli, backports.zstd"
 else
   PACKAGES=("anthropic==$VERSION")
   VENV="$CLIENTS_DIR/python-sdk-$VERSION"

@@ -27,8 +27,8 @@ WEATHER_TOOL = {
     "input_schema": {"type": "object", "properties": {"location": {"type": "string"}, "unit": {"type": "string"}}},
 }
 
-# FORKCACHE_ACCEPT_ENCODING replaces the accept-encoding header httpx sends (the SDK still
-# decodes the answer itself: br needs the `brotli` package, zstd `zstandard`). Every value the
+# FORKCACHE_ACCEPT_ENCODING replaces the accept-encoding header the SDK's HTTP client sends (the
+# SDK still decodes the answer itself: br needs the `brotli` package, zstd `backports.zstd`). Every value the
 # client actually sends is printed once, so a run shows what it asked for.
 ACCEPT_ENCODING = os.environ.get("FORKCACHE_ACCEPT_ENCODING")
 sent_encodings = set()
