@@ -964,6 +964,9 @@ impl HeldUpstream {
                     });
                     axum::body::Body::from_stream(parts)
                 } else {
+                    // Never within the millisecond the exchange started: one that ends there
+                    // keeps plain start order (proxy/order.rs) and would wait for the held one.
+                    tokio::time::sleep(Duration::from_millis(3)).await;
                     axum::body::Body::from(HeldUpstream::MESSAGE)
                 };
                 (json, body)
