@@ -3,8 +3,12 @@
 //! benches/README.md for what was measured where.
 //!
 //! The upstream is `forkcache serve` (instant latency). The proxy in front of it records nothing
-//! to disk but runs its whole journal (decoding the copy, pricing every exchange through its own
-//! endpoint), so the numbers include the work that competes with forwarding for the cores.
+//! to disk but runs its whole journal (decoding the copy) and its prediction (pricing every
+//! exchange through its own endpoint, on a lowest-priority thread). The prediction may lag
+//! behind a burst: after each proxied burst, outside its timing, the bench waits until
+//! `GET /forkcache/stats` shows no prediction pending, so no burst pays for an earlier one's
+//! predictions, and the summary reports how long that took (the prediction lag) and how many
+//! predictions a full queue skipped.
 //! Requests are streamed (as Claude Code's are), with a cached system prompt of about 18 KB or
 //! 900 KB; every request is the same, so the upstream reads its cache each time.
 //!
@@ -12,7 +16,7 @@
 //! (`throughput/*`). The summary after criterion's report sends 300 requests each way,
 //! alternating, and prints p50 and p99 of the latency and the difference, then the throughput
 //! ratio: the median of 5 rounds, each a burst straight to the upstream and one through the
-//! proxy, 4 clients sending 40 MB each (at least 16 requests).
+//! proxy, 4 clients sending 40 MB each (at least 16 requests), then the prediction lag.
 
 use std::net::SocketAddr;
 use std::sync::Barrier;
@@ -125,13 +129,33 @@ fn burst(url: &str, body: &[u8], clients: usize, each: usize) -> Duration {
     started.elapsed()
 }
 
+/// The proxy's prediction counters: exchanges waiting for their prediction, and predictions
+/// skipped so far (every workspace).
+fn prediction_counters(stats_url: &str) -> (u64, u64) {
+    let text = agent().get(stats_url).call().unwrap().body_mut().read_to_string().unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let skipped = stats["workspaces"]
+        .as_object()
+        .map_or(0, |all| all.values().filter_map(|w| w["predictions_skipped"].as_u64()).sum());
+    (stats["predictions_pending"].as_u64().unwrap(), skipped)
+}
+
+/// Waits until the proxy has predicted every exchange it forwarded: how long that took.
+fn drain(stats_url: &str) -> Duration {
+    let started = Instant::now();
+    while prediction_counters(stats_url).0 > 0 {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    started.elapsed()
+}
+
 const SIZES: [(&str, usize); 2] = [("18KB", 18 << 10), ("900KB", 900 << 10)];
 const CLIENTS: usize = 4;
 const EACH: usize = 16;
 /// Bytes each client sends per summary burst.
 const SUMMARY_BURST_BYTES: usize = 40 << 20;
 
-fn bench(c: &mut Criterion, direct_url: &str, proxy_url: &str) {
+fn bench(c: &mut Criterion, direct_url: &str, proxy_url: &str, stats_url: &str) {
     for (name, size) in SIZES {
         let body = body(size);
         let mut group = c.benchmark_group(format!("proxy/latency_{name}"));
@@ -148,7 +172,11 @@ fn bench(c: &mut Criterion, direct_url: &str, proxy_url: &str) {
             b.iter_custom(|iters| (0..iters).map(|_| burst(direct_url, &body, CLIENTS, EACH)).sum())
         });
         group.bench_function("proxy", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| burst(proxy_url, &body, CLIENTS, EACH)).sum())
+            b.iter_custom(|iters| {
+                let timed = (0..iters).map(|_| burst(proxy_url, &body, CLIENTS, EACH)).sum();
+                drain(stats_url);
+                timed
+            })
         });
         group.finish();
     }
@@ -159,7 +187,7 @@ fn percentile(sorted: &[Duration], per_100: usize) -> Duration {
 }
 
 /// p50 and p99 each way, 300 requests alternating, and the throughput ratio of 5 bursts.
-fn summary(direct_url: &str, proxy_url: &str) {
+fn summary(direct_url: &str, proxy_url: &str, stats_url: &str) {
     eprintln!("\nproxy summary (loopback, streamed requests, upstream = forkcache serve):");
     for (name, size) in SIZES {
         let body = body(size);
@@ -169,6 +197,7 @@ fn summary(direct_url: &str, proxy_url: &str) {
             direct.push(send(&agent, direct_url, &body));
             proxied.push(send(&agent, proxy_url, &body));
         }
+        drain(stats_url);
         direct.sort();
         proxied.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
@@ -186,19 +215,31 @@ fn summary(direct_url: &str, proxy_url: &str) {
         );
         // Long enough bursts that scheduling noise averages out.
         let each = (SUMMARY_BURST_BYTES / body.len()).max(EACH);
+        let skipped_before = prediction_counters(stats_url).1;
+        let mut lags = Vec::new();
         let mut ratios: Vec<f64> = (0..5)
             .map(|_| {
                 let direct = burst(direct_url, &body, CLIENTS, each).as_secs_f64();
-                let proxied = burst(proxy_url, &body, CLIENTS, each).as_secs_f64();
-                direct / proxied
+                let proxied = burst(proxy_url, &body, CLIENTS, each);
+                // Outside the timing: the next direct burst must not share the cores with them.
+                lags.push(drain(stats_url));
+                direct / proxied.as_secs_f64()
             })
             .collect();
+        let skipped = prediction_counters(stats_url).1 - skipped_before;
         let all: Vec<String> = ratios.iter().map(|r| format!("{:.0}%", r * 100.0)).collect();
         ratios.sort_by(f64::total_cmp);
         eprintln!(
             "  {name}: throughput through the proxy = {:.0}% of direct (median of 5 alternating bursts of {CLIENTS} × {each}; in run order: {})",
             ratios[2] * 100.0,
             all.join(" ")
+        );
+        lags.sort();
+        eprintln!(
+            "  {name}: prediction lag after a proxied burst (until none pending): median {:.0} ms, max {:.0} ms; predictions skipped (queue full): {skipped} of {}",
+            lags[2].as_secs_f64() * 1e3,
+            lags[4].as_secs_f64() * 1e3,
+            5 * CLIENTS * each,
         );
     }
 }
@@ -210,10 +251,11 @@ fn main() {
     let front = proxy(upstream.addr);
     let direct_url = format!("http://{}/v1/messages", upstream.addr);
     let proxy_url = format!("http://{}/v1/messages", front.addr);
+    let stats_url = format!("http://{}/forkcache/stats", front.addr);
     let mut criterion = Criterion::default().configure_from_args();
-    bench(&mut criterion, &direct_url, &proxy_url);
+    bench(&mut criterion, &direct_url, &proxy_url, &stats_url);
     criterion.final_summary();
-    summary(&direct_url, &proxy_url);
+    summary(&direct_url, &proxy_url, &stats_url);
     drop(front);
     drop(upstream);
 }

@@ -754,6 +754,10 @@ pub struct ProxyArgs {
     /// workspaces that key's requests were counted in.
     #[arg(long)]
     pub require_key: bool,
+    /// Request bodies (MiB) that may wait for their prediction, which runs at the lowest CPU
+    /// priority; past it an exchange is recorded but not predicted (its line says so).
+    #[arg(long, default_value_t = forkcache::proxy::PREDICTION_QUEUE_BYTES >> 20)]
+    pub prediction_queue_mb: usize,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -18,6 +18,7 @@ pub fn run_proxy(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
     config.trace = args.trace.clone();
     config.redact = args.redact;
     config.require_key = args.require_key;
+    config.prediction_queue_bytes = args.prediction_queue_mb.saturating_mul(1 << 20);
     if let Some(path) = &args.upstream_ca {
         let pem = std::fs::read(path).with_context(|| format!("reading --upstream-ca {}", path.display()))?;
         config.upstream_ca_pem = Some(pem);

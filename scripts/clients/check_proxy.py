@@ -9,7 +9,8 @@ Usage: check_proxy.py SERVE.jsonl PROXY.jsonl PROXY_REPLAY.json KEY FILE...
   simulator's fidelity to the real API;
 - every exchange that did not fail has its usage parsed (from a compressed body too);
 - with FORKCACHE_EXPECT_COMPRESSED=1, the proxy's summary (the last FILE, its log) counts only
-  compressed responses: the server compressed every one and the proxy decoded them;
+  compressed responses: the server compressed every one and the proxy decoded them; with
+  FORKCACHE_EXPECT_ENCODING=NAME too, only responses in that encoding;
 - no FILE the proxy wrote contains KEY.
 """
 
@@ -48,6 +49,9 @@ if os.environ.get("FORKCACHE_EXPECT_COMPRESSED") == "1":
     found = re.search(r"^responses by content-encoding: (.*)$", open(written[-1], encoding="utf-8").read(), re.M)
     if found is None or "identity" in found.group(1):
         raise SystemExit(f"proxy check failed: expected only compressed responses, the proxy saw {found and found.group(1)}")
+    expected = os.environ.get("FORKCACHE_EXPECT_ENCODING")
+    if expected and not re.fullmatch(rf"{re.escape(expected)} \d+", found.group(1)):
+        raise SystemExit(f"proxy check failed: expected only {expected} responses, the proxy saw {found.group(1)}")
     encodings = f"compressed ({found.group(1)})"
 totals = json.load(open(replay_path))["totals"]
 agreement = totals.get("agreement")

@@ -4,13 +4,25 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 VERSION="${ANTHROPIC_PY_VERSION:-2.12.0}"
-VENV="$CLIENTS_DIR/python-sdk-$VERSION"
+# FORKCACHE_PY_DECODERS=1: a separate virtualenv that also holds `brotli` and `backports.zstd`,
+# with which the SDK's HTTP client (httpx2) decodes br and zstd and asks for them
+# (scripts/clients/via-proxy.sh uses it). On Python 3.13 and below httpx2 reads zstd through
+# `backports.zstd`, not `zstandard`.
+if [[ "${FORKCACHE_PY_DECODERS:-}" == 1 ]]; then
+  PACKAGES=("anthropic==$VERSION" "brotli==1.2.1" "backports.zstd==1.8.0")
+  VENV="$CLIENTS_DIR/python-sdk-$VERSION-decoders"
+  IMPORTS="import anthropic, brotli, backports.zstd"
+else
+  PACKAGES=("anthropic==$VERSION")
+  VENV="$CLIENTS_DIR/python-sdk-$VERSION"
+  IMPORTS="import anthropic"
+fi
 
-if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "import anthropic" 2>/dev/null; then
+if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "$IMPORTS" 2>/dev/null; then
   python3 -m venv "$VENV"
-  if ! "$VENV/bin/pip" install --quiet --disable-pip-version-check "anthropic==$VERSION"; then
+  if ! "$VENV/bin/pip" install --quiet --disable-pip-version-check "${PACKAGES[@]}"; then
     if pypi_reachable "$VENV/bin/python"; then
-      echo "pip could not install anthropic==$VERSION" >&2
+      echo "pip could not install ${PACKAGES[*]}" >&2
       exit 1
     fi
     skipped "Python SDK check" "PyPI is unreachable, anthropic==$VERSION could not be installed"

@@ -27,7 +27,27 @@ WEATHER_TOOL = {
     "input_schema": {"type": "object", "properties": {"location": {"type": "string"}, "unit": {"type": "string"}}},
 }
 
-client = anthropic.Anthropic(base_url=BASE_URL, api_key=KEY, max_retries=0)
+# FORKCACHE_ACCEPT_ENCODING replaces the accept-encoding header the SDK's HTTP client sends (the
+# SDK still decodes the answer itself: br needs the `brotli` package, zstd `backports.zstd`). Every value the
+# client actually sends is printed once, so a run shows what it asked for.
+ACCEPT_ENCODING = os.environ.get("FORKCACHE_ACCEPT_ENCODING")
+sent_encodings = set()
+
+
+def log_accept_encoding(request):
+    value = request.headers.get("accept-encoding")
+    if value not in sent_encodings:
+        sent_encodings.add(value)
+        print(f"python SDK sends accept-encoding: {value}")
+
+
+client = anthropic.Anthropic(
+    base_url=BASE_URL,
+    api_key=KEY,
+    max_retries=0,
+    default_headers={"accept-encoding": ACCEPT_ENCODING} if ACCEPT_ENCODING else None,
+    http_client=anthropic.DefaultHttpxClient(event_hooks={"request": [log_accept_encoding]}),
+)
 calls = []  # one entry per Messages request, in the order sent
 
 

@@ -80,6 +80,9 @@ pub struct Observed {
     pub diagnostics: Option<Value>,
     /// The upstream's error: an error status, or an `error` event inside a stream.
     pub error: Option<LoggedError>,
+    /// The model the response names (the message's `model`): what prices the recorded usage when
+    /// the request itself was not read.
+    pub model: Option<String>,
     /// The stream began (`message_start`) but never reached `message_stop`.
     pub incomplete: bool,
 }
@@ -97,6 +100,7 @@ pub fn observe(status: u16, event_stream: bool, body: &[u8]) -> Observed {
     Observed {
         usage: message.get("usage").and_then(Value::as_object).cloned(),
         diagnostics: message.get("diagnostics").cloned(),
+        model: message.get("model").and_then(Value::as_str).map(str::to_string),
         ..Observed::default()
     }
 }
@@ -127,6 +131,7 @@ fn observe_stream(text: &str) -> Observed {
                 let message = &event["message"];
                 observed.usage = message.get("usage").and_then(Value::as_object).cloned();
                 observed.diagnostics = message.get("diagnostics").cloned();
+                observed.model = message.get("model").and_then(Value::as_str).map(str::to_string);
             }
             Some("message_delta") => {
                 if let Some(delta) = event.get("usage").and_then(Value::as_object) {
@@ -151,7 +156,7 @@ mod tests {
 
     use super::*;
 
-    const STREAM: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":4,\"cache_creation_input_tokens\":10,\"cache_read_input_tokens\":2000,\"output_tokens\":1,\"service_tier\":\"standard\"}}}\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    const STREAM: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-sonnet-4-6\",\"usage\":{\"input_tokens\":4,\"cache_creation_input_tokens\":10,\"cache_read_input_tokens\":2000,\"output_tokens\":1,\"service_tier\":\"standard\"}}}\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
 
     #[test]
     fn stream_usage_is_message_start_with_message_delta_laid_over() {
@@ -163,6 +168,7 @@ mod tests {
         );
         assert!(!observed.incomplete);
         assert_eq!(observed.error, None);
+        assert_eq!(observed.model.as_deref(), Some("claude-sonnet-4-6"));
     }
 
     #[test]

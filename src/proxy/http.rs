@@ -12,10 +12,11 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http_body::Frame;
-use http_body_util::Full;
+use http_body_util::BodyExt as _;
 
 use super::Shared;
 use super::journal::Ticket;
+use super::upstream::Frames;
 use crate::ingest::trace::LoggedError;
 use crate::wire::{ApiError, ErrorKind};
 
@@ -51,21 +52,18 @@ async fn forward(State(shared): SharedState, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let recorded = parts.method == Method::POST && parts.uri.path() == "/v1/messages";
     let mut ticket = recorded.then(|| shared.sequencer.issue(&parts.headers));
-    let body = match axum::body::to_bytes(body, shared.body_limit_bytes).await {
-        Ok(body) => body,
-        Err(err) => {
-            let error = body_error(&err, shared.body_limit_bytes);
-            return refuse(
-                ticket,
-                error,
-                StatusCode::from_u16(error_status(&err)).unwrap_or(StatusCode::BAD_REQUEST),
-            );
+    let frames = match read_frames(body, shared.body_limit_bytes).await {
+        Ok(frames) => frames,
+        Err(unread) => {
+            let (error, status) = unread.answer(shared.body_limit_bytes);
+            return refuse(ticket, error, status);
         }
     };
     if let Some(ticket) = &mut ticket {
-        ticket.set_body(body.clone());
+        // References to the frames' buffers: the journal joins them, off this path.
+        ticket.set_body(frames.clone());
     }
-    let mut upstream_request = hyper::Request::new(Full::new(body));
+    let mut upstream_request = hyper::Request::new(Frames::new(frames));
     *upstream_request.method_mut() = parts.method;
     *upstream_request.uri_mut() = shared.upstream.target(parts.uri.path_and_query());
     *upstream_request.headers_mut() = end_to_end(&parts.headers);
@@ -103,22 +101,55 @@ fn refuse(ticket: Option<Ticket>, error: ApiError, status: StatusCode) -> Respon
     reply
 }
 
-fn body_error(err: &axum::Error, limit: usize) -> ApiError {
-    if error_status(err) == 413 {
-        ApiError::new(
-            ErrorKind::RequestTooLarge,
-            format!("Request exceeds the maximum size of {limit} bytes"),
-        )
-    } else {
-        ApiError::invalid(format!("request body could not be read: {err}"))
+/// A request body that was not forwarded.
+enum Unread {
+    /// Past the body limit.
+    TooLarge,
+    /// The client's body failed (a broken connection, bad chunking).
+    Failed(String),
+}
+
+impl Unread {
+    /// The API's answer: 413 past the limit, 400 for a body that could not be read.
+    fn answer(&self, limit: usize) -> (ApiError, StatusCode) {
+        match self {
+            Unread::TooLarge => (
+                ApiError::new(
+                    ErrorKind::RequestTooLarge,
+                    format!("Request exceeds the maximum size of {limit} bytes"),
+                ),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            Unread::Failed(err) => {
+                (ApiError::invalid(format!("request body could not be read: {err}")), StatusCode::BAD_REQUEST)
+            }
+        }
     }
 }
 
-/// 413 when the body passed the limit, 400 when it could not be read.
-fn error_status(err: &axum::Error) -> u16 {
-    let too_large =
-        std::error::Error::source(err).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-    if too_large { 413 } else { 400 }
+/// The whole request body, as the frames it arrived in: forwarded without joining them (a copy
+/// of every byte of a large body), up to `limit` bytes.
+async fn read_frames(body: Body, limit: usize) -> Result<Vec<Bytes>, Unread> {
+    // A declared length past the limit is refused before any of it is read.
+    if http_body::Body::size_hint(&body).lower() > limit as u64 {
+        return Err(Unread::TooLarge);
+    }
+    let mut body = std::pin::pin!(body);
+    let (mut frames, mut bytes) = (Vec::new(), 0usize);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|err| Unread::Failed(err.to_string()))?;
+        // Trailers carry nothing the API reads.
+        if let Ok(data) = frame.into_data() {
+            bytes = bytes.saturating_add(data.len());
+            if bytes > limit {
+                return Err(Unread::TooLarge);
+            }
+            if !data.is_empty() {
+                frames.push(data);
+            }
+        }
+    }
+    Ok(frames)
 }
 
 /// The client error and its causes, most specific last (`connection refused`, not only
@@ -236,5 +267,31 @@ mod tests {
         let names: Vec<&str> = kept.keys().map(HeaderName::as_str).collect();
         assert_eq!(names, ["x-api-key", "anthropic-beta", "accept-encoding"]);
         assert_eq!(kept.get_all("anthropic-beta").iter().count(), 2);
+    }
+
+    /// A body of `pieces`, without a declared length (as a chunked one arrives).
+    fn pieces(pieces: &[&'static str]) -> Body {
+        let frames: Vec<_> = pieces
+            .iter()
+            .map(|piece| Ok::<_, std::io::Error>(Bytes::from_static(piece.as_bytes())))
+            .collect();
+        Body::from_stream(futures_util::stream::iter(frames))
+    }
+
+    fn read(body: Body, limit: usize) -> Result<Vec<Bytes>, Unread> {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(read_frames(body, limit))
+    }
+
+    #[test]
+    fn a_body_is_read_as_its_frames_up_to_the_limit() {
+        // 3 + 4 + 3 = 10 bytes: at a limit of 10 it is read, frame for frame; at 9 it is not.
+        let frames = read(pieces(&["{\"a", "\":12", "34}"]), 10).ok().unwrap();
+        assert_eq!(frames, ["{\"a", "\":12", "34}"]);
+        assert!(matches!(read(pieces(&["{\"a", "\":12", "34}"]), 9), Err(Unread::TooLarge)));
+        // A declared length past the limit is refused before reading.
+        assert!(matches!(read(Body::from("0123456789"), 9), Err(Unread::TooLarge)));
+        let failed =
+            Body::from_stream(futures_util::stream::iter([Err::<Bytes, _>(std::io::Error::other("reset"))]));
+        assert!(matches!(read(failed, 9), Err(Unread::Failed(err)) if err.contains("reset")));
     }
 }

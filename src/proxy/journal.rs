@@ -1,8 +1,9 @@
-//! The journal: finished exchanges, put in trace order ([`super::order`]), decoded, priced by the
-//! endpoint, compared, written to the trace and counted — on its own thread, off the forwarding
-//! path.
+//! The journal: finished exchanges, put in trace order ([`super::order`]), decoded, read,
+//! written to the trace and counted (their recorded side) — on its own thread, off the
+//! forwarding path — then handed, in trace order, to the prediction ([`super::predict`]), which
+//! prices and compares them at the lowest priority.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -15,43 +16,45 @@ use axum::http::{HeaderMap, header};
 
 use super::capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
 use super::order::{Order, Stamp};
+use super::predict::{self, PredictionQueue, Predictor};
 use super::redact::redact;
-use super::stats::{Comparison, ProxyStats};
+use super::stats::ProxyStats;
 use crate::agreement::read_recorded;
-use crate::billing::{Cost, RecordedUsage};
-use crate::clock::SimTime;
-use crate::endpoint::{Call, MockEndpoint, Record};
+use crate::billing::RecordedUsage;
+use crate::endpoint::MockEndpoint;
 use crate::ingest::trace::{Envelope, LoggedError, TraceWriter, envelope_line, key_fingerprint};
 use crate::serve::api_key;
 use crate::tokenize::Tokenizer;
-use crate::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
-use crate::wire::{Betas, Reply};
+use crate::wire::Betas;
 
 /// One Messages exchange as the forwarding path saw it.
-struct Exchange {
+pub(super) struct Exchange {
     seq: u64,
-    at_ms: u64,
+    pub(super) at_ms: u64,
     /// When the ticket was dropped: the exchange ended, failed or was abandoned.
     ended_ms: u64,
     /// The key's fingerprint (never the key), or none without a key.
-    key_workspace: Option<String>,
+    pub(super) key_workspace: Option<String>,
     /// The betas its `anthropic-beta` headers named.
-    betas: Betas,
-    body: Bytes,
-    response: Option<Response>,
+    pub(super) betas: Betas,
+    /// The request body as it arrived, frame by frame (each shares its buffer with the frame
+    /// forwarded), until joined into `body` ([`Exchange::join_body`]).
+    frames: Vec<Bytes>,
+    pub(super) body: Bytes,
+    pub(super) response: Option<Response>,
     /// The proxy's own answer when the upstream never gave one.
     refused: Option<LoggedError>,
 }
 
 /// What came back.
-struct Response {
-    first_byte_ms: u64,
+pub(super) struct Response {
+    pub(super) first_byte_ms: u64,
     status: u16,
     request_id: Option<String>,
     /// `anthropic-workspace-id`, else `anthropic-organization-id`.
     workspace: Option<String>,
     event_stream: bool,
-    encodings: Encodings,
+    pub(super) encodings: Encodings,
     /// The body's frames as received: each shares its buffer with the frame sent on (a reference
     /// count, not a copy); the journal joins them.
     copy: Vec<Bytes>,
@@ -105,6 +108,7 @@ impl Sequencer {
             ended_ms: 0,
             key_workspace,
             betas,
+            frames: Vec::new(),
             body: Bytes::new(),
             response: None,
             refused: None,
@@ -126,8 +130,8 @@ impl Ticket {
         self.exchange.as_mut().expect("a ticket holds its exchange until dropped")
     }
 
-    pub(super) fn set_body(&mut self, body: Bytes) {
-        self.exchange().body = body;
+    pub(super) fn set_body(&mut self, frames: Vec<Bytes>) {
+        self.exchange().frames = frames;
     }
 
     /// The upstream's response head arrived: its first byte, stamped now.
@@ -199,15 +203,21 @@ impl Drop for Ticket {
     }
 }
 
-/// The running journal.
+/// The running journal and prediction threads.
 pub(super) struct Handle {
-    thread: JoinHandle<()>,
+    journal: JoinHandle<()>,
+    prediction: Predictor,
 }
 
 impl Handle {
-    /// Waits until the sequencer and every ticket are dropped and written.
+    /// Waits until the sequencer and every ticket are dropped and written, and every written
+    /// exchange is predicted or skipped — what is left to predict then runs on the calling
+    /// thread, at its priority.
     pub(super) fn finish(self) {
-        let _ = self.thread.join();
+        let journal = self.journal;
+        self.prediction.finish(move || {
+            let _ = journal.join();
+        });
     }
 }
 
@@ -218,72 +228,36 @@ pub(super) struct TraceOut {
     pub(super) redact_with: Option<Box<dyn Tokenizer>>,
 }
 
-/// Starts the journal thread, and the sequencer that feeds it (its clock starts now).
+/// Starts the journal thread and the prediction thread behind it, and the sequencer that feeds
+/// them (its clock starts now). At most `prediction_queue_bytes` of request bodies wait for their
+/// prediction (see [`PredictionQueue`]).
 pub(super) fn start(
     endpoint: MockEndpoint,
     trace: Option<TraceOut>,
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
+    prediction_queue_bytes: usize,
 ) -> std::io::Result<(Arc<Sequencer>, Handle)> {
+    let (predictions, prediction) =
+        predict::start(endpoint, request_log, Arc::clone(&stats), prediction_queue_bytes)?;
     let (notes, receiver) = channel();
-    let journal = Journal {
-        endpoint,
-        trace,
-        request_log,
-        stats,
-        order: Order::default(),
-        waiting: BTreeMap::new(),
-        recent: Recent::default(),
-    };
-    let thread = std::thread::Builder::new()
+    let journal = Journal { trace, predictions, stats, order: Order::default(), waiting: BTreeMap::new() };
+    let journal = std::thread::Builder::new()
         .name("forkcache-proxy-journal".into())
         .spawn(move || journal.run(receiver))?;
     let sequencer = Sequencer { started: Instant::now(), inner: Mutex::new(Issued { next: 0, notes }) };
-    Ok((Arc::new(sequencer), Handle { thread }))
+    Ok((Arc::new(sequencer), Handle { journal, prediction }))
 }
 
 struct Journal {
-    endpoint: MockEndpoint,
     trace: Option<TraceOut>,
-    request_log: Option<Box<dyn Write + Send>>,
+    /// Where written exchanges go to be priced, in trace order.
+    predictions: PredictionQueue,
     stats: Arc<Mutex<ProxyStats>>,
     /// Which ended exchange may be written next.
     order: Order,
     /// Ended exchanges waiting for an earlier-started one.
     waiting: BTreeMap<u64, Exchange>,
-    recent: Recent,
-}
-
-/// The last few request bodies of each workspace: where a disagreement is explained from.
-#[derive(Default)]
-struct Recent {
-    bodies: BTreeMap<String, VecDeque<(Option<String>, Bytes)>>,
-}
-
-/// Bodies kept per workspace.
-const RECENT_BODIES: usize = 16;
-
-impl Recent {
-    fn remember(&mut self, workspace: &str, request_id: Option<String>, body: &Bytes) {
-        let bodies = self.bodies.entry(workspace.to_string()).or_default();
-        if bodies.len() == RECENT_BODIES {
-            bodies.pop_front();
-        }
-        bodies.push_back((request_id, body.clone()));
-    }
-
-    /// Where `body` first leaves the recent request it shares the longest cache prefix with
-    /// (the one whose cache it should have read), and that request's id.
-    fn divergence(&self, workspace: &str, body: &[u8]) -> Option<(Option<String>, Divergence)> {
-        let this = cache_order(std::str::from_utf8(body).ok()?).ok()?;
-        let candidates = self.bodies.get(workspace)?.iter().filter_map(|(id, earlier)| {
-            let earlier = cache_order(std::str::from_utf8(earlier).ok()?).ok()?;
-            Some((common_prefix_bytes(&earlier, &this), id, earlier))
-        });
-        // The latest of equally long prefixes: max_by_key keeps the last maximum.
-        let (_, id, earlier) = candidates.max_by_key(|(shared, _, _)| *shared)?;
-        first_divergence(&earlier, &this).map(|divergence| (id.clone(), divergence))
-    }
 }
 
 impl Journal {
@@ -305,25 +279,11 @@ impl Journal {
         }
     }
 
-    fn write(&mut self, exchange: Exchange) {
+    /// Writes the exchange's trace line, then queues it for its prediction.
+    fn write(&mut self, mut exchange: Exchange) {
         let entry = Entry::of(&exchange);
-        let predicted = entry.envelope.usage.is_some().then(|| self.predict(&exchange, &entry)).flatten();
-        let recorded = entry
-            .recorded
-            .as_ref()
-            .map(|recorded| (recorded.usage, self.recorded_cost(predicted.as_ref(), recorded)));
-        let mut comparison = Comparison::new(
-            entry.workspace.clone(),
-            recorded,
-            predicted,
-            entry.envelope.error.clone(),
-            entry.envelope.incomplete.is_some(),
-        );
-        if comparison.agreement.is_some_and(|a| !a.agrees) {
-            comparison.divergence = self.recent.divergence(&entry.workspace, &exchange.body);
-        }
-        self.recent.remember(&entry.workspace, entry.envelope.request_id.clone(), &exchange.body);
         if let Some(trace) = &mut self.trace {
+            exchange.join_body();
             let line = match &trace.redact_with {
                 Some(tokenizer) => {
                     envelope_line(&entry.envelope, &redact(&exchange.body, tokenizer.as_ref()))
@@ -334,13 +294,21 @@ impl Journal {
                 self.stats.lock().unwrap_or_else(PoisonError::into_inner).trace_write_errors += 1;
             }
         }
-        if let Some(log) = &mut self.request_log {
-            let line = comparison.line(exchange.at_ms, entry.envelope.request_id.as_deref());
-            // The log is for watching; a closed terminal must not stop the proxy.
-            let _ = writeln!(log, "{line}").and_then(|()| log.flush());
+        self.count(&exchange, &entry);
+        // The copy is read: only the request body is needed from here on.
+        if let Some(response) = &mut exchange.response {
+            response.copy = Vec::new();
         }
+        self.predictions.push(exchange, entry);
+    }
+
+    /// The recorded side of the stats, counted as soon as the exchange is written (the
+    /// predicted side follows from the prediction thread).
+    fn count(&self, exchange: &Exchange, entry: &Entry) {
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
-        stats.add(&comparison);
+        let recorded = entry.recorded.as_ref().map(|recorded| &recorded.usage);
+        let (error, incomplete) = (entry.envelope.error.is_some(), entry.envelope.incomplete.is_some());
+        stats.add_recorded(&entry.workspace, recorded, error, incomplete);
         if let Some(response) = &exchange.response {
             *stats.content_encodings.entry(response.encodings.name()).or_default() += 1;
         }
@@ -348,39 +316,15 @@ impl Journal {
             stats.key_used(key, &entry.workspace);
         }
     }
-
-    /// What the recorded usage costs at the endpoint's prices (none for an unpriced model, or
-    /// a request the endpoint could not read).
-    fn recorded_cost(&self, predicted: Option<&Record>, recorded: &RecordedUsage) -> Option<Cost> {
-        let date = self.endpoint.config().price_date;
-        self.endpoint.prices().cost_of_recorded(&predicted?.model, date, recorded)
-    }
-
-    /// The endpoint's usage for this request, with visibility from the real first byte and the
-    /// real output length.
-    fn predict(&mut self, exchange: &Exchange, entry: &Entry) -> Option<Record> {
-        let call = Call {
-            body: &exchange.body,
-            // The workspace scopes the cache as the key would, without the key (as in replay).
-            api_key: None,
-            workspace: Some(&entry.workspace),
-            betas: &exchange.betas,
-            at: SimTime(exchange.at_ms),
-            first_byte: exchange.response.as_ref().map(|r| SimTime(r.first_byte_ms)),
-            reply: Reply {
-                output_tokens: entry.recorded.as_ref().map(|r| r.usage.output_tokens),
-                ..Reply::input_only()
-            },
-        };
-        self.endpoint.handle(call).ok().map(|exchange| exchange.record)
-    }
 }
 
 /// An exchange read: its trace envelope and its recorded usage.
-struct Entry {
-    workspace: String,
-    envelope: Envelope,
-    recorded: Option<RecordedUsage>,
+pub(super) struct Entry {
+    pub(super) workspace: String,
+    pub(super) envelope: Envelope,
+    pub(super) recorded: Option<RecordedUsage>,
+    /// The model the response named.
+    pub(super) model: Option<String>,
 }
 
 impl Entry {
@@ -394,6 +338,7 @@ impl Entry {
         let abandoned = response.is_none() && exchange.refused.is_none();
         let error = exchange.refused.clone().or(observed.error).or_else(|| abandoned.then(client_left));
         let incomplete = observed.incomplete || abandoned;
+        let model = observed.model.clone();
         let envelope = Envelope {
             at_ms: Some(exchange.at_ms),
             api_key: None,
@@ -406,12 +351,37 @@ impl Entry {
             error,
             incomplete: incomplete.then_some(true),
         };
-        Entry { workspace, envelope, recorded }
+        Entry { workspace, envelope, recorded, model }
+    }
+}
+
+impl Exchange {
+    /// Joins the request body's frames into `body` (a body that came in one frame is not
+    /// copied). The trace needs it joined; without a trace the prediction joins it, at its
+    /// priority: for a large body the join (a fresh buffer, a copy) is most of the journal's work.
+    pub(super) fn join_body(&mut self) {
+        let mut frames = std::mem::take(&mut self.frames);
+        match frames.len() {
+            0 => {}
+            1 => self.body = frames.pop().unwrap_or_default(),
+            _ => self.body = Bytes::from(frames.concat()),
+        }
+    }
+
+    /// The request body's length, joined or not.
+    pub(super) fn body_len(&self) -> usize {
+        self.body.len() + self.frames.iter().map(Bytes::len).sum::<usize>()
+    }
+
+    /// Drops the request body.
+    pub(super) fn drop_body(&mut self) {
+        self.frames = Vec::new();
+        self.body = Bytes::new();
     }
 }
 
 /// The exchange's cache scope: the API's workspace id, else the key's fingerprint.
-fn workspace(exchange: &Exchange) -> String {
+pub(super) fn workspace(exchange: &Exchange) -> String {
     let from_response = exchange.response.as_ref().and_then(|r| r.workspace.clone());
     from_response.or_else(|| exchange.key_workspace.clone()).unwrap_or_else(|| "default".to_string())
 }

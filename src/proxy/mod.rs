@@ -3,12 +3,14 @@
 //! exchange — the request bytes, the usage the API billed — is recorded and priced by the
 //! [`MockEndpoint`] beside it.
 //!
-//! The forwarding path only copies bytes. Everything else — decoding the response copy
-//! (`content-encoding` gzip, br, zstd), reading its usage, pricing, writing the trace, the live
-//! comparison line and the stats — runs on one journal thread. An ended exchange is written once
-//! every earlier-started exchange whose cache it could have read is written (`order`), so a
-//! long stream holds back only what depends on it, the trace needs no reordering, and the
-//! endpoint sees requests exactly as `replay` will.
+//! The forwarding path only copies bytes. Decoding the response copy (`content-encoding` gzip,
+//! br, zstd), reading its usage and writing the trace run on a journal thread; pricing, the live
+//! comparison line and the stats on a prediction thread behind it at the lowest CPU priority
+//! (`predict`), fed by a queue bounded in bytes (`--prediction-queue-mb`): forwarding never waits
+//! for a prediction, and an exchange arriving at a full queue is recorded but not predicted. An
+//! ended exchange is written once every earlier-started exchange whose cache it could have read
+//! is written (`order`), so a long stream holds back only what depends on it, the trace needs no
+//! reordering, and the endpoint sees requests exactly as `replay` will.
 //!
 //! Like [`crate::serve`], this is an edge that reads a wall clock: it stamps each request's start
 //! and its upstream's first byte in milliseconds since the proxy started. No API key is ever
@@ -19,6 +21,7 @@ mod capture;
 mod http;
 mod journal;
 mod order;
+mod predict;
 mod redact;
 mod stats;
 mod upstream;
@@ -36,6 +39,7 @@ use crate::ingest::trace::{SessionMarker, TraceWriter};
 use crate::serve::{Limits, ServeError, serve_until};
 
 pub use capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
+pub use predict::PREDICTION_QUEUE_BYTES;
 pub use redact::redact;
 pub use stats::{Comparison, ProxyStats};
 pub use upstream::{Upstream, UpstreamError};
@@ -84,6 +88,9 @@ pub struct ProxyConfig {
     /// How long in-flight exchanges may take to finish once shutdown begins, in milliseconds.
     /// Default 10,000.
     pub shutdown_grace_ms: u64,
+    /// Request-body bytes that may wait for their prediction; an exchange whose body would pass
+    /// this is written to the trace but not predicted. Default [`PREDICTION_QUEUE_BYTES`].
+    pub prediction_queue_bytes: usize,
     /// Show `GET /forkcache/stats` only to a key, and only that key's workspaces (as `serve
     /// --require-key`). Default false: without a key, every workspace is shown.
     pub require_key: bool,
@@ -101,6 +108,7 @@ impl ProxyConfig {
             request_log: None,
             body_limit_bytes: crate::serve::BODY_LIMIT_BYTES,
             shutdown_grace_ms: 10_000,
+            prediction_queue_bytes: PREDICTION_QUEUE_BYTES,
             require_key: false,
         }
     }
@@ -147,8 +155,14 @@ impl Proxy {
         #[allow(clippy::expect_used)] // `MockEndpoint::new` already built this tokenizer
         let redact_with = config.redact.then(|| tokenizer.build().expect(built));
         let trace = trace.map(|out| journal::TraceOut { out, redact_with });
-        let (sequencer, journal) = journal::start(endpoint, trace, config.request_log, Arc::clone(&stats))
-            .map_err(ServeError::Io)?;
+        let (sequencer, journal) = journal::start(
+            endpoint,
+            trace,
+            config.request_log,
+            Arc::clone(&stats),
+            config.prediction_queue_bytes,
+        )
+        .map_err(ServeError::Io)?;
         let shared = Shared {
             upstream,
             sequencer,

@@ -29,6 +29,8 @@ pub struct Comparison {
     pub error: Option<LoggedError>,
     /// The response ended early.
     pub incomplete: bool,
+    /// Not predicted: the prediction queue was full (see [`super::PREDICTION_QUEUE_BYTES`]).
+    pub skipped: bool,
     /// For a disagreement: where this request first leaves the recent one it shares the longest
     /// prefix with, and that request's id.
     pub divergence: Option<(Option<String>, Divergence)>,
@@ -55,6 +57,7 @@ impl Comparison {
             agreement,
             error,
             incomplete,
+            skipped: false,
             divergence: None,
         }
     }
@@ -75,6 +78,10 @@ impl Comparison {
         }
         let model = self.predicted.as_ref().map_or("?", |r| r.model.as_str());
         let mut line = format!("{head} {model}{incomplete}: recorded {}", counts(self.recorded.as_ref()));
+        if self.skipped {
+            line.push_str(" · prediction skipped (the prediction queue was full; replay the trace for it)");
+            return line;
+        }
         line.push_str(&format!(" · predicted {}", counts(self.predicted.as_ref().map(|r| &r.usage))));
         if let Some(agreement) = &self.agreement {
             let shares = format!(
@@ -132,6 +139,8 @@ pub struct WorkspaceComparison {
     pub compared: u64,
     /// Of those, the ones that agree.
     pub agreed: u64,
+    /// Exchanges not predicted because the prediction queue was full.
+    pub skipped: u64,
 }
 
 /// Everything the proxy has counted.
@@ -141,6 +150,10 @@ pub struct ProxyStats {
     pub workspaces: BTreeMap<String, WorkspaceComparison>,
     /// Trace lines that could not be written.
     pub trace_write_errors: u64,
+    /// Exchanges written to the trace whose prediction has not run yet: how far the prediction
+    /// lags behind forwarding. An exchange's recorded side is counted in `workspaces` once
+    /// written; its predicted side and recorded cost once predicted (or skipped).
+    pub predictions_pending: u64,
     /// Per key fingerprint, the workspaces its exchanges were counted in (the API's workspace id
     /// when the upstream named one): what that key may see of the stats.
     pub key_workspaces: BTreeMap<String, BTreeSet<String>>,
@@ -150,15 +163,30 @@ pub struct ProxyStats {
 }
 
 impl ProxyStats {
-    /// Counts one exchange.
+    /// Counts one exchange, recorded and predicted at once.
     pub fn add(&mut self, comparison: &Comparison) {
-        let totals = self.workspaces.entry(comparison.workspace.clone()).or_default();
+        let error = comparison.error.is_some();
+        self.add_recorded(&comparison.workspace, comparison.recorded.as_ref(), error, comparison.incomplete);
+        self.add_predicted(comparison);
+    }
+
+    /// Counts one exchange's recorded side, as soon as it is written: the exchange, its error,
+    /// whether it ended early, the usage the upstream billed.
+    pub fn add_recorded(&mut self, workspace: &str, recorded: Option<&Usage>, error: bool, incomplete: bool) {
+        let totals = self.workspaces.entry(workspace.to_string()).or_default();
         totals.exchanges += 1;
-        totals.errors += u64::from(comparison.error.is_some());
-        totals.incomplete += u64::from(comparison.incomplete);
-        if let Some(usage) = &comparison.recorded {
+        totals.errors += u64::from(error);
+        totals.incomplete += u64::from(incomplete);
+        if let Some(usage) = recorded {
             totals.recorded_usage.add(usage);
         }
+    }
+
+    /// Counts one exchange's prediction once it ran or was skipped, and the recorded cost (priced
+    /// with the model the prediction read).
+    pub fn add_predicted(&mut self, comparison: &Comparison) {
+        let totals = self.workspaces.entry(comparison.workspace.clone()).or_default();
+        totals.skipped += u64::from(comparison.skipped);
         if let Some(cost) = &comparison.recorded_cost {
             totals.recorded_cost.add(cost);
         }
@@ -183,7 +211,7 @@ impl ProxyStats {
 
     /// The `GET /forkcache/stats` document (one line, ordered keys).
     pub fn to_json(&self) -> String {
-        self.json(|_| true, Some(self.trace_write_errors))
+        self.json(|_| true, Some((self.trace_write_errors, self.predictions_pending)))
     }
 
     /// The stats document as the key fingerprinted `key` sees it: its own workspaces alone, and
@@ -194,14 +222,18 @@ impl ProxyStats {
     }
 
     #[allow(clippy::expect_used)] // strings, integers and finite floats: serializing cannot fail
-    fn json(&self, shown: impl Fn(&str) -> bool, trace_write_errors: Option<u64>) -> String {
+    /// `proxy_wide` (trace write errors, predictions pending) is shown only to whoever sees every
+    /// workspace.
+    fn json(&self, shown: impl Fn(&str) -> bool, proxy_wide: Option<(u64, u64)>) -> String {
         let workspaces: BTreeMap<&str, WorkspaceJson> = self
             .workspaces
             .iter()
             .filter(|(name, _)| shown(name))
             .map(|(name, totals)| (name.as_str(), WorkspaceJson::from(totals)))
             .collect();
-        serde_json::to_string(&StatsJson { workspaces, trace_write_errors }).expect("stats serialize")
+        let (trace_write_errors, predictions_pending) = proxy_wide.unzip();
+        let json = StatsJson { workspaces, trace_write_errors, predictions_pending };
+        serde_json::to_string(&json).expect("stats serialize")
     }
 }
 
@@ -210,6 +242,8 @@ struct StatsJson<'s> {
     workspaces: BTreeMap<&'s str, WorkspaceJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     trace_write_errors: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    predictions_pending: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -220,6 +254,7 @@ struct WorkspaceJson {
     recorded: RecordedJson,
     predicted: TotalsJson,
     agreement: AgreementJson,
+    predictions_skipped: u64,
 }
 
 #[derive(Serialize)]
@@ -248,6 +283,7 @@ impl From<&WorkspaceComparison> for WorkspaceJson {
             },
             predicted: TotalsJson::from(&totals.predicted),
             agreement: AgreementJson { compared: totals.compared, agreed: totals.agreed },
+            predictions_skipped: totals.skipped,
         }
     }
 }
@@ -289,6 +325,12 @@ impl ProxyStats {
             let counts: Vec<String> =
                 self.content_encodings.iter().map(|(name, n)| format!("{name} {n}")).collect();
             out.push_str(&format!("responses by content-encoding: {}\n", counts.join(", ")));
+        }
+        let skipped: u64 = self.workspaces.values().map(|w| w.skipped).sum();
+        if skipped > 0 {
+            out.push_str(&format!(
+                "warning: {skipped} exchanges were not predicted (the prediction queue was full); replay the trace for them\n"
+            ));
         }
         if self.trace_write_errors > 0 {
             out.push_str(&format!("warning: {} trace lines could not be written\n", self.trace_write_errors));

@@ -9,7 +9,12 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::http::Uri;
 use axum::http::uri::{Authority, PathAndQuery, Scheme};
-use http_body_util::Full;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http_body::{Frame, SizeHint};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -39,7 +44,7 @@ pub struct Upstream {
     authority: Authority,
     /// Path prefix without its trailing `/` (empty for none).
     prefix: String,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Frames>,
 }
 
 impl Upstream {
@@ -83,8 +88,46 @@ impl Upstream {
     }
 
     /// The client.
-    pub(super) fn client(&self) -> &Client<HttpsConnector<HttpConnector>, Full<Bytes>> {
+    pub(super) fn client(&self) -> &Client<HttpsConnector<HttpConnector>, Frames> {
         &self.client
+    }
+}
+
+/// A request body sent upstream as the frames it arrived in, none joined.
+pub(super) struct Frames {
+    frames: VecDeque<Bytes>,
+    remaining: u64,
+}
+
+impl Frames {
+    pub(super) fn new(frames: Vec<Bytes>) -> Frames {
+        let remaining = frames.iter().map(|frame| frame.len() as u64).sum();
+        Frames { frames: frames.into(), remaining }
+    }
+}
+
+impl http_body::Body for Frames {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        let frame = this.frames.pop_front().map(|data| {
+            this.remaining -= data.len() as u64;
+            Ok(Frame::data(data))
+        });
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
     }
 }
 

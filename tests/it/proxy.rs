@@ -204,6 +204,58 @@ fn proxy_trace_equals_the_servers_body_for_body_and_agrees_with_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A prediction queue with no room (a bound of 0 bytes fits no body): every exchange is
+/// forwarded and written to the trace as usual, and only its prediction is skipped, said so in
+/// its line and counted; the trace still replays to 100% agreement.
+#[test]
+fn a_full_prediction_queue_records_every_exchange_and_skips_only_the_prediction() {
+    let dir = scratch("queue-full");
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start_with(&server.url(""), |config| {
+        config.trace = Some(dir.join("proxy.jsonl"));
+        config.prediction_queue_bytes = 0;
+    });
+    let agent = client();
+    let answers: Vec<_> = (0..3)
+        .map(|step| post(&agent, &proxy.url("/v1/messages"), Some(KEY), turn(0, step, step == 1).as_bytes()))
+        .collect();
+    let (stats, log) = proxy.stop();
+    drop(server);
+
+    assert!(answers.iter().all(|a| a.status == 200), "forwarding does not depend on the queue");
+    assert_eq!(raw_bodies(&dir.join("proxy.jsonl")), raw_bodies(&dir.join("serve.jsonl")));
+    assert_eq!(log.lines().count(), 3, "{log}");
+    assert!(
+        log.lines().all(|line| line
+            .ends_with("· prediction skipped (the prediction queue was full; replay the trace for it)")
+            && line.contains(": recorded read ")),
+        "{log}"
+    );
+    let workspace = &stats.workspaces[&key_fingerprint(KEY)];
+    assert_eq!((workspace.exchanges, workspace.skipped, workspace.compared), (3, 3, 0), "{log}");
+    assert_eq!(workspace.predicted.requests, 0, "nothing was priced");
+    assert_eq!(stats.predictions_pending, 0, "every queued exchange was taken off at shutdown");
+    // Only the system block (2,000 declared tokens) is marked: the first turn writes it, the next
+    // two read it.
+    assert_eq!(workspace.recorded_usage.cache_creation_input_tokens, 2_000);
+    assert_eq!(workspace.recorded_usage.cache_read_input_tokens, 2 * 2_000);
+    let json: Value = serde_json::from_str(&stats.to_json()).unwrap();
+    assert_eq!(json["workspaces"][key_fingerprint(KEY)]["predictions_skipped"], 3);
+    assert_eq!(json["predictions_pending"], 0);
+
+    // The trace is whole: replaying it predicts what the proxy skipped, and prices the recorded
+    // usage (from the request's model) as the proxy did (from the model its response named).
+    let text = std::fs::read_to_string(dir.join("proxy.jsonl")).unwrap();
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+    let replayed = report.recorded.clone().expect("the trace recorded usage");
+    assert_eq!((replayed.requests, replayed.compared, replayed.agreed), (3, 3, 3));
+    assert_eq!(replayed.cost, workspace.recorded_cost);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A trace as a proxy in front of the real API would record it: the real counts run 30% above
 /// bytes4's estimate, and the third request missed where forkcache predicts a read.
 ///
@@ -379,6 +431,64 @@ fn upstream_down_is_a_502_api_error_naming_it() {
     assert_eq!(line["error"]["type"], "api_error");
     assert!(line.get("usage").is_none());
     assert!(log.contains("error 502 api_error"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A request sent chunked, `pieces` chunks of `body`, on a fresh connection: the raw answer.
+fn post_chunked(addr: &str, body: &[u8], pieces: usize) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "POST /v1/messages HTTP/1.1\r\nhost: {addr}\r\nx-api-key: {KEY}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    for piece in body.chunks(body.len().div_ceil(pieces)) {
+        stream.write_all(format!("{:x}\r\n", piece.len()).as_bytes()).unwrap();
+        stream.write_all(piece).unwrap();
+        stream.write_all(b"\r\n").unwrap();
+        stream.flush().unwrap();
+    }
+    stream.write_all(b"0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// A body that arrives in many pieces reaches the upstream byte for byte (its frames are sent on
+/// as they came, never joined on the way) and is recorded whole; past the body limit the proxy
+/// answers 413 as the API does and forwards nothing.
+#[test]
+fn request_bodies_pass_in_pieces_and_past_the_limit_get_413() {
+    let dir = scratch("pieces");
+    let body = turn(3, 2, false);
+    let limit = body.len() + 10;
+    let server = Running::start(
+        ServeConfig { trace: Some(dir.join("serve.jsonl")), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let proxy = RunningProxy::start_with(&server.url(""), |config| {
+        config.trace = Some(dir.join("proxy.jsonl"));
+        config.body_limit_bytes = limit;
+    });
+    let addr = proxy.url("").trim_start_matches("http://").to_string();
+    let answer = post_chunked(&addr, body.as_bytes(), 7);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // Past the limit by one byte, as a declared length (the chunked case is a unit test of
+    // `read_frames`: a client cut off mid-body is reset, so a raw one may read no answer).
+    let too_long = format!("{body}{}", " ".repeat(11));
+    let declared = post(&client(), &proxy.url("/v1/messages"), Some(KEY), too_long.as_bytes());
+    assert_eq!(declared.status, 413);
+    assert_eq!(declared.error().0, "request_too_large");
+    proxy.stop();
+    drop(server);
+    let served = raw_bodies(&dir.join("serve.jsonl"));
+    // A one-line JSON body is written into the trace as it came.
+    assert_eq!(served, [body], "only the body within the limit was forwarded, byte for byte");
+    assert_eq!(raw_bodies(&dir.join("proxy.jsonl"))[0], served[0], "recorded as forwarded");
+    let errors: Vec<u64> = trace_lines(&dir.join("proxy.jsonl"))[1..]
+        .iter()
+        .map(|l| l["error"]["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(errors, [413]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -854,6 +964,9 @@ impl HeldUpstream {
                     });
                     axum::body::Body::from_stream(parts)
                 } else {
+                    // Never within the millisecond the exchange started: one that ends there
+                    // keeps plain start order (proxy/order.rs) and would wait for the held one.
+                    tokio::time::sleep(Duration::from_millis(3)).await;
                     axum::body::Body::from(HeldUpstream::MESSAGE)
                 };
                 (json, body)
