@@ -213,8 +213,7 @@ pub fn read_trace(bytes: &[u8]) -> impl Iterator<Item = TraceEntry<'_>> {
 /// Every non-blank line of `bytes`, whose first line is line `first_line` of its file, with the
 /// line's length in bytes.
 fn read_lines(bytes: &[u8], first_line: usize) -> impl Iterator<Item = (TraceEntry<'_>, usize)> {
-    bytes
-        .split(|&byte| byte == b'\n')
+    lines_of(bytes)
         .enumerate()
         .map(move |(index, line)| (first_line + index, line.strip_suffix(b"\r").unwrap_or(line)))
         .filter(|(_, line)| !line.trim_ascii().is_empty())
@@ -230,8 +229,19 @@ fn read_lines(bytes: &[u8], first_line: usize) -> impl Iterator<Item = (TraceEnt
         })
 }
 
+/// `bytes` cut at every newline, as `split` cuts them (a final empty piece after a last newline),
+/// found with `memchr`: a byte-by-byte split cost a replay's workers a third of the JSON parse.
+fn lines_of(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len())).map(move |end| {
+        let line = bytes.get(start..end).unwrap_or_default();
+        start = end + 1;
+        line
+    })
+}
+
 /// Whole lines of a trace, read together so that a worker thread can parse them while the lines
-/// before them are replayed.
+/// before them are replayed. Its buffer goes back to its reader's pool when it is dropped.
 #[derive(Debug)]
 pub struct LineBatch {
     /// Batch number, from 0, in file order.
@@ -240,6 +250,48 @@ pub struct LineBatch {
     pub first_line: usize,
     /// The lines, each with its newline (the file's last line may have none).
     pub bytes: Vec<u8>,
+    pool: Option<std::sync::Arc<BufferPool>>,
+}
+
+impl Drop for LineBatch {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            pool.give_back(std::mem::take(&mut self.bytes));
+        }
+    }
+}
+
+/// Buffers of batches already replayed, for the reader to fill again. Batches are a few hundred
+/// KB, which the allocator maps fresh from the kernel each time (every page faulted in and zeroed,
+/// then unmapped): reusing a handful took two thirds of the cost of reading a trace.
+#[derive(Debug)]
+struct BufferPool {
+    spare: std::sync::Mutex<Vec<Vec<u8>>>,
+    /// A buffer grown past this (by a long line) is freed rather than kept.
+    max_capacity: usize,
+}
+
+/// Spare buffers kept at most: more than a replay's reader needs between two batches consumed.
+const SPARE_BUFFERS: usize = 4;
+
+/// A buffer that one long line grew past this many times the batch size is not kept.
+const SPARE_CAPACITY_FACTOR: usize = 8;
+
+impl BufferPool {
+    fn take(&self) -> Option<Vec<u8>> {
+        self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop()
+    }
+
+    fn give_back(&self, mut bytes: Vec<u8>) {
+        if bytes.capacity() > self.max_capacity {
+            return;
+        }
+        bytes.clear();
+        let mut spare = self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if spare.len() < SPARE_BUFFERS {
+            spare.push(bytes);
+        }
+    }
 }
 
 /// Reads a trace as [`LineBatch`]es of whole lines of about `target_bytes` each (a longer line is
@@ -249,17 +301,22 @@ pub struct BatchReader<R> {
     target_bytes: usize,
     next_line: usize,
     next_batch: u64,
+    pool: std::sync::Arc<BufferPool>,
 }
 
 impl<R: std::io::BufRead> BatchReader<R> {
     /// Batches of about `target_bytes` (at least one line each).
     pub fn new(reader: R, target_bytes: usize) -> BatchReader<R> {
-        BatchReader { reader, target_bytes, next_line: 1, next_batch: 0 }
+        let pool = BufferPool {
+            spare: std::sync::Mutex::new(Vec::new()),
+            max_capacity: target_bytes.saturating_mul(SPARE_CAPACITY_FACTOR),
+        };
+        BatchReader { reader, target_bytes, next_line: 1, next_batch: 0, pool: std::sync::Arc::new(pool) }
     }
 
     /// The next batch; `None` at the end of the file.
     pub fn next_batch(&mut self) -> std::io::Result<Option<LineBatch>> {
-        let mut bytes = Vec::with_capacity(self.target_bytes);
+        let mut bytes = self.pool.take().unwrap_or_else(|| Vec::with_capacity(self.target_bytes));
         let mut lines = 0;
         while bytes.len() < self.target_bytes {
             let read = self.reader.read_until(b'\n', &mut bytes)?;
@@ -271,10 +328,12 @@ impl<R: std::io::BufRead> BatchReader<R> {
         if bytes.is_empty() {
             return Ok(None);
         }
-        // The read may have doubled the buffer past what it holds: batches in flight and lines in
-        // the reorder window are what a replay's memory is made of.
-        bytes.shrink_to_fit();
-        let batch = LineBatch { number: self.next_batch, first_line: self.next_line, bytes };
+        let batch = LineBatch {
+            number: self.next_batch,
+            first_line: self.next_line,
+            bytes,
+            pool: Some(std::sync::Arc::clone(&self.pool)),
+        };
         self.next_line += lines;
         self.next_batch += 1;
         Ok(Some(batch))
