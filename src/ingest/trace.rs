@@ -32,6 +32,7 @@ use serde_json::value::RawValue;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::billing::{RecordedUsage, Usage};
+use crate::prompt::BlockKeys;
 use crate::wire::{ApiError, Betas, ErrorKind, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
@@ -340,8 +341,31 @@ impl<R: std::io::BufRead> BatchReader<R> {
     }
 }
 
-/// A batch's non-blank lines, each with its length in bytes.
-pub type BatchEntries<'a> = Vec<(TraceEntry<'a>, usize)>;
+/// A batch's non-blank lines, in file order.
+pub type BatchEntries<'a> = Vec<BatchLine<'a>>;
+
+/// One non-blank line of a batch, as a worker read it.
+#[derive(Debug)]
+pub struct BatchLine<'a> {
+    /// The line.
+    pub entry: TraceEntry<'a>,
+    /// Its length in bytes.
+    pub bytes: usize,
+    /// The memo keys of its request's blocks, hashed by the worker, when the body was parsed in
+    /// place.
+    pub keys: Option<BlockKeys>,
+}
+
+impl<'a> BatchLine<'a> {
+    /// A line read, its blocks hashed.
+    fn keyed(entry: TraceEntry<'a>, bytes: usize) -> BatchLine<'a> {
+        let keys = match &entry {
+            TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), .. }) => Some(BlockKeys::of(view)),
+            _ => None,
+        };
+        BatchLine { entry, bytes, keys }
+    }
+}
 
 self_cell::self_cell!(
     /// A [`LineBatch`] and its lines read in place: the entries borrow the batch's bytes, so the
@@ -357,9 +381,12 @@ self_cell::self_cell!(
 );
 
 impl ParsedBatch {
-    /// Reads every line of `batch` (the work a worker thread does).
+    /// Reads every line of `batch` and hashes its requests' blocks (the work a worker thread
+    /// does).
     pub fn parse(batch: LineBatch) -> ParsedBatch {
-        ParsedBatch::new(batch, |batch| read_lines(&batch.bytes, batch.first_line).collect())
+        ParsedBatch::new(batch, |batch| {
+            read_lines(&batch.bytes, batch.first_line).map(|(entry, bytes)| BatchLine::keyed(entry, bytes)).collect()
+        })
     }
 
     /// The batch's number.
