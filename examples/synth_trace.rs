@@ -5,8 +5,9 @@
 //! `cargo run --release --example synth_trace > trace.jsonl`
 //!
 //! `--requests N` and `--final-history-bytes B` change the session's length and how far its
-//! history grows: one run whose cache state grows throughout, written as it is generated. About
-//! 2.1 GB: `--requests 2000 --final-history-bytes 1250000` (a history of about 312K tokens).
+//! history grows: one run whose cache state grows throughout, written as it is generated.
+//! `--requests 2000 --final-history-bytes 1250000` writes 3.45 GB (each turn's blocks carry JSON
+//! of their own beyond the history bytes asked for).
 
 use std::io::Write;
 

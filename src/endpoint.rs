@@ -18,8 +18,8 @@ use crate::cache::{
 use crate::clock::SimTime;
 use crate::ingest::trace::key_fingerprint;
 use crate::prompt::{
-    BlockContext, BlockInfo, BlockKeys, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer, ToolChanges,
-    validate_breakpoints,
+    BlockContext, BlockInfo, BlockKeys, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer,
+    ToolChanges, validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{

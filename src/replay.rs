@@ -573,7 +573,9 @@ impl<'c> Replayer<'c> {
 fn arrival(batch: &ParsedBatch, entry: usize) -> Arrival {
     let Some(read) = batch.entries().get(entry) else { return Arrival::Session(None) };
     match &read.entry {
-        TraceEntry::Request(line) => Arrival::Request { line: line.line, at_ms: line.at_ms, bytes: read.bytes },
+        TraceEntry::Request(line) => {
+            Arrival::Request { line: line.line, at_ms: line.at_ms, bytes: read.bytes }
+        }
         TraceEntry::Unreadable(line) => Arrival::Unreadable(line.clone()),
         TraceEntry::Session { marker, .. } => Arrival::Session(PriceDate::parse(&marker.started).ok()),
     }

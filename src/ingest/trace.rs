@@ -297,13 +297,22 @@ impl BufferPool {
 
 /// Reads a trace as [`LineBatch`]es of whole lines of about `target_bytes` each (a longer line is
 /// a batch of its own): only the batches in flight are ever in memory, never the whole file.
+///
+/// A batch is read straight into its buffer (a read that large bypasses the reader's own
+/// buffer), then cut after its last newline; the bytes past it start the next batch.
 pub struct BatchReader<R> {
     reader: R,
     target_bytes: usize,
     next_line: usize,
     next_batch: u64,
     pool: std::sync::Arc<BufferPool>,
+    /// What the last read brought past the previous batch's last whole line.
+    carry: Vec<u8>,
 }
+
+/// Bytes read at a time, once a batch holds its size, while looking for the end of its last line:
+/// at most this much is carried over to the next batch.
+const LINE_END_READ: usize = 64 << 10;
 
 impl<R: std::io::BufRead> BatchReader<R> {
     /// Batches of about `target_bytes` (at least one line each).
@@ -312,23 +321,22 @@ impl<R: std::io::BufRead> BatchReader<R> {
             spare: std::sync::Mutex::new(Vec::new()),
             max_capacity: target_bytes.saturating_mul(SPARE_CAPACITY_FACTOR),
         };
-        BatchReader { reader, target_bytes, next_line: 1, next_batch: 0, pool: std::sync::Arc::new(pool) }
+        let pool = std::sync::Arc::new(pool);
+        BatchReader { reader, target_bytes, next_line: 1, next_batch: 0, pool, carry: Vec::new() }
     }
 
     /// The next batch; `None` at the end of the file.
     pub fn next_batch(&mut self) -> std::io::Result<Option<LineBatch>> {
         let mut bytes = self.pool.take().unwrap_or_else(|| Vec::with_capacity(self.target_bytes));
-        let mut lines = 0;
-        while bytes.len() < self.target_bytes {
-            let read = self.reader.read_until(b'\n', &mut bytes)?;
-            if read == 0 {
-                break;
-            }
-            lines += 1;
-        }
+        bytes.append(&mut self.carry);
+        let whole = self.fill(&mut bytes)?;
         if bytes.is_empty() {
             return Ok(None);
         }
+        self.carry.extend_from_slice(bytes.get(whole..).unwrap_or_default());
+        bytes.truncate(whole);
+        // Only the file's last line can lack its newline.
+        let lines = memchr::memchr_iter(b'\n', &bytes).count() + usize::from(!bytes.ends_with(b"\n"));
         let batch = LineBatch {
             number: self.next_batch,
             first_line: self.next_line,
@@ -338,6 +346,29 @@ impl<R: std::io::BufRead> BatchReader<R> {
         self.next_line += lines;
         self.next_batch += 1;
         Ok(Some(batch))
+    }
+
+    /// Reads into `bytes` until they hold a batch's size and a newline, or the file ends; the
+    /// length of their whole lines (all of them at the end of the file).
+    fn fill(&mut self, bytes: &mut Vec<u8>) -> std::io::Result<usize> {
+        use std::io::Read as _;
+        let mut scanned = 0;
+        loop {
+            let want = match self.target_bytes.checked_sub(bytes.len()) {
+                Some(short) if short > 0 => short,
+                _ => LINE_END_READ,
+            };
+            let read = (&mut self.reader).take(want as u64).read_to_end(bytes)?;
+            if read == 0 {
+                return Ok(bytes.len());
+            }
+            if bytes.len() >= self.target_bytes {
+                if let Some(last) = memchr::memrchr(b'\n', bytes.get(scanned..).unwrap_or_default()) {
+                    return Ok(scanned + last + 1);
+                }
+                scanned = bytes.len();
+            }
+        }
     }
 }
 
@@ -385,7 +416,9 @@ impl ParsedBatch {
     /// does).
     pub fn parse(batch: LineBatch) -> ParsedBatch {
         ParsedBatch::new(batch, |batch| {
-            read_lines(&batch.bytes, batch.first_line).map(|(entry, bytes)| BatchLine::keyed(entry, bytes)).collect()
+            read_lines(&batch.bytes, batch.first_line)
+                .map(|(entry, bytes)| BatchLine::keyed(entry, bytes))
+                .collect()
         })
     }
 
@@ -717,6 +750,31 @@ mod tests {
             TraceEntry::Unreadable(error) => error.to_string(),
             other => panic!("expected an unreadable line, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn batches_hold_whole_lines_and_number_them_from_the_file() {
+        // Lines 1-5: 3, 40, 0 (blank), 7 and 25 bytes, the last without a newline (79 bytes in
+        // all), read in batches of about 16 bytes: the 40-byte line overruns its batch.
+        let x = "x".repeat(40);
+        let y = "y".repeat(25);
+        let text = ["abc", x.as_str(), "", "defghij", y.as_str()].join("\n");
+        let mut reader = BatchReader::new(text.as_bytes(), 16);
+        let (mut joined, mut entry_lines, mut first_lines) = (Vec::new(), Vec::new(), Vec::new());
+        while let Some(batch) = reader.next_batch().unwrap() {
+            joined.extend_from_slice(&batch.bytes);
+            first_lines.push(batch.first_line);
+            let parsed = ParsedBatch::parse(batch);
+            for read in parsed.entries() {
+                let TraceEntry::Unreadable(line) = &read.entry else { panic!("none is JSON") };
+                entry_lines.push((line.line, read.bytes));
+            }
+        }
+        assert_eq!(joined, text.as_bytes(), "every byte once, in order");
+        // 16 bytes read: "abc\n" and 12 x's; the batch ends after "abc". The next reads to the
+        // end of the file and ends after "defghij" (lines 2-4); the 25 y's are the last batch.
+        assert_eq!(first_lines, [1, 2, 5]);
+        assert_eq!(entry_lines, [(1, 3), (2, 40), (4, 7), (5, 25)], "the blank line 3 is skipped");
     }
 
     #[test]

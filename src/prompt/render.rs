@@ -176,7 +176,12 @@ impl Renderer {
         self.raw_info(raw, context, &mut KeyFeed(None), || path.to_string(), level)
     }
 
-    fn collect(&mut self, request: &RequestView, keys: &mut KeyFeed, items: &mut Vec<Item>) -> Result<(), ApiError> {
+    fn collect(
+        &mut self,
+        request: &RequestView,
+        keys: &mut KeyFeed,
+        items: &mut Vec<Item>,
+    ) -> Result<(), ApiError> {
         for (index, raw) in request.tools.iter().enumerate() {
             let info = self.raw_info(raw, BlockContext::Tool, keys, || format!("tools.{index}"), "tools")?;
             items.push(Item { slot: Slot::Tool(index as u32), role: Role::System, opens: false, info });
