@@ -264,7 +264,7 @@ impl Drop for LineBatch {
 
 /// Buffers of batches already replayed, for the reader to fill again. Batches are a few hundred
 /// KB, which the allocator maps fresh from the kernel each time (every page faulted in and zeroed,
-/// then unmapped): reusing a handful took two thirds of the cost of reading a trace.
+/// then unmapped): reusing a handful cut the CPU cost of reading a trace by more than half.
 #[derive(Debug)]
 struct BufferPool {
     spare: std::sync::Mutex<Vec<Vec<u8>>>,

@@ -223,7 +223,10 @@ fn blocks_hashed_beforehand_price_exactly_as_blocks_hashed_by_the_endpoint() {
     let second = Body::new(SONNET, turns)
         .with("tools", tools)
         .with("system", json!([bp(text("you are a careful agent", 2_000))]));
-    let refused = Body::new(SONNET, vec![user(vec![text("fine", 10)]), user(vec![json!({"type": "text", "text": ""})])]);
+    let refused = Body::new(
+        SONNET,
+        vec![user(vec![text("fine", 10)]), user(vec![json!({"type": "text", "text": ""})])],
+    );
 
     let prices = PriceTable::builtin();
     let mut hashed_here = MockEndpoint::new(EndpointConfig::default(), prices.clone()).unwrap();
