@@ -18,8 +18,8 @@ use crate::cache::{
 use crate::clock::SimTime;
 use crate::ingest::trace::key_fingerprint;
 use crate::prompt::{
-    BlockContext, BlockInfo, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer, ToolChanges,
-    validate_breakpoints,
+    BlockContext, BlockInfo, BlockKeys, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer,
+    ToolChanges, validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
@@ -283,13 +283,24 @@ impl MockEndpoint {
 
     /// [`MockEndpoint::handle`] for a body already parsed (its `body` field is not read again).
     pub fn handle_view(&mut self, view: &RequestView, call: &Call) -> Result<Exchange, ApiError> {
+        self.handle_keyed(view, None, call)
+    }
+
+    /// [`MockEndpoint::handle_view`] with the body's [`BlockKeys`] computed beforehand (a replay
+    /// hashes the blocks on its parsing threads): the same answer.
+    pub fn handle_keyed(
+        &mut self,
+        view: &RequestView,
+        keys: Option<&BlockKeys>,
+        call: &Call,
+    ) -> Result<Exchange, ApiError> {
         let max_tokens = required_max_tokens(view)?;
         if max_tokens == 0 {
             check_prewarm(view)?;
         }
         check_model_rules(view, view.require_model()?)?;
         let settings = self.price_settings(view)?;
-        let prompt = self.render_view(view, call.betas)?;
+        let prompt = self.render_view(view, keys, call.betas)?;
         let request = rendered(view, &prompt, max_tokens)?;
         let context_warning = self.check_context(&request)?;
         let mut exchange = self.serve(&request, call, settings);
@@ -416,20 +427,25 @@ impl MockEndpoint {
     pub fn price_view_alone(&mut self, view: &RequestView, call: &Call) -> Result<Record, ApiError> {
         let max_tokens = required_max_tokens(view)?;
         let settings = self.price_settings(view)?;
-        let prompt = self.render_view(view, call.betas)?;
+        let prompt = self.render_view(view, None, call.betas)?;
         Ok(self.price_alone_with(&rendered(view, &prompt, max_tokens)?, call, settings))
     }
 
     /// The view's prompt, rendered for the model it names (or the default model's constants),
     /// under the betas the request named.
-    fn render_view(&mut self, view: &RequestView, betas: &Betas) -> Result<Prompt, ApiError> {
+    fn render_view(
+        &mut self,
+        view: &RequestView,
+        keys: Option<&BlockKeys>,
+        betas: &Betas,
+    ) -> Result<Prompt, ApiError> {
         let model = view.require_model()?;
         let tool_changes = match betas.tool_changes_keep_cache(model) {
             true => ToolChanges::KeepCache,
             false => ToolChanges::Invalidate,
         };
         let price = self.prices.resolve(model).price.clone();
-        self.renderer.render(view, &price, tool_changes)
+        self.renderer.render_keyed(view, keys, &price, tool_changes)
     }
 
     fn reply_of(&self, request: &RenderedRequest, call: &Call) -> (Reply, u64) {
@@ -464,7 +480,7 @@ impl MockEndpoint {
     /// `count_tokens`: the request's total input tokens. Never touches the cache.
     pub fn count_tokens(&mut self, body: &[u8]) -> Result<u64, ApiError> {
         let view = parse_request(body)?;
-        Ok(self.render_view(&view, Betas::NONE)?.total_tokens())
+        Ok(self.render_view(&view, None, Betas::NONE)?.total_tokens())
     }
 
     fn count_output(&self, reply: &Reply) -> u64 {

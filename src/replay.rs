@@ -24,7 +24,8 @@ use crate::billing::{Cost, PriceDate, PriceTable, RecordedUsage, TokenEquivalent
 use crate::cache::{CacheMissType, Miss, MissCause, StoreStats, layout_notes, miss_reason_type};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
-use crate::ingest::trace::{ParsedBatch, TraceBody, TraceEntry, TraceLine, UnreadableLine};
+use crate::ingest::trace::{BatchLine, ParsedBatch, TraceBody, TraceEntry, TraceLine, UnreadableLine};
+use crate::prompt::BlockKeys;
 use crate::tokenize::TokenizerUnavailable;
 use crate::wire::{ApiError, Reply, parse_request};
 
@@ -502,8 +503,10 @@ impl<'c> Replayer<'c> {
         let slot = (waiting.batch - front.batch.number()) as usize;
         let Some(held) = self.held.get_mut(slot) else { return };
         held.waiting -= 1;
-        if let Some((TraceEntry::Request(line), _)) = held.batch.entries().get(waiting.entry) {
-            let record = replay_line(&mut self.endpoint, waiting.index, line, waiting.at);
+        if let Some(BatchLine { entry: TraceEntry::Request(line), keys, .. }) =
+            held.batch.entries().get(waiting.entry)
+        {
+            let record = replay_line(&mut self.endpoint, waiting.index, line, keys.as_ref(), waiting.at);
             self.records.push(record);
         }
     }
@@ -568,15 +571,13 @@ impl<'c> Replayer<'c> {
 
 /// Entry `entry` of `batch`, as far as reading it into the window needs.
 fn arrival(batch: &ParsedBatch, entry: usize) -> Arrival {
-    match batch.entries().get(entry) {
-        Some((TraceEntry::Request(line), bytes)) => {
-            Arrival::Request { line: line.line, at_ms: line.at_ms, bytes: *bytes }
+    let Some(read) = batch.entries().get(entry) else { return Arrival::Session(None) };
+    match &read.entry {
+        TraceEntry::Request(line) => {
+            Arrival::Request { line: line.line, at_ms: line.at_ms, bytes: read.bytes }
         }
-        Some((TraceEntry::Unreadable(line), _)) => Arrival::Unreadable(line.clone()),
-        Some((TraceEntry::Session { marker, .. }, _)) => {
-            Arrival::Session(PriceDate::parse(&marker.started).ok())
-        }
-        None => Arrival::Session(None),
+        TraceEntry::Unreadable(line) => Arrival::Unreadable(line.clone()),
+        TraceEntry::Session { marker, .. } => Arrival::Session(PriceDate::parse(&marker.started).ok()),
     }
 }
 
@@ -617,7 +618,14 @@ fn add_store_stats(into: &mut StoreStats, session: &StoreStats) {
     into.evictions += session.evictions;
 }
 
-fn replay_line(endpoint: &mut MockEndpoint, index: usize, line: &TraceLine, at: SimTime) -> ReplayRecord {
+/// Prices one line; `keys` are its blocks' memo keys when the parsing thread hashed them.
+fn replay_line(
+    endpoint: &mut MockEndpoint,
+    index: usize,
+    line: &TraceLine,
+    keys: Option<&BlockKeys>,
+    at: SimTime,
+) -> ReplayRecord {
     let reply = Reply { output_tokens: Some(line.output_tokens.unwrap_or(0)), ..Reply::input_only() };
     let call = Call {
         body: &[],
@@ -630,7 +638,7 @@ fn replay_line(endpoint: &mut MockEndpoint, index: usize, line: &TraceLine, at: 
     };
     let (model, result) = match &line.body {
         TraceBody::Parsed(view) => {
-            (view.model.as_deref().map(str::to_string), endpoint.handle_view(view, &call))
+            (view.model.as_deref().map(str::to_string), endpoint.handle_keyed(view, keys, &call))
         }
         TraceBody::Text(text) => match parse_request(text.as_bytes()) {
             Ok(view) => (view.model.as_deref().map(str::to_string), endpoint.handle_view(&view, &call)),

@@ -106,20 +106,25 @@ fn turn(rng: &mut ChaCha8Rng, turn: usize, tools: usize, result_bytes: usize) ->
 
 /// The request bodies, in order: each the whole conversation so far, compact JSON.
 pub fn growing_conversation(spec: &ConversationSpec) -> Vec<String> {
+    growing_conversation_iter(spec).collect()
+}
+
+/// [`growing_conversation`] one body at a time, so a trace of gigabytes can be written without
+/// holding it: the same bodies in the same order.
+pub fn growing_conversation_iter(spec: &ConversationSpec) -> impl Iterator<Item = String> + use<> {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     let tools: Vec<Value> = (0..spec.tools).map(|i| tool(&mut rng, i)).collect();
     let system = system(&mut rng);
     let per_turn = spec.final_history_bytes / spec.requests.max(1);
     let mut messages =
         vec![json!({"role": "user", "content": [{"type": "text", "text": words(&mut rng, 400)}]})];
-    let mut bodies = Vec::with_capacity(spec.requests);
-    for index in 0..spec.requests {
+    let (model, tool_count) = (spec.model, spec.tools);
+    (0..spec.requests).map(move |index| {
         if index > 0 {
-            messages.extend(turn(&mut rng, index, spec.tools, per_turn));
+            messages.extend(turn(&mut rng, index, tool_count, per_turn));
         }
-        bodies.push(body(spec.model, &tools, &system, &messages));
-    }
-    bodies
+        body(model, &tools, &system, &messages)
+    })
 }
 
 /// Serializes one request, marking the last block of the last message (the moving breakpoint).

@@ -32,6 +32,7 @@ use serde_json::value::RawValue;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::billing::{RecordedUsage, Usage};
+use crate::prompt::BlockKeys;
 use crate::wire::{ApiError, Betas, ErrorKind, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
@@ -213,8 +214,7 @@ pub fn read_trace(bytes: &[u8]) -> impl Iterator<Item = TraceEntry<'_>> {
 /// Every non-blank line of `bytes`, whose first line is line `first_line` of its file, with the
 /// line's length in bytes.
 fn read_lines(bytes: &[u8], first_line: usize) -> impl Iterator<Item = (TraceEntry<'_>, usize)> {
-    bytes
-        .split(|&byte| byte == b'\n')
+    lines_of(bytes)
         .enumerate()
         .map(move |(index, line)| (first_line + index, line.strip_suffix(b"\r").unwrap_or(line)))
         .filter(|(_, line)| !line.trim_ascii().is_empty())
@@ -230,8 +230,19 @@ fn read_lines(bytes: &[u8], first_line: usize) -> impl Iterator<Item = (TraceEnt
         })
 }
 
+/// `bytes` cut at every newline, as `split` cuts them (a final empty piece after a last newline),
+/// found with `memchr`: a byte-by-byte split cost a replay's workers a third of the JSON parse.
+fn lines_of(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len())).map(move |end| {
+        let line = bytes.get(start..end).unwrap_or_default();
+        start = end + 1;
+        line
+    })
+}
+
 /// Whole lines of a trace, read together so that a worker thread can parse them while the lines
-/// before them are replayed.
+/// before them are replayed. Its buffer goes back to its reader's pool when it is dropped.
 #[derive(Debug)]
 pub struct LineBatch {
     /// Batch number, from 0, in file order.
@@ -240,49 +251,152 @@ pub struct LineBatch {
     pub first_line: usize,
     /// The lines, each with its newline (the file's last line may have none).
     pub bytes: Vec<u8>,
+    pool: Option<std::sync::Arc<BufferPool>>,
+}
+
+impl Drop for LineBatch {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            pool.give_back(std::mem::take(&mut self.bytes));
+        }
+    }
+}
+
+/// Buffers of batches already replayed, for the reader to fill again. Batches are a few hundred
+/// KB, which the allocator maps fresh from the kernel each time (every page faulted in and zeroed,
+/// then unmapped): reusing a handful cut the CPU cost of reading a trace by more than half.
+#[derive(Debug)]
+struct BufferPool {
+    spare: std::sync::Mutex<Vec<Vec<u8>>>,
+    /// A buffer grown past this (by a long line) is freed rather than kept.
+    max_capacity: usize,
+}
+
+/// Spare buffers kept at most: more than a replay's reader needs between two batches consumed.
+const SPARE_BUFFERS: usize = 4;
+
+/// A buffer that one long line grew past this many times the batch size is not kept.
+const SPARE_CAPACITY_FACTOR: usize = 8;
+
+impl BufferPool {
+    fn take(&self) -> Option<Vec<u8>> {
+        self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop()
+    }
+
+    fn give_back(&self, mut bytes: Vec<u8>) {
+        if bytes.capacity() > self.max_capacity {
+            return;
+        }
+        bytes.clear();
+        let mut spare = self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if spare.len() < SPARE_BUFFERS {
+            spare.push(bytes);
+        }
+    }
 }
 
 /// Reads a trace as [`LineBatch`]es of whole lines of about `target_bytes` each (a longer line is
 /// a batch of its own): only the batches in flight are ever in memory, never the whole file.
+///
+/// A batch is read straight into its buffer (a read that large bypasses the reader's own
+/// buffer), then cut after its last newline; the bytes past it start the next batch.
 pub struct BatchReader<R> {
     reader: R,
     target_bytes: usize,
     next_line: usize,
     next_batch: u64,
+    pool: std::sync::Arc<BufferPool>,
+    /// What the last read brought past the previous batch's last whole line.
+    carry: Vec<u8>,
 }
+
+/// Bytes read at a time, once a batch holds its size, while looking for the end of its last line:
+/// at most this much is carried over to the next batch.
+const LINE_END_READ: usize = 64 << 10;
 
 impl<R: std::io::BufRead> BatchReader<R> {
     /// Batches of about `target_bytes` (at least one line each).
     pub fn new(reader: R, target_bytes: usize) -> BatchReader<R> {
-        BatchReader { reader, target_bytes, next_line: 1, next_batch: 0 }
+        let pool = BufferPool {
+            spare: std::sync::Mutex::new(Vec::new()),
+            max_capacity: target_bytes.saturating_mul(SPARE_CAPACITY_FACTOR),
+        };
+        let pool = std::sync::Arc::new(pool);
+        BatchReader { reader, target_bytes, next_line: 1, next_batch: 0, pool, carry: Vec::new() }
     }
 
     /// The next batch; `None` at the end of the file.
     pub fn next_batch(&mut self) -> std::io::Result<Option<LineBatch>> {
-        let mut bytes = Vec::with_capacity(self.target_bytes);
-        let mut lines = 0;
-        while bytes.len() < self.target_bytes {
-            let read = self.reader.read_until(b'\n', &mut bytes)?;
-            if read == 0 {
-                break;
-            }
-            lines += 1;
-        }
+        let mut bytes = self.pool.take().unwrap_or_else(|| Vec::with_capacity(self.target_bytes));
+        bytes.append(&mut self.carry);
+        let whole = self.fill(&mut bytes)?;
         if bytes.is_empty() {
             return Ok(None);
         }
-        // The read may have doubled the buffer past what it holds: batches in flight and lines in
-        // the reorder window are what a replay's memory is made of.
-        bytes.shrink_to_fit();
-        let batch = LineBatch { number: self.next_batch, first_line: self.next_line, bytes };
+        self.carry.extend_from_slice(bytes.get(whole..).unwrap_or_default());
+        bytes.truncate(whole);
+        // Only the file's last line can lack its newline.
+        let lines = memchr::memchr_iter(b'\n', &bytes).count() + usize::from(!bytes.ends_with(b"\n"));
+        let batch = LineBatch {
+            number: self.next_batch,
+            first_line: self.next_line,
+            bytes,
+            pool: Some(std::sync::Arc::clone(&self.pool)),
+        };
         self.next_line += lines;
         self.next_batch += 1;
         Ok(Some(batch))
     }
+
+    /// Reads into `bytes` until they hold a batch's size and a newline, or the file ends; the
+    /// length of their whole lines (all of them at the end of the file).
+    fn fill(&mut self, bytes: &mut Vec<u8>) -> std::io::Result<usize> {
+        use std::io::Read as _;
+        let mut scanned = 0;
+        loop {
+            let want = match self.target_bytes.checked_sub(bytes.len()) {
+                Some(short) if short > 0 => short,
+                _ => LINE_END_READ,
+            };
+            let read = (&mut self.reader).take(want as u64).read_to_end(bytes)?;
+            if read == 0 {
+                return Ok(bytes.len());
+            }
+            if bytes.len() >= self.target_bytes {
+                if let Some(last) = memchr::memrchr(b'\n', bytes.get(scanned..).unwrap_or_default()) {
+                    return Ok(scanned + last + 1);
+                }
+                scanned = bytes.len();
+            }
+        }
+    }
 }
 
-/// A batch's non-blank lines, each with its length in bytes.
-pub type BatchEntries<'a> = Vec<(TraceEntry<'a>, usize)>;
+/// A batch's non-blank lines, in file order.
+pub type BatchEntries<'a> = Vec<BatchLine<'a>>;
+
+/// One non-blank line of a batch, as a worker read it.
+#[derive(Debug)]
+pub struct BatchLine<'a> {
+    /// The line.
+    pub entry: TraceEntry<'a>,
+    /// Its length in bytes.
+    pub bytes: usize,
+    /// The memo keys of its request's blocks, hashed by the worker, when the body was parsed in
+    /// place.
+    pub keys: Option<BlockKeys>,
+}
+
+impl<'a> BatchLine<'a> {
+    /// A line read, its blocks hashed.
+    fn keyed(entry: TraceEntry<'a>, bytes: usize) -> BatchLine<'a> {
+        let keys = match &entry {
+            TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), .. }) => Some(BlockKeys::of(view)),
+            _ => None,
+        };
+        BatchLine { entry, bytes, keys }
+    }
+}
 
 self_cell::self_cell!(
     /// A [`LineBatch`] and its lines read in place: the entries borrow the batch's bytes, so the
@@ -298,9 +412,14 @@ self_cell::self_cell!(
 );
 
 impl ParsedBatch {
-    /// Reads every line of `batch` (the work a worker thread does).
+    /// Reads every line of `batch` and hashes its requests' blocks (the work a worker thread
+    /// does).
     pub fn parse(batch: LineBatch) -> ParsedBatch {
-        ParsedBatch::new(batch, |batch| read_lines(&batch.bytes, batch.first_line).collect())
+        ParsedBatch::new(batch, |batch| {
+            read_lines(&batch.bytes, batch.first_line)
+                .map(|(entry, bytes)| BatchLine::keyed(entry, bytes))
+                .collect()
+        })
     }
 
     /// The batch's number.
@@ -631,6 +750,31 @@ mod tests {
             TraceEntry::Unreadable(error) => error.to_string(),
             other => panic!("expected an unreadable line, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn batches_hold_whole_lines_and_number_them_from_the_file() {
+        // Lines 1-5: 3, 40, 0 (blank), 7 and 25 bytes, the last without a newline (79 bytes in
+        // all), read in batches of about 16 bytes: the 40-byte line overruns its batch.
+        let x = "x".repeat(40);
+        let y = "y".repeat(25);
+        let text = ["abc", x.as_str(), "", "defghij", y.as_str()].join("\n");
+        let mut reader = BatchReader::new(text.as_bytes(), 16);
+        let (mut joined, mut entry_lines, mut first_lines) = (Vec::new(), Vec::new(), Vec::new());
+        while let Some(batch) = reader.next_batch().unwrap() {
+            joined.extend_from_slice(&batch.bytes);
+            first_lines.push(batch.first_line);
+            let parsed = ParsedBatch::parse(batch);
+            for read in parsed.entries() {
+                let TraceEntry::Unreadable(line) = &read.entry else { panic!("none is JSON") };
+                entry_lines.push((line.line, read.bytes));
+            }
+        }
+        assert_eq!(joined, text.as_bytes(), "every byte once, in order");
+        // 16 bytes read: "abc\n" and 12 x's; the batch ends after "abc". The next reads to the
+        // end of the file and ends after "defghij" (lines 2-4); the 25 y's are the last batch.
+        assert_eq!(first_lines, [1, 2, 5]);
+        assert_eq!(entry_lines, [(1, 3), (2, 40), (4, 7), (5, 25)], "the blank line 3 is skipped");
     }
 
     #[test]

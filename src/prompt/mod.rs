@@ -40,8 +40,8 @@ pub use builder::{Checkpoint, PromptBuilder};
 pub use hash::{BuildPassThrough, PassThrough, chain, content_hash, namespaced_hash, salt_hash};
 pub use memo::{BlockMemo, MEMO_LIMIT};
 pub use render::{
-    DeferredTools, MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolChanges, ToolPromptSize,
-    tool_prompt_size, validate_breakpoints,
+    BlockKeys, DeferredTools, MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolChanges,
+    ToolPromptSize, tool_prompt_size, validate_breakpoints,
 };
 
 /// What "the same bytes" means when comparing blocks.

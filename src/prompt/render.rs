@@ -130,9 +130,22 @@ impl Renderer {
         model: &ModelPrice,
         tool_changes: ToolChanges,
     ) -> Result<Prompt, ApiError> {
+        self.render_keyed(request, None, model, tool_changes)
+    }
+
+    /// [`Renderer::render`] with the request's [`BlockKeys`] already computed (on another
+    /// thread): the same prompt, without hashing the blocks' bytes here.
+    pub fn render_keyed(
+        &mut self,
+        request: &RequestView,
+        keys: Option<&BlockKeys>,
+        model: &ModelPrice,
+        tool_changes: ToolChanges,
+    ) -> Result<Prompt, ApiError> {
         let mut items = std::mem::take(&mut self.items);
         items.clear();
-        let collected = self.collect(request, &mut items);
+        let mut keys = KeyFeed(keys.map(|keys| keys.0.iter()));
+        let collected = self.collect(request, &mut keys, &mut items);
         let prompt = collected.and_then(|()| {
             apply_automatic_marker(request, &mut items)?;
             validate_markers(&items)?;
@@ -160,16 +173,21 @@ impl Renderer {
             BlockContext::System => "system",
             BlockContext::Message => "messages",
         };
-        self.raw_info(raw, context, || path.to_string(), level)
+        self.raw_info(raw, context, &mut KeyFeed(None), || path.to_string(), level)
     }
 
-    fn collect(&mut self, request: &RequestView, items: &mut Vec<Item>) -> Result<(), ApiError> {
+    fn collect(
+        &mut self,
+        request: &RequestView,
+        keys: &mut KeyFeed,
+        items: &mut Vec<Item>,
+    ) -> Result<(), ApiError> {
         for (index, raw) in request.tools.iter().enumerate() {
-            let info = self.raw_info(raw, BlockContext::Tool, || format!("tools.{index}"), "tools")?;
+            let info = self.raw_info(raw, BlockContext::Tool, keys, || format!("tools.{index}"), "tools")?;
             items.push(Item { slot: Slot::Tool(index as u32), role: Role::System, opens: false, info });
         }
         if let Some(system) = &request.system {
-            self.collect_content(system, BlockContext::System, items, Slot::System, "system")?;
+            self.collect_content(system, BlockContext::System, keys, items, Slot::System, "system")?;
         }
         for (index, message) in request.require_messages()?.iter().enumerate() {
             let start = items.len();
@@ -177,6 +195,7 @@ impl Renderer {
             self.collect_content(
                 &message.content,
                 BlockContext::Message,
+                keys,
                 items,
                 |block| Slot::Message { message: index as u32, block, run: 1 },
                 &level,
@@ -202,6 +221,7 @@ impl Renderer {
         &mut self,
         content: &ContentView,
         context: BlockContext,
+        keys: &mut KeyFeed,
         items: &mut Vec<Item>,
         slot: impl Fn(u32) -> Slot,
         path: &str,
@@ -209,12 +229,12 @@ impl Renderer {
         let level = if context == BlockContext::System { "system" } else { "messages" };
         match content {
             ContentView::Text(text) => {
-                let info = self.text_info(text, context, || path.to_string(), level)?;
+                let info = self.text_info(text, context, keys, || path.to_string(), level)?;
                 items.push(Item { slot: slot(0), role: Role::System, opens: false, info });
             }
             ContentView::Blocks(blocks) => {
                 for (index, raw) in blocks.iter().enumerate() {
-                    let info = self.raw_info(raw, context, || format!("{path}.{index}"), level)?;
+                    let info = self.raw_info(raw, context, keys, || format!("{path}.{index}"), level)?;
                     items.push(Item { slot: slot(index as u32), role: Role::System, opens: false, info });
                 }
             }
@@ -226,10 +246,11 @@ impl Renderer {
         &mut self,
         raw: &RawValue,
         context: BlockContext,
+        keys: &mut KeyFeed,
         path: impl FnOnce() -> String,
         level: &str,
     ) -> Result<BlockInfo, ApiError> {
-        let key = raw_memo_key(context, raw.get());
+        let key = keys.next_or(|| raw_memo_key(context, raw.get()));
         self.memoized(key, path, level, |config| inspect_raw(raw, context, config))
     }
 
@@ -237,10 +258,11 @@ impl Renderer {
         &mut self,
         text: &str,
         context: BlockContext,
+        keys: &mut KeyFeed,
         path: impl FnOnce() -> String,
         level: &str,
     ) -> Result<BlockInfo, ApiError> {
-        let key = text_memo_key(context, text);
+        let key = keys.next_or(|| text_memo_key(context, text));
         self.memoized(key, path, level, |config| inspect_text(text, context, config))
     }
 
@@ -261,6 +283,49 @@ impl Renderer {
         self.memo
             .get_or_inspect(key, || inspect(&config))
             .map_err(|problem| problem_error(&problem, &path(), level))
+    }
+}
+
+/// The memo keys of a request's blocks, in the order [`Renderer::render`] reads them: tools,
+/// system, then each message's content. They depend on the blocks' bytes alone, so a replay
+/// computes them on the thread that parsed the request and the renderer only looks them up.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockKeys(Vec<u128>);
+
+impl BlockKeys {
+    /// The keys of every block of `request` (those of a request the renderer will refuse
+    /// included: it stops at the refusal).
+    pub fn of(request: &RequestView) -> BlockKeys {
+        let mut keys = Vec::with_capacity(request.tools.len() + 4);
+        keys.extend(request.tools.iter().map(|raw| raw_memo_key(BlockContext::Tool, raw.get())));
+        if let Some(system) = &request.system {
+            content_keys(system, BlockContext::System, &mut keys);
+        }
+        for message in request.messages.iter().flatten() {
+            content_keys(&message.content, BlockContext::Message, &mut keys);
+        }
+        BlockKeys(keys)
+    }
+}
+
+fn content_keys(content: &ContentView, context: BlockContext, keys: &mut Vec<u128>) {
+    match content {
+        ContentView::Text(text) => keys.push(text_memo_key(context, text)),
+        ContentView::Blocks(blocks) => {
+            keys.extend(blocks.iter().map(|raw| raw_memo_key(context, raw.get())));
+        }
+    }
+}
+
+/// The next block's memo key: the precomputed one when there is one, else hashed here.
+struct KeyFeed<'k>(Option<std::slice::Iter<'k, u128>>);
+
+impl KeyFeed<'_> {
+    fn next_or(&mut self, hash: impl FnOnce() -> u128) -> u128 {
+        match self.0.as_mut().and_then(Iterator::next) {
+            Some(&key) => key,
+            None => hash(),
+        }
     }
 }
 

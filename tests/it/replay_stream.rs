@@ -201,3 +201,43 @@ fn json_shape_is_unchanged_by_streaming() {
     assert_eq!(report["requests"][1]["index"], json!(1));
     assert_eq!(report["requests"][1]["at_ms"], json!(1_000));
 }
+
+#[test]
+fn blocks_hashed_beforehand_price_exactly_as_blocks_hashed_by_the_endpoint() {
+    use forkcache::prompt::BlockKeys;
+    use forkcache::wire::parse_request;
+    use forkcache::{Call, EndpointConfig, MockEndpoint, SimTime};
+
+    use crate::support::{SONNET, assistant, tool, user};
+
+    // Every place a block can sit: tools, a string system, system blocks, string content,
+    // block content; then the conversation grown by a turn; then a request refused at its
+    // second message's empty text block (the error must name the same path).
+    let tools = json!([tool("Read", 300), tool("Edit", 200)]);
+    let first = Body::new(SONNET, vec![user(vec![bp(text("read the file", 1_500))])])
+        .with("tools", tools.clone())
+        .with("system", json!("you are a careful agent"));
+    let mut turns = first.0["messages"].as_array().unwrap().clone();
+    turns.push(assistant(vec![text("done", 40)]));
+    turns.push(json!({"role": "user", "content": "and now the tests"}));
+    let second = Body::new(SONNET, turns)
+        .with("tools", tools)
+        .with("system", json!([bp(text("you are a careful agent", 2_000))]));
+    let refused = Body::new(
+        SONNET,
+        vec![user(vec![text("fine", 10)]), user(vec![json!({"type": "text", "text": ""})])],
+    );
+
+    let prices = PriceTable::builtin();
+    let mut hashed_here = MockEndpoint::new(EndpointConfig::default(), prices.clone()).unwrap();
+    let mut hashed_before = MockEndpoint::new(EndpointConfig::default(), prices).unwrap();
+    for (turn, body) in [&first, &second, &second, &refused].into_iter().enumerate() {
+        let bytes = body.bytes();
+        let view = parse_request(&bytes).unwrap();
+        let call = Call::new(&bytes, SimTime(1_000 * turn as u64));
+        let keys = BlockKeys::of(&view);
+        let expected = hashed_here.handle_view(&view, &call);
+        let got = hashed_before.handle_keyed(&view, Some(&keys), &call);
+        assert_eq!(got, expected, "turn {turn}");
+    }
+}
