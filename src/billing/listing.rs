@@ -35,6 +35,8 @@ struct BandJson {
     above_input_tokens: u64,
     #[serde(flatten)]
     rates: RatesJson,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    with_context_1m: bool,
 }
 
 #[derive(Serialize)]
@@ -50,6 +52,8 @@ struct ModelJson<'t> {
     min_cacheable_tokens: u64,
     tool_prompt_tokens: Option<super::ToolPromptTokens>,
     context_window: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_1m: Option<super::Context1m>,
     max_output_tokens: Option<u64>,
     tokens_per_bytes4: f64,
     source: &'t str,
@@ -84,6 +88,7 @@ fn model_json<'t>(table: &'t PriceTable, model: &'t ModelPrice) -> ModelJson<'t>
             .map(|band| BandJson {
                 above_input_tokens: band.above_input_tokens,
                 rates: usd_per_mtok(&band.rates),
+                with_context_1m: band.with_context_1m,
             })
             .collect(),
         fast: model.fast.as_ref().map(usd_per_mtok),
@@ -91,6 +96,7 @@ fn model_json<'t>(table: &'t PriceTable, model: &'t ModelPrice) -> ModelJson<'t>
         min_cacheable_tokens: model.min_cacheable_tokens,
         tool_prompt_tokens: model.tool_prompt_tokens,
         context_window: model.context_window,
+        context_1m: model.context_1m,
         max_output_tokens: model.max_output_tokens,
         tokens_per_bytes4: model.tokens_per_bytes4_permille as f64 / 1000.0,
         source: model.source.as_deref().unwrap_or(&table.source),
@@ -215,8 +221,16 @@ fn modifiers(model: &ModelPrice) -> String {
     for (from, rates) in &model.changes {
         parts.push(format!("from {from}: {}", five_rates(rates)));
     }
+    if let Some(offer) = &model.context_1m {
+        parts.push(format!("context-1m beta: {}K window until {}", offer.window / 1000, offer.until));
+    }
     for band in &model.bands {
-        parts.push(format!("above {}K input: {}", band.above_input_tokens / 1000, five_rates(&band.rates)));
+        let beta = if band.with_context_1m { " with the context-1m beta" } else { "" };
+        parts.push(format!(
+            "above {}K input{beta}: {}",
+            band.above_input_tokens / 1000,
+            five_rates(&band.rates)
+        ));
     }
     if let Some(fast) = &model.fast {
         parts.push(format!("fast: {}", five_rates(fast)));
