@@ -197,9 +197,7 @@ fn table_row(model: &ModelPrice) -> String {
     let mark = |field: &str| if model.uncertain.iter().any(|f| f == field) { "?" } else { "" };
     let price = |field: &str, nanousd: u64| format!("{}{}", trim(nanousd as f64 / 1000.0), mark(field));
     let r = &model.rates;
-    let context = model.context_window.map_or("-".to_string(), |w| {
-        if w % 1_000_000 == 0 { format!("{}M", w / 1_000_000) } else { format!("{}K", w / 1000) }
-    });
+    let context = model.context_window.map_or("-".to_string(), window);
     format!(
         "{:<30} {:>7} {:>8} {:>8} {:>7} {:>7} {:>8} {:>9} {:>8}  {}\n",
         model.id(),
@@ -222,7 +220,7 @@ fn modifiers(model: &ModelPrice) -> String {
         parts.push(format!("from {from}: {}", five_rates(rates)));
     }
     if let Some(offer) = &model.context_1m {
-        parts.push(format!("context-1m beta: {}K window until {}", offer.window / 1000, offer.until));
+        parts.push(format!("context-1m beta: {} window until {}", window(offer.window), offer.until));
     }
     for band in &model.bands {
         let beta = if band.with_context_1m { " with the context-1m beta" } else { "" };
@@ -239,6 +237,11 @@ fn modifiers(model: &ModelPrice) -> String {
         parts.push(format!("us ×{}", trim(permille as f64 / 1000.0)));
     }
     parts.join("; ")
+}
+
+/// A window in tokens: 1,000,000 → "1M", 200,000 → "200K".
+fn window(tokens: u64) -> String {
+    if tokens % 1_000_000 == 0 { format!("{}M", tokens / 1_000_000) } else { format!("{}K", tokens / 1000) }
 }
 
 /// `input/write5m/write1h/read/output`.

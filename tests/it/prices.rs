@@ -272,3 +272,24 @@ fn replay_and_serve_price_the_1m_beta_as_the_endpoint_does() {
     assert_eq!(refused.status, 400);
     server.stop();
 }
+
+#[test]
+fn prices_shows_the_1m_beta_s_offer_and_its_band() {
+    let table = forkcache(&["prices", "--json"], "");
+    let models = table["models"].as_array().expect("models");
+    let sonnet = models.iter().find(|m| m["ids"][1] == SONNET_4_5).expect("Sonnet 4.5");
+    assert_eq!(sonnet["context_1m"], json!({"window": 1_000_000, "until": "2026-04-30"}));
+    assert_eq!(sonnet["bands"][0]["with_context_1m"], json!(true));
+    assert_eq!(sonnet["bands"][0]["input"], json!(6.0));
+    let haiku = models.iter().find(|m| m["ids"][0] == "claude-haiku-5-5").expect("Haiku 5.5");
+    assert_eq!(haiku["bands"][0].get("with_context_1m"), None);
+    let output = crate::support::run_binary(&["prices"], b"");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let row = text.lines().find(|line| line.starts_with("claude-sonnet-4-5-20250929")).expect("a row");
+    assert!(
+        row.ends_with(
+            "context-1m beta: 1M window until 2026-04-30; above 200K input with the context-1m beta: 6/7.5/12/0.6/22.5"
+        ),
+        "{row}"
+    );
+}
