@@ -22,10 +22,9 @@ use crate::prompt::{
     validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
-use crate::wire::CONTEXT_1M;
 use crate::wire::{
-    ApiError, Betas, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock,
-    StopReason, check_model_rules, parse_request,
+    ApiError, Betas, CONTEXT_1M, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView,
+    ResponseBlock, StopReason, check_model_rules, parse_request,
 };
 
 /// Everything that decides how requests are priced.
