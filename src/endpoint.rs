@@ -23,8 +23,8 @@ use crate::prompt::{
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
-    ApiError, Betas, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView, ResponseBlock,
-    StopReason, check_model_rules, parse_request,
+    ApiError, Betas, CONTEXT_1M, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView,
+    ResponseBlock, StopReason, check_model_rules, parse_request,
 };
 
 /// Everything that decides how requests are priced.
@@ -142,6 +142,9 @@ pub struct Record {
     pub breakpoints_dropped: u32,
     /// The request asked for a stream.
     pub stream: bool,
+    /// The 1M-context beta was in effect: named, on a model whose price row offers it on the
+    /// price date (its window, and its long-context band above 200K input).
+    pub context_1m: bool,
     /// Set when the prompt's estimated size is past the model's context window but within the
     /// estimate's margin: priced, and reported as a warning (serve's log and stats, replay's
     /// `warnings`).
@@ -302,7 +305,7 @@ impl MockEndpoint {
         let settings = self.price_settings(view)?;
         let prompt = self.render_view(view, keys, call.betas)?;
         let request = rendered(view, &prompt, max_tokens)?;
-        let context_warning = self.check_context(&request)?;
+        let context_warning = self.check_context(&request, call.betas)?;
         let mut exchange = self.serve(&request, call, settings);
         exchange.record.context_warning = context_warning;
         if let Some(asked) = &view.diagnostics {
@@ -316,10 +319,17 @@ impl MockEndpoint {
     /// the window, as the API refuses it. Estimated sizes are not Claude's tokenizer and may be
     /// [`CONTEXT_MARGIN_PERCENT`] too high: a prompt is refused only when it is past the window
     /// even with every estimate taken that much lower; one past the window but not by that much
-    /// is priced with a [`ContextWarning`].
-    fn check_context(&self, request: &RenderedRequest) -> Result<Option<ContextWarning>, ApiError> {
+    /// is priced with a [`ContextWarning`]. The window is the table's, or the 1M-context beta's
+    /// where the request names it and the model offers it on the price date.
+    fn check_context(
+        &self,
+        request: &RenderedRequest,
+        betas: &Betas,
+    ) -> Result<Option<ContextWarning>, ApiError> {
         let resolved = self.prices.resolve(request.model);
-        let Some(window) = resolved.price.context_window.filter(|_| resolved.known) else { return Ok(None) };
+        let named = betas.has(CONTEXT_1M);
+        let window = resolved.price.context_window_with(named, self.config.price_date);
+        let Some(window) = window.filter(|_| resolved.known) else { return Ok(None) };
         let tokens = request.prompt.total_tokens();
         let estimated = request.prompt.estimated_tokens().min(tokens);
         let declared = tokens - estimated;
@@ -355,7 +365,7 @@ impl MockEndpoint {
             let model = view.require_model()?;
             return Err(ApiError::invalid(format!("speed: fast mode is not available for model {model}")));
         }
-        Ok(PriceSettings { speed, geo })
+        Ok(PriceSettings { speed, geo, context_1m: false })
     }
 
     /// Cache diagnostics for a request that asked: compared with the request behind
@@ -388,7 +398,7 @@ impl MockEndpoint {
         let prompt = request.prompt;
         let marked = prompt.breakpoints.iter().map(|bp| (prompt.position(bp.position).slot, bp.ttl));
         validate_breakpoints(marked)?;
-        let context_warning = self.check_context(request)?;
+        let context_warning = self.check_context(request, call.betas)?;
         let mut exchange = self.serve(request, call, PriceSettings::default());
         exchange.record.context_warning = context_warning;
         Ok(exchange)
@@ -418,6 +428,7 @@ impl MockEndpoint {
         let lookup = lookup(ScopeId::UNSCOPED, request, resolved.price, call, output_tokens);
         let outcome = self.cache.price_alone(lookup);
         let workspace = self.workspace_of_call(call);
+        let settings = PriceSettings { context_1m: self.context_1m(resolved, call.betas), ..settings };
         Pricing { config: &self.config, resolved, settings, workspace, outcome, output_tokens }
             .record(request, call)
             .0
@@ -471,10 +482,18 @@ impl MockEndpoint {
             lookup.min_tokens = min_tokens;
         }
         let outcome = self.cache.serve(lookup);
+        let settings = PriceSettings { context_1m: self.context_1m(resolved, call.betas), ..settings };
         let parts = Pricing { config: &self.config, resolved, settings, workspace, outcome, output_tokens };
         let (record, usage) = parts.record(request, call);
         let response = self.respond(request.model, request.prompt, reply, usage);
         Exchange { record, response }
+    }
+
+    /// Whether the 1M-context beta is in effect: named, on a listed model whose row offers it on
+    /// the price date.
+    fn context_1m(&self, resolved: ResolvedModel, betas: &Betas) -> bool {
+        let offered = resolved.price.context_1m_window(self.config.price_date).is_some();
+        betas.has(CONTEXT_1M) && resolved.known && offered
     }
 
     /// `count_tokens`: the request's total input tokens. Never touches the cache.
@@ -544,11 +563,18 @@ impl MockEndpoint {
 struct PriceSettings {
     speed: Option<Speed>,
     geo: Option<InferenceGeo>,
+    // The 1M-context beta is in effect (from the call's betas, not the body).
+    context_1m: bool,
 }
 
 impl PriceSettings {
     fn modifiers(self) -> Modifiers {
-        Modifiers { speed: self.speed.unwrap_or_default(), geo: self.geo.unwrap_or_default(), batch: false }
+        Modifiers {
+            speed: self.speed.unwrap_or_default(),
+            geo: self.geo.unwrap_or_default(),
+            batch: false,
+            context_1m: self.context_1m,
+        }
     }
 }
 
@@ -613,6 +639,7 @@ impl Pricing<'_> {
             prompt: request.prompt,
             outcome: self.outcome,
             stream: request.stream,
+            context_1m: self.settings.context_1m,
         });
         (record, usage)
     }
@@ -678,6 +705,7 @@ struct RecordParts<'a> {
     prompt: PromptRef<'a>,
     outcome: Outcome,
     stream: bool,
+    context_1m: bool,
 }
 
 fn record(parts: RecordParts) -> Record {
@@ -698,6 +726,7 @@ fn record(parts: RecordParts) -> Record {
         breakpoints: parts.prompt.breakpoints.len() as u32,
         breakpoints_dropped: parts.outcome.breakpoints_dropped,
         stream: parts.stream,
+        context_1m: parts.context_1m,
         context_warning: None,
     }
 }

@@ -119,6 +119,7 @@ pub fn explain_request(
         speed: priced.usage.speed.unwrap_or_default(),
         geo: priced.usage.inference_geo.unwrap_or_default(),
         batch: false,
+        context_1m: priced.context_1m,
     };
     let fix = priced.miss.as_ref().map(|miss| {
         let saved = with_read(&priced.usage, miss.tokens_missed);

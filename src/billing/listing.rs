@@ -35,6 +35,8 @@ struct BandJson {
     above_input_tokens: u64,
     #[serde(flatten)]
     rates: RatesJson,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    with_context_1m: bool,
 }
 
 #[derive(Serialize)]
@@ -50,6 +52,8 @@ struct ModelJson<'t> {
     min_cacheable_tokens: u64,
     tool_prompt_tokens: Option<super::ToolPromptTokens>,
     context_window: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_1m: Option<super::Context1m>,
     max_output_tokens: Option<u64>,
     tokens_per_bytes4: f64,
     source: &'t str,
@@ -84,6 +88,7 @@ fn model_json<'t>(table: &'t PriceTable, model: &'t ModelPrice) -> ModelJson<'t>
             .map(|band| BandJson {
                 above_input_tokens: band.above_input_tokens,
                 rates: usd_per_mtok(&band.rates),
+                with_context_1m: band.with_context_1m,
             })
             .collect(),
         fast: model.fast.as_ref().map(usd_per_mtok),
@@ -91,6 +96,7 @@ fn model_json<'t>(table: &'t PriceTable, model: &'t ModelPrice) -> ModelJson<'t>
         min_cacheable_tokens: model.min_cacheable_tokens,
         tool_prompt_tokens: model.tool_prompt_tokens,
         context_window: model.context_window,
+        context_1m: model.context_1m,
         max_output_tokens: model.max_output_tokens,
         tokens_per_bytes4: model.tokens_per_bytes4_permille as f64 / 1000.0,
         source: model.source.as_deref().unwrap_or(&table.source),
@@ -191,9 +197,7 @@ fn table_row(model: &ModelPrice) -> String {
     let mark = |field: &str| if model.uncertain.iter().any(|f| f == field) { "?" } else { "" };
     let price = |field: &str, nanousd: u64| format!("{}{}", trim(nanousd as f64 / 1000.0), mark(field));
     let r = &model.rates;
-    let context = model.context_window.map_or("-".to_string(), |w| {
-        if w % 1_000_000 == 0 { format!("{}M", w / 1_000_000) } else { format!("{}K", w / 1000) }
-    });
+    let context = model.context_window.map_or("-".to_string(), window);
     format!(
         "{:<30} {:>7} {:>8} {:>8} {:>7} {:>7} {:>8} {:>9} {:>8}  {}\n",
         model.id(),
@@ -215,8 +219,16 @@ fn modifiers(model: &ModelPrice) -> String {
     for (from, rates) in &model.changes {
         parts.push(format!("from {from}: {}", five_rates(rates)));
     }
+    if let Some(offer) = &model.context_1m {
+        parts.push(format!("context-1m beta: {} window until {}", window(offer.window), offer.until));
+    }
     for band in &model.bands {
-        parts.push(format!("above {}K input: {}", band.above_input_tokens / 1000, five_rates(&band.rates)));
+        let beta = if band.with_context_1m { " with the context-1m beta" } else { "" };
+        parts.push(format!(
+            "above {}K input{beta}: {}",
+            band.above_input_tokens / 1000,
+            five_rates(&band.rates)
+        ));
     }
     if let Some(fast) = &model.fast {
         parts.push(format!("fast: {}", five_rates(fast)));
@@ -225,6 +237,11 @@ fn modifiers(model: &ModelPrice) -> String {
         parts.push(format!("us ×{}", trim(permille as f64 / 1000.0)));
     }
     parts.join("; ")
+}
+
+/// A window in tokens: 1,000,000 → "1M", 200,000 → "200K".
+fn window(tokens: u64) -> String {
+    if tokens % 1_000_000 == 0 { format!("{}M", tokens / 1_000_000) } else { format!("{}K", tokens / 1000) }
 }
 
 /// `input/write5m/write1h/read/output`.

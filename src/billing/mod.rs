@@ -11,6 +11,21 @@
 //! names a model to price unknown ids as. Modifiers stack on the row's prices: a prompt-size band
 //! (the whole request at the band's rates), fast mode (`speed: "fast"`), US-only inference
 //! (`inference_geo: "us"`) and the batch tier.
+//!
+//! **The 1M-context beta** (`context-1m-2025-08-07`, [`crate::wire::CONTEXT_1M`]): a row
+//! may offer it (`context_1m`: a larger window, until the beta's retirement). Sonnet 4 and 4.5
+//! do: with the beta their window is 1,000,000 tokens instead of 200,000, and a request above
+//! 200K input tokens (uncached + cache reads + cache writes) pays "legacy long-context pricing",
+//! $6 / $22.50 per MTok, with the cache multipliers on the premium input (reference §2.1). The
+//! premium is a band marked `with_context_1m`, which applies only while the beta is in effect
+//! ([`Modifiers::context_1m`]). **Inferences:** (1) the band prices the whole request, output
+//! included — the reference gives a premium output rate, which only a whole-request price uses;
+//! (2) "retired 2026-04-30" means a request dated that day or later gets the table's window and
+//! standard rates (the beta has no effect; the reference says nothing more), and a request
+//! without a date is priced as of the table's newest prices, so it does not get the beta either;
+//! (3) a *recorded* usage above the table's window on such a row ran with the beta (the API
+//! accepted it), so it is priced at the premium ([`PriceTable::cost_of_recorded`]), whatever
+//! its date.
 
 mod listing;
 
@@ -138,6 +153,19 @@ pub struct Band {
     pub above_input_tokens: u64,
     /// Its rates.
     pub rates: Rates,
+    /// The band applies only while the 1M-context beta is in effect ([`Modifiers::context_1m`]):
+    /// legacy long-context pricing.
+    pub with_context_1m: bool,
+}
+
+/// A row's offer of the 1M-context beta: a larger window, until the beta's retirement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Context1m {
+    /// The context window with the beta, in tokens.
+    pub window: u64,
+    /// The beta's retirement: the first day a request no longer gets it.
+    pub until: PriceDate,
 }
 
 /// `speed`: fast mode bills at its own rates.
@@ -171,6 +199,10 @@ pub struct Modifiers {
     pub geo: InferenceGeo,
     /// The Message Batches tier (half price).
     pub batch: bool,
+    /// The 1M-context beta is in effect: named, on a row that offers it on the request's date
+    /// (or, for a recorded usage, evident from its size). Turns on the row's `with_context_1m`
+    /// bands.
+    pub context_1m: bool,
 }
 
 /// One model's row of the price table.
@@ -198,6 +230,8 @@ pub struct ModelPrice {
     pub effort_default: String,
     /// Context window in tokens, where known.
     pub context_window: Option<u64>,
+    /// The 1M-context beta, where the row offers it.
+    pub context_1m: Option<Context1m>,
     /// Largest `max_tokens` the model accepts, where known.
     pub max_output_tokens: Option<u64>,
     /// The model's tokens for the same text relative to the `bytes4` estimate, in thousandths
@@ -228,6 +262,31 @@ impl ModelPrice {
         profile_rates(self.rates_on(None), profile)
     }
 
+    /// The context window with the 1M-context beta on `date`: `Some` while the row offers the
+    /// beta (a request without a date is priced as of the table's newest prices, after the
+    /// retirement of the only such beta modelled, so it gets `None`).
+    pub fn context_1m_window(&self, date: Option<PriceDate>) -> Option<u64> {
+        let offer = self.context_1m?;
+        date.is_some_and(|date| date < offer.until).then_some(offer.window)
+    }
+
+    /// The context window a request gets, with the 1M-context beta named or not.
+    pub fn context_window_with(&self, context_1m_named: bool, date: Option<PriceDate>) -> Option<u64> {
+        match context_1m_named {
+            true => self.context_1m_window(date).or(self.context_window),
+            false => self.context_window,
+        }
+    }
+
+    /// Whether a recorded usage evidently ran with the 1M-context beta: its total input is past
+    /// the table's window on a row that offers the beta, and the API accepted it. Whatever its
+    /// date: a recorded request past the window after the beta's retirement contradicts the
+    /// retirement, not the record, and the long-context rates are the best estimate of its cost.
+    pub fn context_1m_evident(&self, usage: &Usage) -> bool {
+        let past_window = self.context_window.is_some_and(|window| usage.total_input_tokens() > window);
+        past_window && self.context_1m.is_some()
+    }
+
     /// What `usage` costs on `date` under `modifiers`; `None` when the model has no price for
     /// them (fast mode on a model without one).
     pub fn cost(
@@ -238,7 +297,12 @@ impl ModelPrice {
         modifiers: Modifiers,
     ) -> Option<Cost> {
         let total_input = usage.total_input_tokens();
-        let band = self.bands.iter().rev().find(|band| total_input > band.above_input_tokens);
+        let band = self
+            .bands
+            .iter()
+            .rev()
+            .filter(|band| modifiers.context_1m || !band.with_context_1m)
+            .find(|band| total_input > band.above_input_tokens);
         let rates = match (modifiers.speed, band) {
             (Speed::Fast, _) => self.fast?,
             (Speed::Standard, Some(band)) => band.rates,
@@ -375,6 +439,8 @@ struct BandFile {
     cache_write_1h: f64,
     cache_read: f64,
     output: f64,
+    #[serde(default)]
+    with_context_1m: bool,
 }
 
 #[derive(Deserialize)]
@@ -402,6 +468,8 @@ struct ModelFile {
     #[serde(default)]
     context_window: Option<u64>,
     #[serde(default)]
+    context_1m: Option<Context1m>,
+    #[serde(default)]
     max_output_tokens: Option<u64>,
     #[serde(default)]
     tokens_per_bytes4: Option<f64>,
@@ -428,6 +496,7 @@ const ROW_FIELDS: &[&str] = &[
     "fast",
     "inference_geo_us",
     "context_window",
+    "context_1m",
     "max_output_tokens",
     "tokens_per_bytes4",
 ];
@@ -500,17 +569,31 @@ impl PriceTable {
 
     /// What a usage object recorded from the real API cost on `date` (the newest prices when
     /// `None`); `None` when the model is unpriced or has no price for the request's modifiers.
+    /// A usage past the table's window on a row offering the 1M-context beta ran with it
+    /// ([`ModelPrice::context_1m_evident`]) and pays its long-context rates.
     pub fn cost_of_recorded(
         &self,
         model: &str,
         date: Option<PriceDate>,
         recorded: &RecordedUsage,
     ) -> Option<Cost> {
+        self.cost_of_recorded_usage(model, date, &recorded.usage, recorded.modifiers)
+    }
+
+    /// [`PriceTable::cost_of_recorded`] for a usage and the modifiers its record names.
+    pub fn cost_of_recorded_usage(
+        &self,
+        model: &str,
+        date: Option<PriceDate>,
+        usage: &Usage,
+        modifiers: Modifiers,
+    ) -> Option<Cost> {
         let resolved = self.resolve(model);
         if !resolved.priced {
             return None;
         }
-        resolved.price.cost(BillingProfile::Anthropic, date, &recorded.usage, recorded.modifiers)
+        let context_1m = modifiers.context_1m || resolved.price.context_1m_evident(usage);
+        resolved.price.cost(BillingProfile::Anthropic, date, usage, Modifiers { context_1m, ..modifiers })
     }
 }
 
@@ -548,9 +631,16 @@ fn model_price(file: ModelFile) -> Result<ModelPrice, PriceTableError> {
                 cache_read: band.cache_read,
                 output: band.output,
             };
-            Ok(Band { above_input_tokens: band.above_input_tokens, rates: rates_of(&file.name, &rates)? })
+            Ok(Band {
+                above_input_tokens: band.above_input_tokens,
+                rates: rates_of(&file.name, &rates)?,
+                with_context_1m: band.with_context_1m,
+            })
         })
         .collect::<Result<Vec<_>, PriceTableError>>()?;
+    if file.context_1m.is_none() && bands.iter().any(|band| band.with_context_1m) {
+        return Err(row_error("a band is with_context_1m but the row has no context_1m".to_string()));
+    }
     if bands.windows(2).any(|pair| pair[0].above_input_tokens >= pair[1].above_input_tokens) {
         return Err(row_error("bands must be in ascending above_input_tokens order".to_string()));
     }
@@ -574,6 +664,7 @@ fn model_price(file: ModelFile) -> Result<ModelPrice, PriceTableError> {
         tool_prompt_tokens: file.tool_prompt_tokens,
         effort_default: file.effort_default,
         context_window: file.context_window,
+        context_1m: file.context_1m,
         max_output_tokens: file.max_output_tokens,
         source: file.source,
         uncertain: file.uncertain,
@@ -808,6 +899,8 @@ impl RecordedUsage {
             speed: usage.speed.unwrap_or_default(),
             geo: usage.inference_geo.unwrap_or_default(),
             batch: text("service_tier") == Some("batch"),
+            // A usage object does not say; `cost_of_recorded` infers it from the size.
+            context_1m: false,
         };
         Ok(RecordedUsage { usage, modifiers, ttl_split_known: split.is_some(), raw })
     }
@@ -1038,6 +1131,97 @@ mod tests {
         // = 5,000,500 + 18,750,000 + 3,000,000 + 2,500,000.
         let above = Usage::new(10_001, 60_000, 30_000, 0, 1_000);
         assert_eq!(cost("claude-haiku-5-5", None, &above, Modifiers::default()), 29_250_500);
+    }
+
+    #[test]
+    fn sonnet_4_5_long_context_rates_need_the_1m_beta() {
+        // 250,000 tokens read: $0.30/MTok = 300 nano-dollars per token without the beta
+        // (75,000,000 = $0.075); with it, past 200K input, $6 × 0.1 = $0.60 = 600 per token
+        // (150,000,000 = $0.15).
+        let reads = Usage::new(0, 250_000, 0, 0, 0);
+        let beta = Modifiers { context_1m: true, ..Modifiers::default() };
+        assert_eq!(cost("claude-sonnet-4-5", None, &reads, Modifiers::default()), 75_000_000);
+        assert_eq!(cost("claude-sonnet-4-5", None, &reads, beta), 150_000_000);
+        // Sonnet 4 alike.
+        assert_eq!(cost("claude-sonnet-4-20250514", None, &reads, beta), 150_000_000);
+        // Exactly 200,000 input is not above 200K: standard, 200,000 × 300 = 60,000,000.
+        assert_eq!(cost("claude-sonnet-4-5", None, &Usage::new(0, 200_000, 0, 0, 0), beta), 60_000_000);
+    }
+
+    #[test]
+    fn the_long_context_band_prices_the_whole_request_output_included() {
+        // 1 uncached + 200,000 read + 1,000 5m + 1,000 1h = 202,001 input, above 200K. At $6 in
+        // (6,000), 5m 1.25× (7,500), 1h 2× (12,000), read 0.1× (600), $22.50 out (22,500):
+        // 6,000 + 120,000,000 + 7,500,000 + 12,000,000 + 2,000 × 22,500 (45,000,000).
+        let usage = Usage::new(1, 200_000, 1_000, 1_000, 2_000);
+        let beta = Modifiers { context_1m: true, ..Modifiers::default() };
+        assert_eq!(cost("claude-sonnet-4-5", None, &usage, beta), 184_506_000);
+        // Without it: 3,000 + 60,000,000 + 3,750,000 + 6,000,000 + 2,000 × 15,000 (30,000,000).
+        assert_eq!(cost("claude-sonnet-4-5", None, &usage, Modifiers::default()), 99_753_000);
+    }
+
+    #[test]
+    fn the_1m_window_is_offered_until_the_beta_s_retirement() {
+        let table = PriceTable::builtin();
+        let sonnet_4_5 = table.row("claude-sonnet-4-5").unwrap();
+        assert_eq!(sonnet_4_5.context_window_with(true, date("2026-04-29")), Some(1_000_000));
+        assert_eq!(sonnet_4_5.context_window_with(false, date("2026-04-29")), Some(200_000));
+        // Retired 2026-04-30: from that day the table's window.
+        assert_eq!(sonnet_4_5.context_window_with(true, date("2026-04-30")), Some(200_000));
+        // No date: the table's newest prices, after the retirement.
+        assert_eq!(sonnet_4_5.context_window_with(true, None), Some(200_000));
+        assert_eq!(
+            table.row("claude-sonnet-4-0").unwrap().context_1m_window(date("2025-09-01")),
+            Some(1_000_000)
+        );
+        // A model whose window is already a million, and one the beta never applied to.
+        assert_eq!(
+            table.row("claude-sonnet-4-6").unwrap().context_window_with(true, date("2026-03-01")),
+            Some(1_000_000)
+        );
+        assert_eq!(
+            table.row("claude-opus-4-5").unwrap().context_window_with(true, date("2026-03-01")),
+            Some(200_000)
+        );
+    }
+
+    #[test]
+    fn a_recorded_usage_past_the_table_window_ran_with_the_1m_beta() {
+        // A usage object says nothing of headers; 250,000 read on Sonnet 4.5 was accepted, so
+        // the window was 1M: 250,000 × 600 = 150,000,000, on any date.
+        let recorded = |read: u64| {
+            RecordedUsage::from_value(serde_json::json!({"input_tokens": 0, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": read, "output_tokens": 0}))
+            .unwrap()
+        };
+        let table = PriceTable::builtin();
+        let priced = |model: &str, on: &str, read: u64| {
+            table.cost_of_recorded(model, date(on), &recorded(read)).unwrap().total_nanousd()
+        };
+        assert_eq!(priced("claude-sonnet-4-5", "2026-03-01", 250_000), 150_000_000);
+        assert_eq!(priced("claude-sonnet-4-5", "2026-06-01", 250_000), 150_000_000);
+        // Within the window: standard, 150,000 × 300.
+        assert_eq!(priced("claude-sonnet-4-5", "2026-03-01", 150_000), 45_000_000);
+        // Sonnet 4.6's 1M window bills at standard rates: 250,000 × 300.
+        assert_eq!(priced("claude-sonnet-4-6", "2026-03-01", 250_000), 75_000_000);
+    }
+
+    #[test]
+    fn a_long_context_band_needs_a_row_offering_the_beta() {
+        let row = |context_1m: &str| {
+            format!(
+                r#"{{"date":"2026-01-01","source":"y","default_model":"m","models":[{{"name":"M","ids":["m"],
+                "input":3,"cache_write_5m":3.75,"cache_write_1h":6,"cache_read":0.3,"output":15,
+                "min_cacheable_tokens":1024,"tool_prompt_tokens":null,"context_window":200000{context_1m},
+                "bands":[{{"above_input_tokens":200000,"input":6,"cache_write_5m":7.5,"cache_write_1h":12,
+                "cache_read":0.6,"output":22.5,"with_context_1m":true}}]}}]}}"#
+            )
+        };
+        let err = PriceTable::from_json(&row("")).unwrap_err();
+        assert!(err.to_string().contains("with_context_1m but the row has no context_1m"), "{err}");
+        let table =
+            PriceTable::from_json(&row(r#","context_1m":{"window":1000000,"until":"2026-04-30"}"#)).unwrap();
+        assert_eq!(table.row("m").unwrap().context_1m_window(date("2026-01-01")), Some(1_000_000));
     }
 
     #[test]

@@ -23,6 +23,18 @@
 //! tools section (system prompt and tools are one declared-size stable block), nor does it
 //! replay a tool change seen in a transcript (`tool_search_loaded`) as a prompt change.
 //!
+//! **The 1M-context beta** is the exception: a recorded request whose total input is past its
+//! model's table window ran with a larger window (the API accepted it), which on a model whose
+//! row offers the beta ([`crate::billing`]: Sonnet 4 / 4.5 until 2026-04-30) is the
+//! `context-1m-2025-08-07` beta. From that request on, its chain's simulated requests name the
+//! beta, so the prediction is priced with the 1M window instead of refused; the decision uses
+//! the request's total input only, never its read/write split. Each request is priced on its
+//! own date, since the beta's window depends on it. (Claude Code sends the beta on every request
+//! of a "[1m]" session; the earlier, smaller requests of the chain would not be priced
+//! differently with it.) A request dated on or after the beta's retirement is still refused:
+//! the simulation follows the table, and the refusal shows that the transcript contradicts it.
+//! Its real cost is priced at the long-context rates all the same (the API accepted it).
+//!
 //! **Assumption: the account keeps its stable prefix warm.** Other sessions of the same account
 //! (and Claude Code's own side calls) send the same system prompt and tools, so after an idle
 //! hour the main chain still reads them (~12–15K). The simulation models this by pre-warming the
@@ -37,7 +49,7 @@ use std::fmt::Write as _;
 
 use serde_json::value::RawValue;
 
-use crate::billing::{PriceTable, Usage};
+use crate::billing::{PriceDate, PriceTable, Usage};
 use crate::cache::Miss;
 use crate::clock::{SimTime, Visibility};
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record, RenderedRequest};
@@ -47,7 +59,7 @@ use crate::prompt::{
     Ttl,
 };
 use crate::tokenize::TokenizerUnavailable;
-use crate::wire::{ApiError, Reply, Role};
+use crate::wire::{ApiError, Betas, CONTEXT_1M, Reply, Role};
 
 use super::transcript::{Chain, EpochMs, Event};
 use super::{ImportedSession, SessionRequest};
@@ -290,6 +302,9 @@ struct ChainState {
     ttl: Ttl,
     turns: u64,
     rendering: Option<Rendering>,
+    /// The betas its simulated requests name: the 1M-context beta once a request of the chain
+    /// was past its model's table window.
+    betas: Betas,
 }
 
 impl ChainState {
@@ -523,14 +538,18 @@ impl<'s> Simulation<'s> {
             }
         };
         advance(state, request, account, what_if, &mut self.block_ids);
+        if ran_with_context_1m(self.endpoint.prices(), &state.model, &request.request.recorded.usage) {
+            state.betas = Betas::from_names([CONTEXT_1M]);
+        }
         let warm = account.warm(state.agent, &state.model, request.start_ms);
         let output = request.request.recorded.usage.output_tokens;
+        self.endpoint.set_price_date(PriceDate::parse(&request.request.at).ok());
         let priced = price_request(&mut self.endpoint, state, warm, at_ms, output);
         if let Some(trace) = trace {
             if warm {
-                emit(trace, &self.workspace, at_ms, &state.prewarm_body());
+                emit(trace, &self.workspace, at_ms, &state.betas, &state.prewarm_body());
             }
-            emit(trace, &self.workspace, at_ms, &state.body());
+            emit(trace, &self.workspace, at_ms, &state.betas, &state.body());
         }
         let guessed_tail = state.last_tail;
         state.last_tail = request.request.recorded.usage.input_tokens;
@@ -557,6 +576,14 @@ impl<'s> Simulation<'s> {
     }
 }
 
+/// Whether a recorded request evidently ran with the 1M-context beta: its total input is past
+/// the model's table window and the row offers the beta (the endpoint decides whether the beta
+/// still existed on the request's date).
+fn ran_with_context_1m(prices: &PriceTable, model: &str, usage: &Usage) -> bool {
+    let row = prices.resolve(model);
+    row.known && row.price.context_1m_evident(usage)
+}
+
 /// Prices one request of a chain (after the account's pre-warm of its stable prefix, when
 /// `warm`) from the chain's rendering.
 fn price_request(
@@ -567,6 +594,7 @@ fn price_request(
     output: u64,
 ) -> Result<Record, ApiError> {
     let (model, ttl, marker_at) = (state.model.clone(), state.ttl, state.marker_at);
+    let betas = state.betas.clone();
     let marked = (!state.history.is_empty()).then_some(marker_at);
     let rendering = state.render(endpoint)?;
     if warm {
@@ -578,7 +606,8 @@ fn price_request(
         let breakpoints = rendering.breakpoints(None, ttl);
         let prompt = PromptRef { head: stable_only, ..rendering.prompt(&tail, &breakpoints) };
         let prewarm = RenderedRequest { model: &model, prompt, stream: false, max_tokens: 0 };
-        endpoint.handle_rendered(&prewarm, &Call::new(&[], SimTime(at_ms)))?;
+        let call = Call { betas: &betas, ..Call::new(&[], SimTime(at_ms)) };
+        endpoint.handle_rendered(&prewarm, &call)?;
     }
     let breakpoints = rendering.breakpoints(marked, ttl);
     let request = RenderedRequest {
@@ -588,7 +617,7 @@ fn price_request(
         max_tokens: 1,
     };
     let reply = Reply { output_tokens: Some(output), ..Reply::input_only() };
-    let call = Call { reply, ..Call::new(&[], SimTime(at_ms)) };
+    let call = Call { reply, betas: &betas, ..Call::new(&[], SimTime(at_ms)) };
     Ok(endpoint.handle_rendered(&request, &call)?.record)
 }
 
@@ -631,6 +660,7 @@ fn start_chain(
         ttl,
         turns: 0,
         rendering: None,
+        betas: Betas::default(),
     }
 }
 
@@ -691,10 +721,14 @@ fn chain_ttl(agent: bool, observed: Ttl, what_if: Option<&WhatIf>) -> Ttl {
 }
 
 /// Appends a simulated request to the trace `--emit-trace` writes.
-fn emit(trace: &mut Vec<String>, workspace: &str, at_ms: u64, body: &[u8]) {
+fn emit(trace: &mut Vec<String>, workspace: &str, at_ms: u64, betas: &Betas, body: &[u8]) {
     // The workspace by name: a trace never carries a key, and replay prices it in that workspace.
-    let envelope =
-        Envelope { at_ms: Some(at_ms), workspace: Some(workspace.to_string()), ..Envelope::default() };
+    let envelope = Envelope {
+        at_ms: Some(at_ms),
+        workspace: Some(workspace.to_string()),
+        betas: betas.clone(),
+        ..Envelope::default()
+    };
     trace.push(envelope_line(&envelope, body));
 }
 
@@ -738,6 +772,7 @@ mod tests {
             ttl,
             turns: 0,
             rendering: None,
+            betas: Betas::default(),
         }
     }
 

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use crate::billing::{BillingProfile, Cost, PriceDate, PriceTable, Usage};
+use crate::billing::{Cost, PriceDate, PriceTable, Usage};
 use crate::prompt::Ttl;
 use crate::tokenize::TokenizerUnavailable;
 
@@ -31,14 +31,13 @@ pub struct ImportOptions {
 
 /// What `usage` costs on `model` at `request`'s date with its recorded modifiers (fast mode,
 /// `inference_geo`, batch); `None` when the table has no price for it. An unknown model is
-/// never priced as another.
+/// never priced as another. Transcripts carry no headers: a usage past the model's table
+/// window ran with the 1M-context beta (the API accepted it) and pays its long-context rates
+/// ([`PriceTable::cost_of_recorded_usage`]); a prediction has the request's total input, so it
+/// is priced alike.
 pub fn cost_of(prices: &PriceTable, request: &TranscriptRequest, model: &str, usage: &Usage) -> Option<Cost> {
-    let resolved = prices.resolve(model);
-    if !resolved.priced {
-        return None;
-    }
     let date = PriceDate::parse(&request.at).ok();
-    resolved.price.cost(BillingProfile::Anthropic, date, usage, request.recorded.modifiers)
+    prices.cost_of_recorded_usage(model, date, usage, request.recorded.modifiers)
 }
 
 /// Rewriting `tokens` (at the TTL the request wrote with) minus reading them.

@@ -15,6 +15,12 @@
 //!   this beta with `claude-opus-5-5` (its captured requests). Sonnet 5 and every Haiku are not
 //!   listed and keep the strict rule. How the prompt is rendered under it:
 //!   [`crate::prompt`] (module doc).
+//! - [`CONTEXT_1M`]: the 1M-token context window on the models whose price-table row offers it
+//!   (Sonnet 4 and 4.5, until the beta's retirement on 2026-04-30), with legacy long-context
+//!   pricing above 200K input: the window and the dates live in the table
+//!   ([`crate::billing`], module doc, states what is inferred). Claude Code sends it with some
+//!   models (its "[1m]" model suffix). On a model whose table window is already a million tokens
+//!   it changes nothing.
 //! - [`CACHE_DIAGNOSIS`]: cache diagnostics. The request opts in with its body's `diagnostics`
 //!   field, which is what forkcache reads (a body asking for diagnostics is answered whether or
 //!   not the header names the beta, so clients that omit the header still get them).
@@ -24,6 +30,10 @@ use serde::{Deserialize, Serialize};
 /// Tools added or removed mid-conversation keep the cache (on the models
 /// [`tool_changes_keep_cache`] lists).
 pub const MID_CONVERSATION_TOOL_CHANGES: &str = "mid-conversation-tool-changes-2026-07-01";
+
+/// The 1M-token context window (and legacy long-context pricing) on the models the price table
+/// offers it for.
+pub const CONTEXT_1M: &str = "context-1m-2025-08-07";
 
 /// Cache diagnostics (`diagnostics` in the body, `diagnostics` in the response).
 pub const CACHE_DIAGNOSIS: &str = "cache-diagnosis-2026-04-07";

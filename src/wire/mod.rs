@@ -7,7 +7,7 @@ mod response;
 mod rules;
 mod sse;
 
-pub use beta::{Betas, CACHE_DIAGNOSIS, MID_CONVERSATION_TOOL_CHANGES, tool_changes_keep_cache};
+pub use beta::{Betas, CACHE_DIAGNOSIS, CONTEXT_1M, MID_CONVERSATION_TOOL_CHANGES, tool_changes_keep_cache};
 pub use error::{ApiError, ErrorKind};
 pub use request::{
     ContentView, DiagnosticsRequest, MessageView, OutputConfig, RequestView, Role, Thinking, ToolChoice,

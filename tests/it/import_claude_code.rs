@@ -685,3 +685,65 @@ fn a_chain_s_first_request_predicts_the_tokens_after_its_last_breakpoint_as_unca
     let (uncached, written, read) = predicted(&all, "req_1");
     assert_eq!((uncached, written + read), (4, 19_996));
 }
+
+#[test]
+fn a_request_past_the_table_window_ran_with_the_1m_beta_and_pays_long_context_rates() {
+    // `long_context_1m.jsonl`, Sonnet 4.5 (window 200,000 in the table; 1,000,000 with the
+    // context-1m beta until 2026-04-30; above 200K input the whole request at $6 in, 5m write
+    // $7.50, read $0.60, $22.50 out: 6,000 / 7,500 / 600 / 22,500 nano-dollars per token).
+    // Transcripts carry no headers: a request past 200,000 was accepted, so it had the beta.
+    let (code, document) = import("long_context_1m.jsonl", &[]);
+    assert_eq!(code, 0);
+    let all = requests(&document);
+    let recorded_cost = |id: &str| request(&all, id)["recorded"]["cost_usd"].as_f64().unwrap();
+    // req_l1, 20,003 input, standard: 3 × 3,000 + 20,000 × 3,750 + 10 × 15,000
+    // = 9,000 + 75,000,000 + 150,000.
+    assert_eq!(recorded_cost("req_l1"), 0.075159);
+    // req_l2, 3 + 230,000 written + 20,000 read = 250,003 input: 3 × 6,000 + 230,000 × 7,500
+    // + 20,000 × 600 + 10 × 22,500 = 18,000 + 1,725,000,000 + 12,000,000 + 225,000.
+    assert_eq!(recorded_cost("req_l2"), 1.737243);
+    // req_l3, 3 + 1,000 written + 250,000 read: 18,000 + 7,500,000 + 150,000,000 + 225,000
+    // (at standard rates it would be 9,000 + 3,750,000 + 75,000,000 + 150,000 = $0.078909).
+    assert_eq!(recorded_cost("req_l3"), 0.157743);
+    // The prediction is not refused: the chain names the beta from req_l2 on. It reads what
+    // req_l2 wrote up to its breakpoint (250,003 less the 3 after it) and is priced alike.
+    for id in ["req_l1", "req_l2", "req_l3"] {
+        assert_eq!(request(&all, id)["predicted"]["refused"], Value::Null, "{id}");
+    }
+    let predicted = &request(&all, "req_l3")["predicted"];
+    assert_eq!(predicted["usage"]["cache_read_input_tokens"], 250_000);
+    assert_eq!(predicted["cost_usd"], 0.157743);
+    // req_late is dated 2026-06-01, after the beta's retirement: the simulation follows the
+    // table and refuses it, while its real cost is priced as the API evidently served it:
+    // 3 × 6,000 + 250,000 × 7,500 + 10 × 22,500 = 18,000 + 1,875,000,000 + 225,000.
+    let late = request(&all, "req_late");
+    assert_eq!(late["predicted"]["refused"], "prompt is too long: 250003 tokens > 200000 maximum");
+    assert_eq!(late["recorded"]["cost_usd"], 1.875243);
+    assert_eq!(document["totals"]["predictions_refused"], 1);
+}
+
+#[test]
+fn an_emitted_trace_names_the_1m_beta_where_the_prediction_used_it() {
+    let dir = std::env::temp_dir().join(format!("forkcache-import-1m-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.jsonl");
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code", &format!("{DATA}long_context_1m.jsonl"), "--json", "--emit-trace"])
+        .arg(&trace)
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<Value> = text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let betas: Vec<Value> = lines
+        .iter()
+        .filter(|line| line["workspace"] == "session:long" && line["body"]["max_tokens"] != 0)
+        .map(|line| line["betas"].clone())
+        .collect();
+    // The requests (not the account's pre-warms): req_l1 (20,003 tokens) names none; req_l2 and
+    // req_l3 name the beta.
+    let beta = serde_json::json!(["context-1m-2025-08-07"]);
+    assert_eq!(betas.last(), Some(&beta), "{text}");
+    assert_eq!(betas.iter().filter(|b| **b == beta).count(), 2, "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

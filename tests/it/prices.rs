@@ -1,11 +1,15 @@
 //! The price table as the endpoint, `replay` and `prices` use it: effective dates, unpriced
 //! models, fast mode and US-only inference. Every expected cost is written out by hand.
 
+use forkcache::ApiError;
 use forkcache::billing::{InferenceGeo, PriceDate, Speed};
-use forkcache::endpoint::EndpointConfig;
+use forkcache::endpoint::{EndpointConfig, Record};
+use forkcache::serve::ServeConfig;
+use forkcache::wire::{Betas, CONTEXT_1M};
 use serde_json::{Value, json};
 
-use crate::support::{Body, Client, bp, text, user};
+use crate::serve_harness::{Running, client, post_with_headers};
+use crate::support::{Body, Client, Opts, bp, text, user};
 
 /// One marked 10,000-token block plus an unmarked 5-token question, for `model`.
 fn body(model: &str) -> Body {
@@ -157,4 +161,135 @@ fn prices_lists_every_row_with_a_source() {
     let opus = models.iter().find(|m| m["ids"][0] == "claude-opus-5-5").expect("Opus 5.5");
     assert_eq!((opus["input"].as_f64(), opus["output"].as_f64()), (Some(4.0), Some(20.0)));
     assert_eq!(opus["fast"]["input"].as_f64(), Some(8.0));
+}
+
+// The 1M-context beta (`context-1m-2025-08-07`): Sonnet 4 / 4.5 get a 1,000,000-token window
+// instead of the table's 200,000, and above 200K input the whole request pays $6 in / $22.50 out
+// per MTok with the cache multipliers on the $6 (5m write $7.50, 1h $12, read $0.60), until the
+// beta's retirement on 2026-04-30 (reference §2.1). Reads come a minute after their write, once
+// the write is visible (first-token visibility) and well within its 5 minutes.
+
+const SONNET_4_5: &str = "claude-sonnet-4-5";
+
+/// One marked block of `tokens` declared tokens (all of the prompt: nothing after the marker).
+fn long_body(model: &str, tokens: u64) -> Body {
+    Body::new(model, vec![user(vec![bp(text("doc", tokens))])])
+}
+
+fn on(day: &str) -> EndpointConfig {
+    EndpointConfig { price_date: Some(PriceDate::parse(day).unwrap()), ..EndpointConfig::default() }
+}
+
+/// Sends `body` with the 1M beta named.
+fn send_with_beta(client: &mut Client, body: &Body, at_ms: u64) -> Result<Record, ApiError> {
+    let betas = Betas::from_names([CONTEXT_1M]);
+    client.call(body, at_ms, Opts { betas: Some(&betas), ..Opts::default() })
+}
+
+#[test]
+fn the_1m_beta_opens_sonnet_4_5_s_window_and_its_long_context_rates() {
+    let body = long_body(SONNET_4_5, 250_000);
+    // Without the beta: past the 200,000 window, refused as the API words it.
+    let refusal = Client::with_config(on("2026-03-01")).reject(&body, 0);
+    assert_eq!(refusal.message, "prompt is too long: 250000 tokens > 200000 maximum");
+    // With it, before the retirement: a write then a read of 250,000 tokens, both above 200K.
+    // Write: 250,000 × $7.50 = 1,875,000,000 nano-dollars. Read: 250,000 × $0.60 = 150,000,000
+    // ($0.15, where the standard $0.30 read would be $0.075).
+    let mut client = Client::with_config(on("2026-03-01"));
+    let write = send_with_beta(&mut client, &body, 0).unwrap();
+    assert_eq!(write.usage.cache_creation_input_tokens, 250_000);
+    assert_eq!(write.cost.total_nanousd(), 1_875_000_000);
+    assert!(write.context_1m);
+    let read = send_with_beta(&mut client, &body, 60_000).unwrap();
+    assert_eq!(read.usage.cache_read_input_tokens, 250_000);
+    assert_eq!(read.cost.total_nanousd(), 150_000_000);
+    // The beta's window is 1,000,000: one token past it is refused.
+    let past = send_with_beta(&mut client, &long_body(SONNET_4_5, 1_000_001), 120_000).unwrap_err();
+    assert_eq!(past.message, "prompt is too long: 1000001 tokens > 1000000 maximum");
+}
+
+#[test]
+fn the_1m_beta_at_or_below_200k_input_changes_no_price() {
+    // 150,000 read with the beta: not above 200K, the standard $0.30: 45,000,000.
+    let mut client = Client::with_config(on("2026-03-01"));
+    let body = long_body(SONNET_4_5, 150_000);
+    send_with_beta(&mut client, &body, 0).unwrap();
+    let read = send_with_beta(&mut client, &body, 60_000).unwrap();
+    assert_eq!(read.cost.total_nanousd(), 45_000_000);
+}
+
+#[test]
+fn the_retired_1m_beta_leaves_the_table_window() {
+    // Retired 2026-04-30: from that day (and with no date: the table's newest prices) the
+    // beta changes nothing, so 250,000 tokens are past Sonnet 4.5's 200,000.
+    let body = long_body(SONNET_4_5, 250_000);
+    for config in [on("2026-04-30"), EndpointConfig::default()] {
+        let mut client = Client::with_config(config);
+        let refusal = send_with_beta(&mut client, &body, 0).unwrap_err();
+        assert_eq!(refusal.message, "prompt is too long: 250000 tokens > 200000 maximum");
+    }
+    // On the last day it existed, accepted.
+    assert!(send_with_beta(&mut Client::with_config(on("2026-04-29")), &body, 0).unwrap().context_1m);
+}
+
+#[test]
+fn models_the_1m_beta_does_not_list_are_unaffected() {
+    // Sonnet 4.6's window is already 1,000,000 and billed at standard rates: 250,000 read at
+    // $0.30 = 75,000,000 with or without the beta.
+    let body = long_body("claude-sonnet-4-6", 250_000);
+    let mut client = Client::with_config(on("2026-03-01"));
+    send_with_beta(&mut client, &body, 0).unwrap();
+    let read = send_with_beta(&mut client, &body, 60_000).unwrap();
+    assert_eq!(read.cost.total_nanousd(), 75_000_000);
+    assert!(!read.context_1m);
+    // Opus 4.5 (200,000, no such beta): still refused.
+    let refusal =
+        send_with_beta(&mut Client::with_config(on("2026-03-01")), &long_body("claude-opus-4-5", 250_000), 0)
+            .unwrap_err();
+    assert_eq!(refusal.message, "prompt is too long: 250000 tokens > 200000 maximum");
+}
+
+#[test]
+fn replay_and_serve_price_the_1m_beta_as_the_endpoint_does() {
+    // A trace of two envelopes naming the beta: the write, then the read of 250,000 tokens.
+    // On 2026-03-01: read 250,000 × 600 = 150,000,000 nano-dollars.
+    let body = long_body(SONNET_4_5, 250_000).0;
+    let line = |at_ms: u64| json!({"at_ms": at_ms, "betas": [CONTEXT_1M], "body": body}).to_string();
+    let trace = format!("{}\n{}\n", line(0), line(60_000));
+    let report = forkcache(&["replay", "-", "--json", "--date", "2026-03-01"], &trace);
+    assert_eq!(report["requests"][1]["cost_nanousd"], json!(150_000_000));
+
+    let server = Running::start(ServeConfig::default(), on("2026-03-01"));
+    let agent = client();
+    let url = server.url("/v1/messages");
+    let headers = [("anthropic-beta", "claude-code-20250219,context-1m-2025-08-07")];
+    let bytes = long_body(SONNET_4_5, 250_000).bytes();
+    assert_eq!(post_with_headers(&agent, &url, &headers, &bytes).status, 200);
+    let read = post_with_headers(&agent, &url, &headers, &bytes);
+    assert_eq!(read.usage().cache_read_input_tokens, 250_000);
+    // Without the header: refused.
+    let refused = post_with_headers(&agent, &url, &[], &bytes);
+    assert_eq!(refused.status, 400);
+    server.stop();
+}
+
+#[test]
+fn prices_shows_the_1m_beta_s_offer_and_its_band() {
+    let table = forkcache(&["prices", "--json"], "");
+    let models = table["models"].as_array().expect("models");
+    let sonnet = models.iter().find(|m| m["ids"][1] == SONNET_4_5).expect("Sonnet 4.5");
+    assert_eq!(sonnet["context_1m"], json!({"window": 1_000_000, "until": "2026-04-30"}));
+    assert_eq!(sonnet["bands"][0]["with_context_1m"], json!(true));
+    assert_eq!(sonnet["bands"][0]["input"], json!(6.0));
+    let haiku = models.iter().find(|m| m["ids"][0] == "claude-haiku-5-5").expect("Haiku 5.5");
+    assert_eq!(haiku["bands"][0].get("with_context_1m"), None);
+    let output = crate::support::run_binary(&["prices"], b"");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let row = text.lines().find(|line| line.starts_with("claude-sonnet-4-5-20250929")).expect("a row");
+    assert!(
+        row.ends_with(
+            "context-1m beta: 1M window until 2026-04-30; above 200K input with the context-1m beta: 6/7.5/12/0.6/22.5"
+        ),
+        "{row}"
+    );
 }
