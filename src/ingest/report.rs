@@ -248,6 +248,9 @@ pub fn analyse(
     let mut what_if_costs = vec![(Cost::default(), 0u64, 0u64); options.what_ifs.len()];
     let mut baseline_cost = Cost::default();
     for session in sessions {
+        if options.emit_trace {
+            report.trace.push(session_marker_line(&session));
+        }
         let trace = options.emit_trace.then_some(&mut report.trace);
         let predictions = predict::predict_session(&session, &account, None, prices, trace)?;
         let baseline_breaks = predicted_breaks(&session, &predictions);
@@ -283,6 +286,18 @@ pub fn analyse(
         })
         .collect();
     Ok(report)
+}
+
+/// The marker that opens a session's part of an emitted trace: `replay` starts a new timeline
+/// there and prices it on the day the session began, as the import did.
+fn session_marker_line(session: &ImportedSession) -> String {
+    let started = session.requests.first().map_or_else(String::new, |first| first.request.at.clone());
+    let marker = crate::ingest::trace::SessionMarker {
+        started,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        settings: serde_json::json!({ "import": "claude-code", "session_id": session.session_id }),
+    };
+    crate::ingest::trace::session_line(&marker)
 }
 
 fn rows_of(session: &ImportedSession, predictions: Vec<Predicted>, prices: &PriceTable) -> Vec<RequestRow> {

@@ -745,5 +745,19 @@ fn an_emitted_trace_names_the_1m_beta_where_the_prediction_used_it() {
     let beta = serde_json::json!(["context-1m-2025-08-07"]);
     assert_eq!(betas.last(), Some(&beta), "{text}");
     assert_eq!(betas.iter().filter(|b| **b == beta).count(), 2, "{text}");
+    // Each session opens with a marker dated on its first request (its reply's first line), so `replay` prices it on that
+    // day with no `--date`: session "long" (2026-03-10) still had the beta and nothing of it is
+    // refused; only "late"'s request past 200,000 tokens (2026-06-01, after the beta's retirement)
+    // is, as the import's own prediction refused it. Undated, all three past 200,000 were refused.
+    let markers: Vec<&str> =
+        lines.iter().filter_map(|line| line["forkcache_session"]["started"].as_str()).collect();
+    assert_eq!(markers, ["2026-06-01T09:00:02.000Z", "2026-03-10T09:00:02.000Z"], "{text}");
+    let replayed = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["replay", "--json"])
+        .arg(&trace)
+        .output()
+        .expect("the binary runs");
+    let document: Value = serde_json::from_slice(&replayed.stdout).unwrap();
+    assert_eq!(document["totals"]["rejected"], 1, "{}", String::from_utf8_lossy(&replayed.stdout));
     std::fs::remove_dir_all(&dir).unwrap();
 }
