@@ -24,6 +24,7 @@ for compress in 0 1; do
 done
 export FORKCACHE_SERVE_COMPRESS=1 FORKCACHE_PY_DECODERS=1
 for encoding in "" br zstd; do
-  echo "== through the proxy, serve --compress, Python SDK with brotli and backports.zstd, accept-encoding: ${encoding:-the SDK's own}"
+  asked="${encoding:-the SDK default}"
+  echo "== through the proxy, serve --compress, Python SDK with brotli and backports.zstd, accept-encoding: $asked"
   FORKCACHE_ACCEPT_ENCODING="$encoding" FORKCACHE_EXPECT_ENCODING="${encoding:-gzip}" bash scripts/clients/python-sdk.sh
 done
