@@ -30,7 +30,7 @@
 //! beta, so the prediction is priced with the 1M window instead of refused; the decision uses
 //! the request's total input only, never its read/write split. Each request is priced on its
 //! own date, since the beta's window depends on it. (Claude Code sends the beta on every request
-//! of a "[1m]" session; the earlier, smaller requests of the chain would not be priced
+//! of a `[1m]` session; the earlier, smaller requests of the chain would not be priced
 //! differently with it.) A request dated on or after the beta's retirement is still refused:
 //! the simulation follows the table, and the refusal shows that the transcript contradicts it.
 //! Its real cost is priced at the long-context rates all the same (the API accepted it).
