@@ -366,11 +366,11 @@ fn a_real_published_session_is_billed_line_by_line() {
 }
 
 /// `system_changed.jsonl` (Sonnet 4.6, main chain, 1-hour writes): req_1 answers a prompt in
-/// `/work/a` and reads 12,500 (the account's warm stable prefix), writes 2,000; its Bash tool
-/// moves to `/work/b` (the tool result's `cwd`) and req_2 reads 12,500 + 2,000 = 14,500: a tool
-/// moving the directory changes nothing until the next turn. The next prompt starts in
-/// `/work/b`; Claude Code's system prompt names the working directory, so req_3 reads only
-/// the stable prefix: 12,500 of the 14,500 + 400 = 14,900 cached.
+/// `/home/dev/app` and reads 12,500 (the account's warm stable prefix), writes 2,000; its Bash
+/// tool moves to `/home/dev/app/server` (the tool result's `cwd`) and req_2 reads 12,500 + 2,000
+/// = 14,500: a tool moving the directory changes nothing until the next turn. The next prompt
+/// starts in `/home/dev/app/server`; Claude Code's system prompt names the working directory, so
+/// req_3 reads only the stable prefix: 12,500 of the 14,500 + 400 = 14,900 cached.
 #[test]
 fn a_turn_in_another_working_directory_breaks_as_system_changed() {
     let (code, document) = import("system_changed.jsonl", &[]);
