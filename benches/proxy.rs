@@ -165,6 +165,7 @@ fn bench(c: &mut Criterion, direct_url: &str, proxy_url: &str, stats_url: &str) 
         group.bench_function("direct", |b| b.iter(|| send(&agent, direct_url, &body)));
         group.bench_function("proxy", |b| b.iter(|| send(&agent, proxy_url, &body)));
         group.finish();
+        drain(stats_url);
         let mut group = c.benchmark_group(format!("proxy/throughput_{name}"));
         group.throughput(Throughput::Elements((CLIENTS * EACH) as u64));
         group.sample_size(10);

@@ -20,7 +20,11 @@ const READ_TOLERANCE_TOKENS: u128 = 1_000;
 /// Reads a `usage` object from its JSON text as the API returned it; `None` when it is not an
 /// object of counts.
 pub fn read_recorded(raw: &str) -> Option<RecordedUsage> {
-    let value: serde_json::Value = serde_json::from_str(raw).ok()?;
+    recorded_of(serde_json::from_str(raw).ok()?)
+}
+
+/// [`read_recorded`] for a usage already parsed.
+pub fn recorded_of(value: serde_json::Value) -> Option<RecordedUsage> {
     // Checked first: a usage is an object, and reading counts from anything else finds zeros.
     if !value.is_object() {
         return None;

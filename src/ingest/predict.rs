@@ -14,7 +14,7 @@
 //! The endpoint's read is the prediction; the rest of a request's input is split into uncached
 //! and written as its chain's previous request split it (a chain's first request: as the latest
 //! earlier request of its kind did, else [`FIRST_TAIL_TOKENS`] uncached, the few tokens the API
-//! counts after Claude Code's last breakpoint).
+//! counts after Claude Code's last breakpoint; a fork child: as its spawning request did).
 //!
 //! **Betas: none.** Claude Code 2.1.330 sends `mid-conversation-tool-changes-2026-07-01` on
 //! every request (transcripts carry no headers, but `version` names the build), and the
@@ -296,7 +296,8 @@ struct ChainState {
     history: Vec<Block>,
     /// The history block the request's last breakpoint is on.
     marker_at: usize,
-    /// Uncached tokens of the chain's previous request (what it sent after its breakpoint).
+    /// Uncached tokens of the chain's previous request (what it sent after its breakpoint); before
+    /// the chain's first request, the account's guess (a fork child: its spawning request's).
     last_tail: u64,
     model: String,
     ttl: Ttl,
@@ -644,7 +645,7 @@ fn start_chain(
         }
     }
     let start = account.chain_starts.get(&request.request.request_id);
-    let stable_tokens = start.map_or(DEFAULT_STABLE_TOKENS, |s| s.stable_tokens).min(total.saturating_sub(1));
+    let stable_tokens = stable_within(start.map_or(DEFAULT_STABLE_TOKENS, |s| s.stable_tokens), total);
     let ttl = match (request.ttl_before, start) {
         (None, Some(start)) => chain_ttl(agent, start.ttl, what_if),
         _ => ttl,
@@ -664,8 +665,15 @@ fn start_chain(
     }
 }
 
-/// Applies what the transcript says happened before this request: a compaction, a model
-/// switch, the chain's current TTL, then the growth to this request's total input.
+/// A stable prefix of `tokens`, kept below a request of `total` input tokens (at least one token
+/// of it follows the prefix).
+fn stable_within(tokens: u64, total: u64) -> u64 {
+    tokens.min(total.saturating_sub(1))
+}
+
+/// Applies what the transcript says happened before this request: a compaction or a turn in
+/// another working directory (the history sent anew after the stable prefix), a model switch,
+/// the chain's current TTL, then the growth to this request's total input.
 fn advance(
     state: &mut ChainState,
     request: &SessionRequest,
@@ -683,7 +691,7 @@ fn advance(
         // stable prefix, as large as earlier requests showed it.
         state.history.clear();
         if let Some(&stable_tokens) = account.system_resets.get(&request.request.request_id) {
-            state.stable_tokens = stable_tokens.min(usage.total_input_tokens().saturating_sub(1));
+            state.stable_tokens = stable_within(stable_tokens, usage.total_input_tokens());
         }
     }
     if what_if != Some(&WhatIf::NoModelSwitch) {

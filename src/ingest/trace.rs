@@ -125,7 +125,8 @@ pub enum TraceEntry<'a> {
     Unreadable(UnreadableLine),
 }
 
-/// The first line `serve` writes to its trace on each start.
+/// The line that opens a session of a trace: each `serve` and `proxy` start, and each session of an
+/// import's emitted trace.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionMarker {
     /// When the server started (RFC 3339, UTC).
@@ -251,14 +252,12 @@ pub struct LineBatch {
     pub first_line: usize,
     /// The lines, each with its newline (the file's last line may have none).
     pub bytes: Vec<u8>,
-    pool: Option<std::sync::Arc<BufferPool>>,
+    pool: std::sync::Arc<BufferPool>,
 }
 
 impl Drop for LineBatch {
     fn drop(&mut self) {
-        if let Some(pool) = &self.pool {
-            pool.give_back(std::mem::take(&mut self.bytes));
-        }
+        self.pool.give_back(std::mem::take(&mut self.bytes));
     }
 }
 
@@ -341,7 +340,7 @@ impl<R: std::io::BufRead> BatchReader<R> {
             number: self.next_batch,
             first_line: self.next_line,
             bytes,
-            pool: Some(std::sync::Arc::clone(&self.pool)),
+            pool: std::sync::Arc::clone(&self.pool),
         };
         self.next_line += lines;
         self.next_batch += 1;
@@ -555,12 +554,13 @@ struct LoggedMissReason {
 /// [`crate::prompt::MAX_DECLARED_TOKENS`] (so no sum over a trace can wrap). `None` for a usage
 /// that is not an object of counts.
 fn bounded_recorded<E: de::Error>(raw: Option<&str>) -> Result<Option<RecordedUsage>, E> {
+    let Some(value) = raw.and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok()) else {
+        return Ok(None);
+    };
     // Sizes first: a usage past the caps is an unreadable line, named, not a usage left out.
-    if let Some(value) = raw.and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok()) {
-        RecordedUsage::check_sizes(&value).map_err(E::custom)?;
-    }
+    RecordedUsage::check_sizes(&value).map_err(E::custom)?;
     // Every count is at most the input sum or the output the check bounds.
-    Ok(raw.and_then(crate::agreement::read_recorded))
+    Ok(crate::agreement::recorded_of(value))
 }
 
 /// `body`: an object parsed in place, or a string holding the bytes as sent.

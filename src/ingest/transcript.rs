@@ -277,7 +277,8 @@ pub const KNOWN_MESSAGE_FIELDS: &[&str] = &[
     "usage",
 ];
 
-/// A JSON object key, borrowed from the line when it has no escapes.
+/// A JSON string — an object key, or a value such as `cwd` — borrowed from the line when it has
+/// no escapes.
 struct Key<'a>(Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {

@@ -144,7 +144,7 @@ impl Renderer {
     ) -> Result<Prompt, ApiError> {
         let mut items = std::mem::take(&mut self.items);
         items.clear();
-        let mut keys = KeyFeed(keys.map(|keys| keys.0.iter()));
+        let mut keys = KeyFeed(keys.map_or(&[][..], |keys| &keys.0).iter());
         let collected = self.collect(request, &mut keys, &mut items);
         let prompt = collected.and_then(|()| {
             apply_automatic_marker(request, &mut items)?;
@@ -173,7 +173,7 @@ impl Renderer {
             BlockContext::System => "system",
             BlockContext::Message => "messages",
         };
-        self.raw_info(raw, context, &mut KeyFeed(None), || path.to_string(), level)
+        self.raw_info(raw, context, &mut KeyFeed([].iter()), || path.to_string(), level)
     }
 
     fn collect(
@@ -318,14 +318,11 @@ fn content_keys(content: &ContentView, context: BlockContext, keys: &mut Vec<u12
 }
 
 /// The next block's memo key: the precomputed one when there is one, else hashed here.
-struct KeyFeed<'k>(Option<std::slice::Iter<'k, u128>>);
+struct KeyFeed<'k>(std::slice::Iter<'k, u128>);
 
 impl KeyFeed<'_> {
     fn next_or(&mut self, hash: impl FnOnce() -> u128) -> u128 {
-        match self.0.as_mut().and_then(Iterator::next) {
-            Some(&key) => key,
-            None => hash(),
-        }
+        self.0.next().copied().unwrap_or_else(hash)
     }
 }
 

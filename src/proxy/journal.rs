@@ -34,7 +34,7 @@ pub(super) struct Exchange {
     /// When the ticket was dropped: the exchange ended, failed or was abandoned.
     ended_ms: u64,
     /// The key's fingerprint (never the key), or none without a key.
-    pub(super) key_workspace: Option<String>,
+    key_workspace: Option<String>,
     /// The betas its `anthropic-beta` headers named.
     pub(super) betas: Betas,
     /// The request body as it arrived, frame by frame (each shares its buffer with the frame
@@ -54,7 +54,7 @@ pub(super) struct Response {
     /// `anthropic-workspace-id`, else `anthropic-organization-id`.
     workspace: Option<String>,
     event_stream: bool,
-    pub(super) encodings: Encodings,
+    encodings: Encodings,
     /// The body's frames as received: each shares its buffer with the frame sent on (a reference
     /// count, not a copy); the journal joins them.
     copy: Vec<Bytes>,
@@ -302,13 +302,15 @@ impl Journal {
         self.predictions.push(exchange, entry);
     }
 
-    /// The recorded side of the stats, counted as soon as the exchange is written (the
-    /// predicted side follows from the prediction thread).
+    /// The recorded side of the stats, counted as soon as the exchange is written, and the
+    /// exchange as pending (the predicted side follows from the prediction thread).
     fn count(&self, exchange: &Exchange, entry: &Entry) {
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
         let recorded = entry.recorded.as_ref().map(|recorded| &recorded.usage);
         let (error, incomplete) = (entry.envelope.error.is_some(), entry.envelope.incomplete.is_some());
         stats.add_recorded(&entry.workspace, recorded, error, incomplete);
+        // Queued for its prediction right after this (`PredictionQueue::push`).
+        stats.predictions_pending += 1;
         if let Some(response) = &exchange.response {
             *stats.content_encodings.entry(response.encodings.name()).or_default() += 1;
         }
@@ -338,7 +340,7 @@ impl Entry {
         let abandoned = response.is_none() && exchange.refused.is_none();
         let error = exchange.refused.clone().or(observed.error).or_else(|| abandoned.then(client_left));
         let incomplete = observed.incomplete || abandoned;
-        let model = observed.model.clone();
+        let model = observed.model;
         let envelope = Envelope {
             at_ms: Some(exchange.at_ms),
             api_key: None,
@@ -381,7 +383,7 @@ impl Exchange {
 }
 
 /// The exchange's cache scope: the API's workspace id, else the key's fingerprint.
-pub(super) fn workspace(exchange: &Exchange) -> String {
+fn workspace(exchange: &Exchange) -> String {
     let from_response = exchange.response.as_ref().and_then(|r| r.workspace.clone());
     from_response.or_else(|| exchange.key_workspace.clone()).unwrap_or_else(|| "default".to_string())
 }

@@ -1,16 +1,17 @@
 //! `forkcache proxy`: between a real client and the real API. Every request is forwarded
 //! unchanged and every response returned as received, chunk by chunk; a copy of each Messages
-//! exchange — the request bytes, the usage the API billed — is recorded and priced by the
-//! [`MockEndpoint`] beside it.
+//! exchange — the request bytes, the usage the API billed — is recorded and, unless its
+//! prediction is skipped, priced by the [`MockEndpoint`] beside it.
 //!
 //! The forwarding path only copies bytes. Decoding the response copy (`content-encoding` gzip,
-//! br, zstd), reading its usage and writing the trace run on a journal thread; pricing, the live
-//! comparison line and the stats on a prediction thread behind it at the lowest CPU priority
-//! (`predict`), fed by a queue bounded in bytes (`--prediction-queue-mb`): forwarding never waits
-//! for a prediction, and an exchange arriving at a full queue is recorded but not predicted. An
-//! ended exchange is written once every earlier-started exchange whose cache it could have read
-//! is written (`order`), so a long stream holds back only what depends on it, the trace needs no
-//! reordering, and the endpoint sees requests exactly as `replay` will.
+//! br, zstd), reading its usage, writing the trace and counting the recorded side of the stats
+//! run on a journal thread; pricing, the live comparison line and the predicted side of the
+//! stats on a prediction thread behind it at the lowest CPU priority (`predict`), fed by a queue
+//! bounded in bytes (`--prediction-queue-mb`): forwarding never waits for a prediction, and an
+//! exchange arriving at a full queue is recorded but not predicted. An ended exchange is written
+//! once every earlier-started exchange whose cache it could have read is written (`order`), so a
+//! long stream holds back only what depends on it, the trace needs no reordering, and, while no
+//! prediction is skipped, the endpoint sees requests exactly as `replay` will.
 //!
 //! Like [`crate::serve`], this is an edge that reads a wall clock: it stamps each request's start
 //! and its upstream's first byte in milliseconds since the proxy started. No API key is ever

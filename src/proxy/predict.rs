@@ -43,13 +43,14 @@ struct Job {
     entry: Entry,
     /// The queue was full: the body was dropped and the request is not priced.
     skipped: bool,
+    /// The body bytes it holds of the queue's room (0 when skipped).
+    bytes: usize,
 }
 
 /// The journal's end of the queue to the prediction thread.
 pub(super) struct PredictionQueue {
     jobs: Sender<Job>,
     room: Room,
-    stats: Arc<Mutex<ProxyStats>>,
 }
 
 /// Request-body bytes waiting for their prediction, against the bound. Only the journal adds
@@ -76,15 +77,17 @@ impl Room {
 }
 
 impl PredictionQueue {
-    /// Queues a written exchange; without room for its body, queues it as skipped.
+    /// Queues a written exchange (the journal counted it as pending); without room for its body,
+    /// queues it as skipped.
     pub(super) fn push(&self, mut exchange: Exchange, entry: Entry) {
-        let skipped = !self.room.take(exchange.body_len());
+        let body_bytes = exchange.body_len();
+        let skipped = !self.room.take(body_bytes);
         if skipped {
             exchange.drop_body();
         }
-        self.stats.lock().unwrap_or_else(PoisonError::into_inner).predictions_pending += 1;
+        let bytes = if skipped { 0 } else { body_bytes };
         // The prediction thread stops only once this sender is gone.
-        let _ = self.jobs.send(Job { exchange, entry, skipped });
+        let _ = self.jobs.send(Job { exchange, entry, skipped, bytes });
     }
 }
 
@@ -132,7 +135,7 @@ pub(super) fn start(
         yield_to_forwarding();
         prediction.run(receiver, &asked)
     })?;
-    Ok((PredictionQueue { jobs, room, stats }, Predictor { thread, hand_back }))
+    Ok((PredictionQueue { jobs, room }, Predictor { thread, hand_back }))
 }
 
 /// Lowers this thread to the lowest CPU priority (nice 19): forwarding, the trace and the
@@ -165,10 +168,9 @@ impl Prediction {
     fn run(mut self, receiver: Receiver<Job>, hand_back: &AtomicBool) -> Option<(Prediction, Receiver<Job>)> {
         while !hand_back.load(Ordering::Acquire) {
             let mut job = receiver.recv().ok()?;
-            let bytes = job.exchange.body_len();
             job.exchange.join_body();
             self.compare(&job);
-            self.room.release(bytes);
+            self.room.release(job.bytes);
         }
         Some((self, receiver))
     }

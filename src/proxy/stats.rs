@@ -163,13 +163,6 @@ pub struct ProxyStats {
 }
 
 impl ProxyStats {
-    /// Counts one exchange, recorded and predicted at once.
-    pub fn add(&mut self, comparison: &Comparison) {
-        let error = comparison.error.is_some();
-        self.add_recorded(&comparison.workspace, comparison.recorded.as_ref(), error, comparison.incomplete);
-        self.add_predicted(comparison);
-    }
-
     /// Counts one exchange's recorded side, as soon as it is written: the exchange, its error,
     /// whether it ended early, the usage the upstream billed.
     pub fn add_recorded(&mut self, workspace: &str, recorded: Option<&Usage>, error: bool, incomplete: bool) {
@@ -183,7 +176,7 @@ impl ProxyStats {
     }
 
     /// Counts one exchange's prediction once it ran or was skipped, and the recorded cost (priced
-    /// with the model the prediction read).
+    /// with the model the prediction read, else the one the response named).
     pub fn add_predicted(&mut self, comparison: &Comparison) {
         let totals = self.workspaces.entry(comparison.workspace.clone()).or_default();
         totals.skipped += u64::from(comparison.skipped);

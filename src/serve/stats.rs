@@ -70,8 +70,8 @@ impl ServeStats {
 
     /// Folds idle rows into [`ServeStats::idle_dropped`] at a request's arrival (`now_ms`): the
     /// rows of the workspaces the endpoint just `dropped`, and those of workspaces it does not
-    /// hold (`holds` false: only rejected requests) whose last request is `QUIET_ROW_MS` (5 minutes) old —
-    /// never the row of `current`, the workspace of the request arriving.
+    /// hold (`holds` false: only rejected requests) whose last request is `QUIET_ROW_MS` (5
+    /// minutes) old — never the row of `current`, the workspace of the request arriving.
     pub fn fold_idle(
         &mut self,
         now_ms: u64,

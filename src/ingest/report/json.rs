@@ -1,7 +1,7 @@
 //! The `--json` document, serialized straight from the report through borrowed views: nothing
 //! is built per request but the recorded usage's text, and a canonical one (see
 //! [`CompactJson`]) goes into the document as its recorded bytes. Field order is the document's
-//! key order; a test pins the bytes (`tests/golden/import_claude_code.json`).
+//! key order; a test pins the bytes (`tests/golden/import_claude_code/`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
