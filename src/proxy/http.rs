@@ -55,7 +55,8 @@ async fn forward(State(shared): SharedState, request: Request) -> Response {
     let frames = match read_frames(body, shared.body_limit_bytes).await {
         Ok(frames) => frames,
         Err(unread) => {
-            let (error, status) = unread.answer(shared.body_limit_bytes);
+            let error = unread.answer(shared.body_limit_bytes);
+            let status = StatusCode::from_u16(error.kind.status()).unwrap_or(StatusCode::BAD_REQUEST);
             return refuse(ticket, error, status);
         }
     };
@@ -110,19 +111,15 @@ enum Unread {
 }
 
 impl Unread {
-    /// The API's answer: 413 past the limit, 400 for a body that could not be read.
-    fn answer(&self, limit: usize) -> (ApiError, StatusCode) {
+    /// The API's error (its kind gives the status): 413 past the limit, 400 for a body that
+    /// could not be read.
+    fn answer(&self, limit: usize) -> ApiError {
         match self {
-            Unread::TooLarge => (
-                ApiError::new(
-                    ErrorKind::RequestTooLarge,
-                    format!("Request exceeds the maximum size of {limit} bytes"),
-                ),
-                StatusCode::PAYLOAD_TOO_LARGE,
+            Unread::TooLarge => ApiError::new(
+                ErrorKind::RequestTooLarge,
+                format!("Request exceeds the maximum size of {limit} bytes"),
             ),
-            Unread::Failed(err) => {
-                (ApiError::invalid(format!("request body could not be read: {err}")), StatusCode::BAD_REQUEST)
-            }
+            Unread::Failed(err) => ApiError::invalid(format!("request body could not be read: {err}")),
         }
     }
 }
