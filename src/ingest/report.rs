@@ -40,14 +40,17 @@ pub fn cost_of(prices: &PriceTable, request: &TranscriptRequest, model: &str, us
     prices.cost_of_recorded_usage(model, date, usage, request.recorded.modifiers)
 }
 
-/// Rewriting `tokens` (at the TTL the request wrote with) minus reading them.
+/// Rewriting `tokens` (at the TTL the request wrote with) minus reading them, at the rates of
+/// the request's own band: both sides keep the request's whole input, so a request past 200K
+/// input on the 1M-context beta prices its break at the long-context rates, as its bill did.
 fn rewrite_minus_read(prices: &PriceTable, request: &TranscriptRequest, tokens: u64) -> Option<Cost> {
+    let rest = request.recorded.usage.total_input_tokens().saturating_sub(tokens);
     let rewrite = match predict::written_ttl(&request.recorded.usage) {
-        Some(Ttl::OneHour) => Usage::new(0, 0, 0, tokens, 0),
-        _ => Usage::new(0, 0, tokens, 0, 0),
+        Some(Ttl::OneHour) => Usage::new(rest, 0, 0, tokens, 0),
+        _ => Usage::new(rest, 0, tokens, 0, 0),
     };
     let write = cost_of(prices, request, &request.model, &rewrite)?.total_nanousd();
-    let read = cost_of(prices, request, &request.model, &Usage::new(0, tokens, 0, 0, 0))?.total_nanousd();
+    let read = cost_of(prices, request, &request.model, &Usage::new(rest, tokens, 0, 0, 0))?.total_nanousd();
     Some(Cost { write_5m_nanousd: write.saturating_sub(read), ..Cost::default() })
 }
 

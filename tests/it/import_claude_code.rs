@@ -723,6 +723,22 @@ fn a_request_past_the_table_window_ran_with_the_1m_beta_and_pays_long_context_ra
 }
 
 #[test]
+fn a_break_on_a_long_context_request_costs_the_long_context_rates() {
+    // `long_context_break.jsonl`, Sonnet 4.5 on 2026-03-10 (1M-context beta in force): req_b1
+    // writes 250,000 (5m), req_b2 reads nothing and writes 250,100, so it lost
+    // min(250,000, 250,103) − 0 = 250,000 tokens. Both requests are past 200K input, so the
+    // bill used the long-context band: 5m write 7,500, read 600 nano-dollars per token.
+    // Extra: 250,000 × (7,500 − 600) = 1,725,000,000 nano-dollars (at standard rates it would
+    // be 250,000 × (3,750 − 300) = $0.8625).
+    let (code, document) = import("long_context_break.jsonl", &[]);
+    assert_eq!(code, 0);
+    let all = requests(&document);
+    let broken = &request(&all, "req_b2")["break"];
+    assert_eq!(broken["tokens_lost"], 250_000);
+    assert_eq!(broken["extra_cost_usd"], 1.725);
+}
+
+#[test]
 fn an_emitted_trace_names_the_1m_beta_where_the_prediction_used_it() {
     let dir = std::env::temp_dir().join(format!("forkcache-import-1m-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
