@@ -5,9 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -15,6 +16,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, header};
 
 use super::capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
+use super::mailbox::Mailbox;
 use super::order::{Order, Stamp};
 use super::predict::{self, PredictionQueue, Predictor};
 use super::redact::redact;
@@ -72,17 +74,21 @@ enum Note {
     Ended(Box<Exchange>),
 }
 
-/// Stamps every exchange's start, first byte and end with one clock, and reports each to the
-/// journal under one lock, so the journal hears of a first byte before any end stamped after it
-/// (see [`super::order`]).
+/// How long the journal lets notes gather after a batch before it takes the next. A note from
+/// the forwarding path then costs a push under a lock, not a wake-up of the journal's thread
+/// (a futex call on each side and a context switch, once the load is heavy enough that the
+/// journal keeps up note by note); a trace line is written at most this much later.
+const BATCH_TICK: Duration = Duration::from_millis(1);
+
+/// Stamps every exchange's start, first byte and end with one clock, and posts each to the
+/// journal under the journal's one lock, so the journal hears of a first byte before any end
+/// stamped after it (see [`super::order`]). Dropping it (with the last ticket) closes the
+/// journal's mailbox.
 pub(super) struct Sequencer {
     started: Instant,
-    inner: Mutex<Issued>,
-}
-
-struct Issued {
-    next: u64,
-    notes: Sender<Note>,
+    notes: Arc<Mailbox<Note>>,
+    /// The next ticket number; taken under the mailbox's lock, so numbers follow start stamps.
+    next: AtomicU64,
 }
 
 impl Sequencer {
@@ -91,20 +97,17 @@ impl Sequencer {
         self.started.elapsed().as_millis() as u64
     }
 
-    fn lock(&self) -> MutexGuard<'_, Issued> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// A ticket for a Messages request starting now: ticket numbers follow start times.
     pub(super) fn issue(self: &Arc<Self>, headers: &HeaderMap) -> Ticket {
         let key_workspace = api_key(headers).as_deref().map(key_fingerprint);
         let betas = crate::serve::request_betas(headers);
-        let mut issued = self.lock();
-        let seq = issued.next;
-        issued.next += 1;
+        let posting = self.notes.post();
+        let seq = self.next.fetch_add(1, Ordering::Relaxed);
+        let at_ms = self.now_ms();
+        drop(posting);
         let exchange = Exchange {
             seq,
-            at_ms: self.now_ms(),
+            at_ms,
             ended_ms: 0,
             key_workspace,
             betas,
@@ -139,7 +142,7 @@ impl Ticket {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
         let content_type = text(header::CONTENT_TYPE.as_str()).unwrap_or_default();
         let sequencer = Arc::clone(&self.sequencer);
-        let issued = sequencer.lock();
+        let mut posting = sequencer.notes.post();
         let first_byte_ms = sequencer.now_ms();
         let exchange = self.exchange();
         exchange.response = Some(Response {
@@ -158,8 +161,7 @@ impl Ticket {
         // An error response writes nothing to the cache: nothing waits for it.
         if (200..300).contains(&status) {
             let stamp = Stamp { workspace: workspace(exchange), ms: first_byte_ms };
-            // The journal only stops after every ticket is gone.
-            let _ = issued.notes.send(Note::Began { seq: exchange.seq, stamp });
+            posting.push(Note::Began { seq: exchange.seq, stamp });
         }
     }
     #[allow(clippy::expect_used)] // `http` passes response bytes on only after the head
@@ -195,11 +197,18 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         if let Some(mut exchange) = self.exchange.take() {
-            let issued = self.sequencer.lock();
+            let mut posting = self.sequencer.notes.post();
             exchange.ended_ms = self.sequencer.now_ms();
-            // The journal only stops after every ticket is gone.
-            let _ = issued.notes.send(Note::Ended(Box::new(exchange)));
+            posting.push(Note::Ended(Box::new(exchange)));
         }
+    }
+}
+
+impl Drop for Sequencer {
+    /// Every ticket is gone too (each holds the sequencer): the journal writes what it has and
+    /// stops.
+    fn drop(&mut self) {
+        self.notes.close();
     }
 }
 
@@ -240,12 +249,13 @@ pub(super) fn start(
 ) -> std::io::Result<(Arc<Sequencer>, Handle)> {
     let (predictions, prediction) =
         predict::start(endpoint, request_log, Arc::clone(&stats), prediction_queue_bytes)?;
-    let (notes, receiver) = channel();
+    let notes = Arc::new(Mailbox::default());
     let journal = Journal { trace, predictions, stats, order: Order::default(), waiting: BTreeMap::new() };
+    let inbox = Arc::clone(&notes);
     let journal = std::thread::Builder::new()
         .name("forkcache-proxy-journal".into())
-        .spawn(move || journal.run(receiver))?;
-    let sequencer = Sequencer { started: Instant::now(), inner: Mutex::new(Issued { next: 0, notes }) };
+        .spawn(move || journal.run(&inbox))?;
+    let sequencer = Sequencer { started: Instant::now(), notes, next: AtomicU64::new(0) };
     Ok((Arc::new(sequencer), Handle { journal, prediction }))
 }
 
@@ -261,20 +271,31 @@ struct Journal {
 }
 
 impl Journal {
-    fn run(mut self, receiver: Receiver<Note>) {
-        for note in receiver {
-            match note {
-                Note::Began { seq, stamp } => self.order.began(seq, stamp),
-                Note::Ended(exchange) => {
-                    let stamp = Stamp { workspace: workspace(&exchange), ms: exchange.at_ms };
-                    self.order.ended(exchange.seq, stamp, exchange.ended_ms);
-                    self.waiting.insert(exchange.seq, *exchange);
-                }
+    /// Takes the notes in batches, in the order they were posted, until the mailbox is closed
+    /// and empty.
+    fn run(mut self, notes: &Mailbox<Note>) {
+        let mut batch = Vec::new();
+        while notes.take(&mut batch) {
+            for note in batch.drain(..) {
+                self.note(note);
             }
-            while let Some(seq) = self.order.take_writable() {
-                if let Some(exchange) = self.waiting.remove(&seq) {
-                    self.write(exchange);
-                }
+            std::thread::sleep(BATCH_TICK);
+        }
+    }
+
+    /// One note, then every exchange it lets be written.
+    fn note(&mut self, note: Note) {
+        match note {
+            Note::Began { seq, stamp } => self.order.began(seq, stamp),
+            Note::Ended(exchange) => {
+                let stamp = Stamp { workspace: workspace(&exchange), ms: exchange.at_ms };
+                self.order.ended(exchange.seq, stamp, exchange.ended_ms);
+                self.waiting.insert(exchange.seq, *exchange);
+            }
+        }
+        while let Some(seq) = self.order.take_writable() {
+            if let Some(exchange) = self.waiting.remove(&seq) {
+                self.write(exchange);
             }
         }
     }
@@ -427,9 +448,8 @@ mod tests {
         assert_eq!(api_key(&headers).as_deref(), Some("sk-ant-secret"));
         headers.insert("x-api-key", "sk-other".parse().unwrap());
         assert_eq!(api_key(&headers).as_deref(), Some("sk-other"));
-        let (notes, _receiver) = channel();
         let sequencer =
-            Arc::new(Sequencer { started: Instant::now(), inner: Mutex::new(Issued { next: 0, notes }) });
+            Arc::new(Sequencer { started: Instant::now(), notes: Arc::default(), next: AtomicU64::new(0) });
         let mut ticket = sequencer.issue(&headers);
         let workspace = ticket.exchange().key_workspace.clone().unwrap();
         assert_eq!(workspace, key_fingerprint("sk-other"));

@@ -21,6 +21,7 @@
 mod capture;
 mod http;
 mod journal;
+mod mailbox;
 mod order;
 mod predict;
 mod redact;
