@@ -54,7 +54,9 @@ where
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        let workers: usize = std::env::var("W").ok().and_then(|w| w.parse().ok()).unwrap_or(2);
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().unwrap();
         runtime.block_on(start(stopped, addr_tx));
     });
     Running { addr: addr_rx.recv().unwrap(), stop: Some(stop), thread: Some(thread) }
@@ -81,6 +83,73 @@ fn proxy(upstream: SocketAddr) -> Running {
         addr.send(proxy.local_addr()).unwrap();
         proxy.run(async move { stopped.await.unwrap_or(()) }).await.unwrap();
     })
+}
+
+/// nginx as a reverse proxy in front of the same upstream: a peer measured by the same bursts,
+/// so the throughput ratio can be read against a proxy that does nothing but forward. Configured
+/// to forward as `forkcache proxy` does: keep-alive connections to the upstream, the response
+/// streamed chunk by chunk (`proxy_buffering off`), the request body read whole into memory
+/// before it is sent (`proxy_request_buffering on`, a buffer larger than the 900 KB body), no
+/// access log; one worker process per core (`worker_processes auto`).
+struct Nginx {
+    addr: SocketAddr,
+    child: std::process::Child,
+    _dir: tempfile_dir::Dir,
+}
+
+impl Drop for Nginx {
+    /// SIGQUIT: the master stops its workers and exits (a killed master leaves its workers
+    /// running, holding keep-alive connections the upstream's shutdown then waits for).
+    fn drop(&mut self) {
+        // SAFETY: `kill` takes a process id and a signal number; the child is ours and not yet
+        // waited for, so its id names it.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGQUIT) };
+        let _ = self.child.wait();
+    }
+}
+
+/// A scratch directory removed on drop (the bench needs no crate for one directory).
+mod tempfile_dir {
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn nginx(binary: &str, upstream: SocketAddr) -> Nginx {
+    let dir = std::env::temp_dir().join(format!("forkcache-bench-nginx-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("logs")).unwrap();
+    let port = free_port();
+    let conf = format!(
+        "worker_processes auto;\nerror_log {dir}/logs/error.log warn;\npid {dir}/nginx.pid;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n  access_log off;\n  client_max_body_size 32m;\n  client_body_buffer_size 2m;\n\
+         client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
+         upstream up {{ server {upstream}; keepalive 32; }}\n\
+         server {{\n    listen 127.0.0.1:{port};\n    location / {{\n\
+         proxy_pass http://up;\n      proxy_http_version 1.1;\n\
+         proxy_set_header Connection \"\";\n      proxy_buffering off;\n      proxy_request_buffering on;\n\
+         }}\n  }}\n}}\n",
+        dir = dir.display()
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+    let child = std::process::Command::new(binary)
+        .args(["-p", &dir.display().to_string(), "-c", "nginx.conf", "-g", "daemon off;"])
+        .spawn()
+        .unwrap_or_else(|err| panic!("PROXY_BENCH_NGINX={binary}: {err}"));
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "nginx did not start listening on {addr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Nginx { addr, child, _dir: tempfile_dir::Dir(dir) }
 }
 
 /// A streamed request whose cached system prompt makes it about `bytes` long.
@@ -187,8 +256,57 @@ fn percentile(sorted: &[Duration], per_100: usize) -> Duration {
     sorted[(sorted.len() * per_100 / 100).min(sorted.len() - 1)]
 }
 
-/// p50 and p99 each way, 300 requests alternating, and the throughput ratio of 5 bursts.
-fn summary(direct_url: &str, proxy_url: &str, stats_url: &str) {
+/// Five rounds, each a burst straight to the upstream and one through `via` (`after_via` runs
+/// after it, outside the timing): each round's throughput through `via` as a share of direct.
+fn ratio_rounds(
+    direct_url: &str,
+    via: &str,
+    body: &[u8],
+    each: usize,
+    mut after_via: impl FnMut(),
+) -> Ratios {
+    let rounds = (0..5)
+        .map(|_| {
+            let direct = burst(direct_url, body, CLIENTS, each).as_secs_f64();
+            let through = burst(via, body, CLIENTS, each).as_secs_f64();
+            after_via();
+            direct / through
+        })
+        .collect();
+    Ratios { rounds, each }
+}
+
+/// Throughput ratios of alternating rounds, in run order.
+struct Ratios {
+    rounds: Vec<f64>,
+    each: usize,
+}
+
+impl std::fmt::Display for Ratios {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut sorted = self.rounds.clone();
+        sorted.sort_by(f64::total_cmp);
+        let all: Vec<String> = self.rounds.iter().map(|r| format!("{:.0}%", r * 100.0)).collect();
+        write!(
+            f,
+            "{:.0}% of direct (median of {} alternating bursts of {CLIENTS} × {}; in run order: {})",
+            sorted[sorted.len() / 2] * 100.0,
+            self.rounds.len(),
+            self.each,
+            all.join(" ")
+        )
+    }
+}
+
+/// Another proxy in front of the same upstream, measured beside ours.
+struct Peer {
+    name: &'static str,
+    url: String,
+}
+
+/// p50 and p99 each way, 300 requests alternating, and the throughput ratio of 5 bursts (also
+/// through `peer`, when one runs).
+fn summary(direct_url: &str, proxy_url: &str, stats_url: &str, peer: Option<&Peer>) {
     eprintln!("\nproxy summary (loopback, streamed requests, upstream = forkcache serve):");
     for (name, size) in SIZES {
         let body = body(size);
@@ -218,23 +336,16 @@ fn summary(direct_url: &str, proxy_url: &str, stats_url: &str) {
         let each = (SUMMARY_BURST_BYTES / body.len()).max(EACH);
         let skipped_before = prediction_counters(stats_url).1;
         let mut lags = Vec::new();
-        let mut ratios: Vec<f64> = (0..5)
-            .map(|_| {
-                let direct = burst(direct_url, &body, CLIENTS, each).as_secs_f64();
-                let proxied = burst(proxy_url, &body, CLIENTS, each);
-                // Outside the timing: the next direct burst must not share the cores with them.
-                lags.push(drain(stats_url));
-                direct / proxied.as_secs_f64()
-            })
-            .collect();
+        let ratios = ratio_rounds(direct_url, proxy_url, &body, each, || {
+            // Outside the timing: the next direct burst must not share the cores with them.
+            lags.push(drain(stats_url));
+        });
         let skipped = prediction_counters(stats_url).1 - skipped_before;
-        let all: Vec<String> = ratios.iter().map(|r| format!("{:.0}%", r * 100.0)).collect();
-        ratios.sort_by(f64::total_cmp);
-        eprintln!(
-            "  {name}: throughput through the proxy = {:.0}% of direct (median of 5 alternating bursts of {CLIENTS} × {each}; in run order: {})",
-            ratios[2] * 100.0,
-            all.join(" ")
-        );
+        eprintln!("  {name}: throughput through the proxy = {ratios}");
+        if let Some(peer) = peer {
+            let ratios = ratio_rounds(direct_url, &peer.url, &body, each, || ());
+            eprintln!("  {name}: throughput through {} = {ratios}", peer.name);
+        }
         lags.sort();
         eprintln!(
             "  {name}: prediction lag after a proxied burst (until none pending): median {:.0} ms, max {:.0} ms; predictions skipped (queue full): {skipped} of {}",
@@ -256,7 +367,12 @@ fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     bench(&mut criterion, &direct_url, &proxy_url, &stats_url);
     criterion.final_summary();
-    summary(&direct_url, &proxy_url, &stats_url);
+    // PROXY_BENCH_NGINX=/usr/sbin/nginx: the same bursts through nginx, beside the proxy's.
+    let nginx = std::env::var("PROXY_BENCH_NGINX").ok().map(|binary| nginx(&binary, upstream.addr));
+    let peer =
+        nginx.as_ref().map(|nginx| Peer { name: "nginx", url: format!("http://{}/v1/messages", nginx.addr) });
+    summary(&direct_url, &proxy_url, &stats_url, peer.as_ref());
+    drop(nginx);
     drop(front);
     drop(upstream);
 }
