@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 use crate::billing::{
@@ -23,8 +22,8 @@ use crate::prompt::{
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
-    ApiError, Betas, CONTEXT_1M, DiagnosticsRequest, MessageResponse, Reply, ReplyContent, RequestView,
-    ResponseBlock, StopReason, check_model_rules, parse_request,
+    ApiError, Betas, CONTEXT_1M, DiagnosticsRequest, MessageResponse, RawJson, Reply, ReplyContent,
+    RequestView, ResponseBlock, StopReason, check_model_rules, parse_request,
 };
 
 /// Everything that decides how requests are priced.
@@ -408,7 +407,7 @@ impl MockEndpoint {
     /// [`crate::prompt::PromptBuilder`]. `path` names the block in an error.
     pub fn block_info(
         &mut self,
-        raw: &RawValue,
+        raw: RawJson,
         context: BlockContext,
         path: &str,
     ) -> Result<BlockInfo, ApiError> {

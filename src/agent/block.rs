@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::prompt::{DECLARED_TOKENS_KEY, Ttl};
-use crate::wire::Role;
+use crate::wire::{RawJson, Role};
 
 /// What a block is, as the agent runtime cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,14 +86,15 @@ impl Block {
     }
 
     /// The block as sent: with `cache_control` appended when `marker` is set.
-    pub fn raw(&self, marker: Option<Ttl>) -> &RawValue {
-        match marker {
+    pub fn raw(&self, marker: Option<Ttl>) -> RawJson<'_> {
+        let raw: &RawValue = match marker {
             None => &self.raw,
             Some(ttl) => {
                 let slot = &self.marked[usize::from(ttl == Ttl::OneHour)];
                 slot.get_or_init(|| marked_copy(self.raw.get(), ttl))
             }
-        }
+        };
+        raw.into()
     }
 
     /// Whether its text contains `needle` (a cheap byte search over the serialized block).

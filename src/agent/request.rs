@@ -7,11 +7,9 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
-
 use super::block::{BlockRef, Message};
 use crate::prompt::Ttl;
-use crate::wire::{ContentView, MessageView, RequestView, Thinking};
+use crate::wire::{ContentView, MessageView, RawJson, RequestView, Thinking};
 
 /// The `thinking` parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,11 +123,11 @@ impl AgentRequest {
         self.marks.binary_search(&mark).ok().map(|_| self.ttl)
     }
 
-    fn system_raw(&self) -> Vec<&RawValue> {
+    fn system_raw(&self) -> Vec<RawJson<'_>> {
         self.system.iter().enumerate().map(|(i, b)| b.raw(self.marker(Mark::System(i as u32)))).collect()
     }
 
-    fn message_raw<'s>(&'s self, index: usize, message: &'s Message) -> Vec<&'s RawValue> {
+    fn message_raw<'s>(&'s self, index: usize, message: &'s Message) -> Vec<RawJson<'s>> {
         let mark = |b: usize| self.marker(Mark::Message(index as u32, b as u32));
         message.blocks.iter().enumerate().map(|(b, block)| block.raw(mark(b))).collect()
     }
@@ -191,7 +189,7 @@ fn json_string(text: &str) -> String {
     serde_json::to_string(text).expect("a string serializes")
 }
 
-fn push_array(out: &mut String, items: Vec<&RawValue>) {
+fn push_array(out: &mut String, items: Vec<RawJson>) {
     out.push('[');
     for (index, item) in items.into_iter().enumerate() {
         if index > 0 {

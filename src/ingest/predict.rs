@@ -59,7 +59,7 @@ use crate::prompt::{
     Ttl,
 };
 use crate::tokenize::TokenizerUnavailable;
-use crate::wire::{ApiError, Betas, CONTEXT_1M, Reply, Role};
+use crate::wire::{ApiError, Betas, CONTEXT_1M, RawJson, Reply, Role};
 
 use super::transcript::{Chain, EpochMs, Event};
 use super::{ImportedSession, SessionRequest};
@@ -262,7 +262,7 @@ fn block_info(
 ) -> Result<BlockInfo, ApiError> {
     let json = format!("{}}}", text_block_json(text, tokens));
     let raw = RawValue::from_string(json).map_err(|e| ApiError::invalid(format!("simulated block: {e}")))?;
-    endpoint.block_info(&raw, context, "simulated block")
+    endpoint.block_info(RawJson::from(&*raw), context, "simulated block")
 }
 
 /// A chain's prompt as the endpoint prices it: the stable prefix and the history rendered once,

@@ -24,6 +24,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -31,9 +32,13 @@ use serde_json::value::RawValue;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+mod resume;
+
+pub use resume::LineReader;
+
 use crate::billing::{RecordedUsage, Usage};
 use crate::prompt::BlockKeys;
-use crate::wire::{ApiError, Betas, ErrorKind, RequestView, describe_parse_error};
+use crate::wire::{ApiError, Betas, ErrorKind, MapValues, MemberValues, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
 #[derive(Debug)]
@@ -215,14 +220,25 @@ pub fn read_trace(bytes: &[u8]) -> impl Iterator<Item = TraceEntry<'_>> {
 /// Every non-blank line of `bytes`, whose first line is line `first_line` of its file, with the
 /// line's length in bytes.
 fn read_lines(bytes: &[u8], first_line: usize) -> impl Iterator<Item = (TraceEntry<'_>, usize)> {
+    read_lines_with(bytes, first_line, read_line, TraceEntry::Unreadable)
+}
+
+/// [`read_lines`], each UTF-8 line read by `read` (given its number and text), each other line
+/// by `unreadable`.
+fn read_lines_with<'a, T>(
+    bytes: &'a [u8],
+    first_line: usize,
+    mut read: impl FnMut(usize, &'a str) -> T,
+    unreadable: impl Fn(UnreadableLine) -> T,
+) -> impl Iterator<Item = (T, usize)> {
     lines_of(bytes)
         .enumerate()
         .map(move |(index, line)| (first_line + index, line.strip_suffix(b"\r").unwrap_or(line)))
         .filter(|(_, line)| !line.trim_ascii().is_empty())
-        .map(|(number, line)| {
+        .map(move |(number, line)| {
             let entry = match std::str::from_utf8(line) {
-                Ok(text) => read_line(number, text),
-                Err(err) => TraceEntry::Unreadable(UnreadableLine {
+                Ok(text) => read(number, text),
+                Err(err) => unreadable(UnreadableLine {
                     line: number,
                     message: format!("not UTF-8 (byte {})", err.valid_up_to() + 1),
                 }),
@@ -243,19 +259,32 @@ fn lines_of(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// Whole lines of a trace, read together so that a worker thread can parse them while the lines
-/// before them are replayed. Its buffer goes back to its reader's pool when it is dropped.
+/// before them are replayed. Its buffer goes back to its reader's pool once the batch and every
+/// reader still comparing later lines with it ([`LineReader`]) are done with it.
 #[derive(Debug)]
 pub struct LineBatch {
     /// Batch number, from 0, in file order.
     pub number: u64,
     /// 1-based number of the batch's first line in the file.
     pub first_line: usize,
-    /// The lines, each with its newline (the file's last line may have none).
-    pub bytes: Vec<u8>,
-    pool: std::sync::Arc<BufferPool>,
+    bytes: Arc<PooledBytes>,
 }
 
-impl Drop for LineBatch {
+impl LineBatch {
+    /// The lines, each with its newline (the file's last line may have none).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes.bytes
+    }
+}
+
+/// A batch's buffer, given back to its pool when the last holder drops it.
+#[derive(Debug)]
+struct PooledBytes {
+    bytes: Vec<u8>,
+    pool: Arc<BufferPool>,
+}
+
+impl Drop for PooledBytes {
     fn drop(&mut self) {
         self.pool.give_back(std::mem::take(&mut self.bytes));
     }
@@ -339,8 +368,7 @@ impl<R: std::io::BufRead> BatchReader<R> {
         let batch = LineBatch {
             number: self.next_batch,
             first_line: self.next_line,
-            bytes,
-            pool: std::sync::Arc::clone(&self.pool),
+            bytes: Arc::new(PooledBytes { bytes, pool: Arc::clone(&self.pool) }),
         };
         self.next_line += lines;
         self.next_batch += 1;
@@ -387,10 +415,12 @@ pub struct BatchLine<'a> {
 }
 
 impl<'a> BatchLine<'a> {
-    /// A line read, its blocks hashed.
-    fn keyed(entry: TraceEntry<'a>, bytes: usize) -> BatchLine<'a> {
+    /// A line read, its blocks hashed (unless their keys are given).
+    fn keyed(entry: TraceEntry<'a>, bytes: usize, keys: Option<BlockKeys>) -> BatchLine<'a> {
         let keys = match &entry {
-            TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), .. }) => Some(BlockKeys::of(view)),
+            TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), .. }) => {
+                Some(keys.unwrap_or_else(|| BlockKeys::of(view)))
+            }
             _ => None,
         };
         BatchLine { entry, bytes, keys }
@@ -415,8 +445,8 @@ impl ParsedBatch {
     /// does).
     pub fn parse(batch: LineBatch) -> ParsedBatch {
         ParsedBatch::new(batch, |batch| {
-            read_lines(&batch.bytes, batch.first_line)
-                .map(|(entry, bytes)| BatchLine::keyed(entry, bytes))
+            read_lines(batch.bytes(), batch.first_line)
+                .map(|(entry, bytes)| BatchLine::keyed(entry, bytes, None))
                 .collect()
         })
     }
@@ -501,39 +531,49 @@ impl<'de> Visitor<'de> for LineVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut parts = LineParts::default();
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            match &*key {
-                "at_ms" => parts.at_ms = map.next_value()?,
-                "api_key" => parts.api_key = map.next_value()?,
-                "workspace" => parts.workspace = map.next_value()?,
-                "betas" => {
-                    let names = map.next_value::<Option<Vec<String>>>()?.unwrap_or_default();
-                    parts.betas = Betas::from_names(names.iter().map(String::as_str));
-                }
-                "forkcache_session" => parts.session = Some(map.next_value()?),
-                "first_byte_ms" => parts.first_byte_ms = map.next_value()?,
-                "usage" => {
-                    parts.recorded =
-                        bounded_recorded(map.next_value::<Option<&'de RawValue>>()?.map(RawValue::get))?;
-                    parts.output_tokens =
-                        parts.recorded.as_ref().map(|recorded| recorded.usage.output_tokens);
-                }
-                "diagnostics" => {
-                    let diagnostics = map.next_value::<Option<LoggedDiagnostics>>()?;
-                    parts.recorded_miss_reason =
-                        diagnostics.and_then(|d| d.cache_miss_reason).map(|r| r.kind);
-                }
-                "body" => parts.body = Some(map.next_value::<BodyField>()?.0),
-                "error" => parts.error = map.next_value()?,
-                other => {
-                    if parts.request.read_member(other, &mut map)? {
-                        parts.request_fields = true;
-                    } else {
-                        map.next_value::<IgnoredAny>()?;
-                    }
+            parts.read_member(&key, &mut MapValues(&mut map))?;
+        }
+        Ok(parts)
+    }
+}
+
+impl<'a> LineParts<'a> {
+    /// Reads one member of a line: an envelope field, or a request field of a raw body.
+    fn read_member<'de: 'a, V: MemberValues<'de>>(
+        &mut self,
+        key: &str,
+        values: &mut V,
+    ) -> Result<(), V::Error> {
+        match key {
+            "at_ms" => self.at_ms = values.next_value()?,
+            "api_key" => self.api_key = values.next_value()?,
+            "workspace" => self.workspace = values.next_value()?,
+            "betas" => {
+                let names = values.next_value::<Option<Vec<String>>>()?.unwrap_or_default();
+                self.betas = Betas::from_names(names.iter().map(String::as_str));
+            }
+            "forkcache_session" => self.session = Some(values.next_value()?),
+            "first_byte_ms" => self.first_byte_ms = values.next_value()?,
+            "usage" => {
+                let raw = values.next_value::<Option<&'de RawValue>>()?;
+                self.recorded = bounded_recorded(raw.map(RawValue::get))?;
+                self.output_tokens = self.recorded.as_ref().map(|recorded| recorded.usage.output_tokens);
+            }
+            "diagnostics" => {
+                let diagnostics = values.next_value::<Option<LoggedDiagnostics>>()?;
+                self.recorded_miss_reason = diagnostics.and_then(|d| d.cache_miss_reason).map(|r| r.kind);
+            }
+            "body" => self.body = Some(values.next_value::<BodyField>()?.0),
+            "error" => self.error = values.next_value()?,
+            other => {
+                if self.request.read_member(other, values)? {
+                    self.request_fields = true;
+                } else {
+                    values.next_value::<IgnoredAny>()?;
                 }
             }
         }
-        Ok(parts)
+        Ok(())
     }
 }
 
@@ -762,7 +802,7 @@ mod tests {
         let mut reader = BatchReader::new(text.as_bytes(), 16);
         let (mut joined, mut entry_lines, mut first_lines) = (Vec::new(), Vec::new(), Vec::new());
         while let Some(batch) = reader.next_batch().unwrap() {
-            joined.extend_from_slice(&batch.bytes);
+            joined.extend_from_slice(batch.bytes());
             first_lines.push(batch.first_line);
             let parsed = ParsedBatch::parse(batch);
             for read in parsed.entries() {

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use super::hash::{content_hash, namespaced_hash};
 use super::{IdentityMode, Ttl};
 use crate::tokenize::Tokenizer;
+use crate::wire::RawJson;
 
 /// Where a block sits, which decides what it may be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -142,11 +143,11 @@ pub fn text_memo_key(context: BlockContext, text: &str) -> u128 {
 
 /// Inspects a raw block.
 pub fn inspect_raw(
-    raw: &RawValue,
+    raw: RawJson,
     context: BlockContext,
     config: &InspectConfig,
 ) -> Result<BlockInfo, BlockProblem> {
-    // A RawValue is valid JSON, but it was read without a depth limit: a block nested past
+    // A raw block is valid JSON, but it was read without a depth limit: a block nested past
     // serde_json's recursion limit is refused here, as the API refuses it, never a panic.
     let value: Value = serde_json::from_str(raw.get()).map_err(|err| {
         BlockProblem::at("", format!("the block could not be read: {}", crate::json::without_position(&err)))
@@ -473,7 +474,7 @@ mod tests {
 
     fn inspect(json: &str, context: BlockContext, identity: IdentityMode) -> Result<BlockInfo, BlockProblem> {
         let raw: Box<RawValue> = serde_json::from_str(json).unwrap();
-        inspect_raw(&raw, context, &config(identity))
+        inspect_raw(RawJson::from(&*raw), context, &config(identity))
     }
 
     fn key(json: &str, identity: IdentityMode) -> u128 {

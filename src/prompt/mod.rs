@@ -39,6 +39,7 @@ pub use block::{
 pub use builder::{Checkpoint, PromptBuilder};
 pub use hash::{BuildPassThrough, PassThrough, chain, content_hash, namespaced_hash, salt_hash};
 pub use memo::{BlockMemo, MEMO_LIMIT};
+pub(crate) use render::content_keys;
 pub use render::{
     BlockKeys, DeferredTools, MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolChanges,
     ToolPromptSize, tool_prompt_size, validate_breakpoints,

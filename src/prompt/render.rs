@@ -4,7 +4,6 @@
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 use super::block::{
     BlockContext, BlockInfo, BlockProblem, InspectConfig, inspect_raw, inspect_text, raw_memo_key,
@@ -15,7 +14,7 @@ use super::memo::BlockMemo;
 use super::{IdentityMode, Prompt, PromptBuilder, Salts, Slot, Ttl};
 use crate::billing::ModelPrice;
 use crate::tokenize::Tokenizer;
-use crate::wire::{ApiError, ContentView, RequestView, Role, Thinking, ToolChoice};
+use crate::wire::{ApiError, ContentView, RawJson, RequestView, Role, Thinking, ToolChoice};
 
 /// The documented maximum of breakpoints per request.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -164,7 +163,7 @@ impl Renderer {
     /// `path` names the block in an error (`messages.3.content.1`).
     pub fn block_info(
         &mut self,
-        raw: &RawValue,
+        raw: RawJson,
         context: BlockContext,
         path: &str,
     ) -> Result<BlockInfo, ApiError> {
@@ -183,7 +182,7 @@ impl Renderer {
         items: &mut Vec<Item>,
     ) -> Result<(), ApiError> {
         for (index, raw) in request.tools.iter().enumerate() {
-            let info = self.raw_info(raw, BlockContext::Tool, keys, || format!("tools.{index}"), "tools")?;
+            let info = self.raw_info(*raw, BlockContext::Tool, keys, || format!("tools.{index}"), "tools")?;
             items.push(Item { slot: Slot::Tool(index as u32), role: Role::System, opens: false, info });
         }
         if let Some(system) = &request.system {
@@ -234,7 +233,7 @@ impl Renderer {
             }
             ContentView::Blocks(blocks) => {
                 for (index, raw) in blocks.iter().enumerate() {
-                    let info = self.raw_info(raw, context, keys, || format!("{path}.{index}"), level)?;
+                    let info = self.raw_info(*raw, context, keys, || format!("{path}.{index}"), level)?;
                     items.push(Item { slot: slot(index as u32), role: Role::System, opens: false, info });
                 }
             }
@@ -244,7 +243,7 @@ impl Renderer {
 
     fn raw_info(
         &mut self,
-        raw: &RawValue,
+        raw: RawJson,
         context: BlockContext,
         keys: &mut KeyFeed,
         path: impl FnOnce() -> String,
@@ -306,9 +305,16 @@ impl BlockKeys {
         }
         BlockKeys(keys)
     }
+
+    /// The keys of a request whose tools', system's and messages' keys were gathered elsewhere
+    /// (a trace reader that read some blocks from an earlier request's sketch).
+    pub(crate) fn from_parts(tools: &[u128], system: &[u128], messages: &[u128]) -> BlockKeys {
+        BlockKeys([tools, system, messages].concat())
+    }
 }
 
-fn content_keys(content: &ContentView, context: BlockContext, keys: &mut Vec<u128>) {
+/// Appends the memo keys of `content`'s blocks, in render order.
+pub(crate) fn content_keys(content: &ContentView, context: BlockContext, keys: &mut Vec<u128>) {
     match content {
         ContentView::Text(text) => keys.push(text_memo_key(context, text)),
         ContentView::Blocks(blocks) => {
@@ -359,7 +365,7 @@ fn collect_references(value: &serde_json::Value, names: &mut BTreeSet<String>) {
 }
 
 /// A tool definition's `name` (empty when it has none).
-fn tool_name(raw: &RawValue) -> String {
+fn tool_name(raw: RawJson) -> String {
     #[derive(Deserialize)]
     struct Named {
         #[serde(default)]
@@ -405,7 +411,7 @@ fn apply_automatic_marker(request: &RequestView, items: &mut [Item]) -> Result<(
     }
 }
 
-fn automatic_ttl(raw: &RawValue) -> Result<Option<Ttl>, ApiError> {
+fn automatic_ttl(raw: RawJson) -> Result<Option<Ttl>, ApiError> {
     #[derive(Deserialize)]
     struct TopLevelMarker {
         #[serde(rename = "type")]

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::sync::{Condvar, Mutex, PoisonError, mpsc};
 
-use crate::ingest::trace::{BatchReader, ParsedBatch};
+use crate::ingest::trace::{BatchReader, LineReader, ParsedBatch};
 
 /// Bytes of whole lines read per batch: enough lines to make a worker's hand-off cheap beside
 /// its parse, few enough that the batches in flight stay a few MB.
@@ -34,8 +34,9 @@ where
 {
     let mut batches = BatchReader::new(reader, BATCH_BYTES);
     if threads <= 1 {
+        let mut lines = LineReader::default();
         while let Some(batch) = batches.next_batch()? {
-            consume(ParsedBatch::parse(batch))?;
+            consume(lines.parse(batch))?;
         }
         return Ok(());
     }
@@ -121,8 +122,9 @@ impl<R: BufRead> Shared<R> {
 
 /// A worker: take a batch, parse it, hand it over, until the trace is read.
 fn work<R: BufRead>(shared: &Shared<R>, parsed: &mpsc::Sender<std::io::Result<ParsedBatch>>) {
+    let mut lines = LineReader::default();
     while let Some(batch) = shared.take() {
-        let sent = parsed.send(batch.map(ParsedBatch::parse));
+        let sent = parsed.send(batch.map(|batch| lines.parse(batch)));
         if sent.is_err() {
             return;
         }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 
 use crate::billing::PriceTable;
-use crate::wire::{ApiError, ContentView, ErrorKind, RequestView, parse_request_str};
+use crate::wire::{ApiError, ContentView, ErrorKind, MapValues, RequestView, parse_request_str};
 
 /// The top-level fields the API documents for `POST /v1/messages`, beta fields included
 /// (reference §4.2: the request table, then `context_management`, `diagnostics`, `speed`).
@@ -204,7 +204,7 @@ impl<'de> Visitor<'de> for OnePassVisitor {
         let mut view = RequestView::default();
         let mut unknown = Vec::new();
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            if !view.read_member(&key, &mut map)? {
+            if !view.read_member(&key, &mut MapValues(&mut map))? {
                 check_member(&key, &mut map, &mut unknown)?;
             }
         }

@@ -2,6 +2,7 @@
 
 mod beta;
 mod error;
+mod raw;
 mod request;
 mod response;
 mod rules;
@@ -9,9 +10,10 @@ mod sse;
 
 pub use beta::{Betas, CACHE_DIAGNOSIS, CONTEXT_1M, MID_CONVERSATION_TOOL_CHANGES, tool_changes_keep_cache};
 pub use error::{ApiError, ErrorKind};
+pub use raw::RawJson;
 pub use request::{
-    ContentView, DiagnosticsRequest, MessageView, OutputConfig, RequestView, Role, Thinking, ToolChoice,
-    api_path, describe_parse_error, parse_request, parse_request_str,
+    ContentView, DiagnosticsRequest, MapValues, MemberValues, MessageView, OutputConfig, RequestView, Role,
+    Thinking, ToolChoice, api_path, describe_parse_error, parse_request, parse_request_str,
 };
 pub use response::{MessageResponse, Reply, ReplyContent, ResponseBlock, StopReason};
 pub use rules::check_model_rules;

@@ -1,6 +1,6 @@
 //! The request body, read in one pass without building a JSON tree.
 //!
-//! Content blocks and tool definitions stay borrowed raw spans ([`RawValue`]): the prompt layer
+//! Content blocks and tool definitions stay borrowed raw spans ([`RawJson`]): the prompt layer
 //! hashes those bytes and only looks inside a block it has not seen before. Unknown top-level keys
 //! are skipped (they stay in the caller's bytes), so real clients' `context_management`,
 //! `metadata` and the like are accepted as sent.
@@ -8,11 +8,10 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use super::error::ApiError;
+use super::raw::RawJson;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::value::RawValue;
-
-use super::error::ApiError;
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -56,7 +55,7 @@ pub enum ContentView<'a> {
     /// A plain string, decoded.
     Text(Cow<'a, str>),
     /// Blocks, each the raw bytes as sent.
-    Blocks(Vec<&'a RawValue>),
+    Blocks(Vec<RawJson<'a>>),
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for ContentView<'a> {
@@ -88,7 +87,7 @@ impl<'de> Visitor<'de> for ContentVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut blocks = Vec::with_capacity(seq.size_hint().unwrap_or(4));
-        while let Some(block) = seq.next_element::<&'de RawValue>()? {
+        while let Some(block) = seq.next_element::<RawJson<'de>>()? {
             blocks.push(block);
         }
         Ok(ContentView::Blocks(blocks))
@@ -138,7 +137,7 @@ pub struct OutputConfig<'a> {
     pub effort: Option<String>,
     /// Structured-output format, kept raw.
     #[serde(default, borrow)]
-    pub format: Option<&'a RawValue>,
+    pub format: Option<RawJson<'a>>,
 }
 
 /// `diagnostics` (beta `cache-diagnosis-2026-04-07`): opts in to cache diagnostics.
@@ -161,7 +160,7 @@ pub struct RequestView<'a> {
     /// `system`.
     pub system: Option<ContentView<'a>>,
     /// `tools`, each definition raw.
-    pub tools: Vec<&'a RawValue>,
+    pub tools: Vec<RawJson<'a>>,
     /// `tool_choice`.
     pub tool_choice: Option<ToolChoice>,
     /// `thinking`.
@@ -169,7 +168,7 @@ pub struct RequestView<'a> {
     /// `output_config`.
     pub output_config: Option<OutputConfig<'a>>,
     /// Top-level `cache_control` (automatic caching), raw until validated.
-    pub cache_control: Option<&'a RawValue>,
+    pub cache_control: Option<RawJson<'a>>,
     /// `stream`.
     pub stream: bool,
     /// `speed` (fast mode).
@@ -180,14 +179,35 @@ pub struct RequestView<'a> {
     pub inference_geo: Option<String>,
 }
 
+/// Where the value of an object's member is read from: a serde map (the one-pass read), or a
+/// reader that parses each value at its own offset (`ingest::trace` does, to skip what a request
+/// shares with an earlier one).
+pub trait MemberValues<'de> {
+    /// What a value that cannot be read is.
+    type Error: de::Error;
+    /// Reads the value of the member whose key was just read.
+    fn next_value<T: Deserialize<'de>>(&mut self) -> Result<T, Self::Error>;
+}
+
+/// A serde map read as [`MemberValues`].
+pub struct MapValues<'m, A>(pub &'m mut A);
+
+impl<'de, A: MapAccess<'de>> MemberValues<'de> for MapValues<'_, A> {
+    type Error = A::Error;
+
+    fn next_value<T: Deserialize<'de>>(&mut self) -> Result<T, A::Error> {
+        self.0.next_value()
+    }
+}
+
 impl<'a> RequestView<'a> {
     /// Reads one member of the body; returns false (having consumed nothing) for a key the view
     /// does not know, so a caller reading a wider object can take it instead.
-    pub fn read_member<'de: 'a, A: MapAccess<'de>>(
+    pub fn read_member<'de: 'a, V: MemberValues<'de>>(
         &mut self,
         key: &str,
-        map: &mut A,
-    ) -> Result<bool, A::Error> {
+        map: &mut V,
+    ) -> Result<bool, V::Error> {
         match key {
             "model" => self.model = map.next_value()?,
             "max_tokens" => self.max_tokens = map.next_value()?,
@@ -241,7 +261,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut view = RequestView::default();
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            if !view.read_member(&key, &mut map)? {
+            if !view.read_member(&key, &mut MapValues(&mut map))? {
                 map.next_value::<IgnoredAny>()?;
             }
         }

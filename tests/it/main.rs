@@ -26,6 +26,7 @@ mod rendered;
 mod replay_cli;
 mod replay_stream;
 mod reports;
+mod resume_reader;
 mod runtimes;
 mod salts;
 mod scenario_engine;

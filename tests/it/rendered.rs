@@ -123,7 +123,7 @@ fn add_messages(
     for (offset, message) in messages.iter().enumerate() {
         for (b, block) in message.blocks.iter().enumerate() {
             let raw = RawValue::from_string(block.to_string()).unwrap();
-            let info = endpoint.block_info(&raw, BlockContext::Message, "block").unwrap();
+            let info = endpoint.block_info((&*raw).into(), BlockContext::Message, "block").unwrap();
             builder.message_block((first + offset) as u32, b as u32, message.role, b == 0, &info);
         }
     }
@@ -136,7 +136,11 @@ fn render_head(endpoint: &mut MockEndpoint, first_message: &[Message]) -> Render
     let mut builder = PromptBuilder::new(salts, true);
     for (i, tool) in tools().iter().enumerate() {
         let info = endpoint
-            .block_info(&RawValue::from_string(tool.to_string()).unwrap(), BlockContext::Tool, "tools")
+            .block_info(
+                (&*RawValue::from_string(tool.to_string()).unwrap()).into(),
+                BlockContext::Tool,
+                "tools",
+            )
             .unwrap();
         builder.tool(i as u32, &info);
     }
@@ -144,7 +148,7 @@ fn render_head(endpoint: &mut MockEndpoint, first_message: &[Message]) -> Render
     builder.tool_prompt(size.auto, size.extra);
     let system_position = builder.len();
     let raw = RawValue::from_string(system_block().to_string()).unwrap();
-    let info = endpoint.block_info(&raw, BlockContext::System, "system.0").unwrap();
+    let info = endpoint.block_info((&*raw).into(), BlockContext::System, "system.0").unwrap();
     builder.system(0, &info);
     add_messages(endpoint, &mut builder, first_message, 0);
     let checkpoint = builder.checkpoint();

@@ -1,0 +1,684 @@
+//! Reading a trace line from where it parts from a recent one.
+//!
+//! An agent's requests repeat their conversation: each body is an earlier one's history plus a
+//! turn, so most of an agent's trace is bytes a reader has already read. A [`LineReader`] keeps
+//! a [`Sketch`] of the last few request bodies it read — where each element of `messages` ends
+//! and what it holds, where the `tools` and `system` members lie and what they hold — and reads a
+//! new body by comparing its bytes with a sketched body's instead of parsing them:
+//!
+//! - the messages inside the longest prefix the body shares with a recent body (the same
+//!   offsets from the body's start) are taken from that body's sketch;
+//! - a `tools` or `system` member whose bytes, key included, equal a recent body's is taken
+//!   from its sketch, wherever it stands in the body;
+//! - everything else is parsed as the one-pass read parses it: the line's and the body's
+//!   objects and the `messages` array are walked here, and each key and value in them is read
+//!   by serde_json, at its offset, into the same types (`LineParts::read_member`,
+//!   `RequestView::read_member`).
+//!
+//! The result is the one-pass read's, field for field. A value's bytes decide its parse, so equal
+//! bytes read the same, and a JSON parse depends on nothing before it but the structure it is in:
+//! a prefix equal to a body already read leaves the parse in the state that body's parse was in
+//! at the same offset; a member equal to one already read is a whole `"key": value` that
+//! serde_json read, and the walk checks the byte after it as it checks any other. serde_json
+//! applies its nesting limit only to values it builds, never to one it skips or keeps raw (the
+//! content blocks), and the levels this reader walks or builds are a few deep, so a value read
+//! at its own offset meets the same limit it meets in place. A line the reader does not expect
+//! (not an object, malformed anywhere, a session marker, whose settings are a JSON tree built
+//! with that limit) is read the one-pass way, so every error and every unreadable line keeps its
+//! message.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use super::{BatchEntries, BatchLine, LineBatch, LineParts, ParsedBatch, PooledBytes, TraceBody, TraceEntry};
+use crate::prompt::{BlockContext, BlockKeys, content_keys, raw_memo_key};
+use crate::wire::{ContentView, MemberValues, MessageView, RawJson, RequestView, Role};
+
+/// Request bodies a reader keeps sketches of: enough to find a body's own conversation among a
+/// few interleaved ones (a parent, its forks, a side request).
+const RECENT_BODIES: usize = 8;
+
+/// Reads lines, each resumed from the recent body it shares the longest prefix with. One per
+/// worker thread: what it returns never depends on the lines it saw before (see the module
+/// documentation), only how fast it returns it. It keeps the batches of its last eight request
+/// bodies from going back to their pool.
+#[derive(Default)]
+pub struct LineReader {
+    /// Newest last.
+    recent: VecDeque<Sketch>,
+}
+
+impl LineReader {
+    /// Reads every line of `batch` and hashes its requests' blocks: what
+    /// [`ParsedBatch::parse`] returns, read faster.
+    pub fn parse(&mut self, batch: LineBatch) -> ParsedBatch {
+        ParsedBatch::new(batch, |batch| {
+            let read = |number, text| {
+                let at = offset_in(batch.bytes(), text);
+                self.read(&batch.bytes, at, number, text)
+            };
+            let lines = super::read_lines_with(batch.bytes(), batch.first_line, read, |line| {
+                (TraceEntry::Unreadable(line), None)
+            });
+            lines.map(|((entry, keys), bytes)| BatchLine::keyed(entry, bytes, keys)).collect::<BatchEntries>()
+        })
+    }
+
+    /// One line (UTF-8, not blank), which starts at `at` in `bytes`, and its blocks' keys when
+    /// the walk gathered them.
+    fn read<'a>(
+        &mut self,
+        bytes: &Arc<PooledBytes>,
+        at: usize,
+        number: usize,
+        text: &'a str,
+    ) -> (TraceEntry<'a>, Option<BlockKeys>) {
+        let Some((entry, drawn)) = self.walk(text, number) else {
+            return (super::read_line(number, text), None);
+        };
+        let Some(drawn) = drawn else { return (entry, None) };
+        let keys = drawn.keys();
+        if self.recent.len() == RECENT_BODIES {
+            self.recent.pop_front();
+        }
+        let body = at + drawn.start..at + drawn.start + drawn.len;
+        self.recent.push_back(Sketch { bytes: Arc::clone(bytes), body, drawn });
+        (entry, Some(keys))
+    }
+
+    /// The line read by walking it, with the sketch of its request body (none when it carries no
+    /// parsed request, or a value of it could not be sketched); `None` when the line is not what
+    /// the walk expects.
+    fn walk<'a>(&self, text: &'a str, number: usize) -> Option<(TraceEntry<'a>, Option<Drawn>)> {
+        let mut walk = Walk { text, pos: skip_ws(text, 0) };
+        let mut parts = LineParts::default();
+        let mut top = Drawing::new(walk.pos, self.base(text, walk.pos));
+        let mut nested = None;
+        walk.object(|walk| {
+            if top.reuse_member(walk, &mut parts.request) {
+                parts.request_fields = true;
+                return Some(());
+            }
+            let key_at = walk.pos;
+            let key = walk.key()?;
+            match &*key {
+                // Its settings are a JSON tree, built under serde_json's nesting limit.
+                "forkcache_session" => None,
+                "body" if walk.peek()? == b'{' => {
+                    let (view, drawn) = self.body(walk)?;
+                    parts.body = Some(TraceBody::Parsed(Box::new(view)));
+                    nested = Some(drawn);
+                    Some(())
+                }
+                key if is_sketched(key) => {
+                    parts.request_fields = true;
+                    walk.request_member(key, key_at, &mut parts.request, &mut top)
+                }
+                key => parts.read_member(key, &mut walk.values()).ok(),
+            }
+        })?;
+        if skip_ws(text, walk.pos) != text.len() {
+            return None;
+        }
+        let enveloped = parts.body.is_some();
+        let entry = parts.into_entry(number).unwrap_or_else(TraceEntry::Unreadable);
+        let parsed = matches!(&entry, TraceEntry::Request(line) if matches!(line.body, TraceBody::Parsed(_)));
+        let drawn = match (parsed, enveloped) {
+            (false, _) => None,
+            (true, true) => nested.flatten(),
+            (true, false) => top.finish(walk.pos),
+        };
+        Some((entry, drawn))
+    }
+
+    /// An envelope's object `body`, at the walk's position.
+    fn body<'a>(&self, walk: &mut Walk<'a>) -> Option<(RequestView<'a>, Option<Drawn>)> {
+        let mut drawing = Drawing::new(walk.pos, self.base(walk.text, walk.pos));
+        let mut view = RequestView::default();
+        walk.object(|walk| {
+            if drawing.reuse_member(walk, &mut view) {
+                return Some(());
+            }
+            let key_at = walk.pos;
+            let key = walk.key()?;
+            walk.request_member(&key, key_at, &mut view, &mut drawing)
+        })?;
+        Some((view, drawing.finish(walk.pos)))
+    }
+
+    /// The recent body sharing the longest prefix with the body at `start` of `text`, and that
+    /// prefix's length.
+    fn base(&self, text: &str, start: usize) -> Option<Base<'_>> {
+        let body = text.as_bytes().get(start..)?;
+        let mut best: Option<Base> = None;
+        for sketch in self.recent.iter().rev() {
+            let shared = common_prefix(body, sketch.body_bytes());
+            if best.as_ref().is_none_or(|best| shared > best.shared) {
+                best = Some(Base { sketch, shared });
+            }
+            // The newest body sharing most of this one is the one to read from: older ones
+            // would each cost a comparison for little more.
+            if shared >= body.len() / 2 {
+                break;
+            }
+        }
+        best
+    }
+}
+
+/// Where `inner`, a slice of `outer`, starts in it.
+fn offset_in(outer: &[u8], inner: &str) -> usize {
+    inner.as_ptr() as usize - outer.as_ptr() as usize
+}
+
+/// Whether a request member is read with the sketches' help.
+fn is_sketched(key: &str) -> bool {
+    matches!(key, "messages" | "tools" | "system")
+}
+
+/// The length of the prefix `a` and `b` share (compared a chunk at a time: memcmp speed).
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const CHUNK: usize = 256;
+    let len = a.len().min(b.len());
+    let mut shared = 0;
+    while shared + CHUNK <= len && a[shared..shared + CHUNK] == b[shared..shared + CHUNK] {
+        shared += CHUNK;
+    }
+    shared + a[shared..len].iter().zip(&b[shared..len]).take_while(|(x, y)| x == y).count()
+}
+
+fn skip_ws(text: &str, mut pos: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = text.as_bytes().get(pos) {
+        pos += 1;
+    }
+    pos
+}
+
+/// A recent body to read from, and how many of its first bytes the new body shares.
+struct Base<'s> {
+    sketch: &'s Sketch,
+    shared: usize,
+}
+
+/// What a reader remembers of a request body it read.
+struct Sketch {
+    /// The batch the body is in, kept until the sketch is forgotten.
+    bytes: Arc<PooledBytes>,
+    /// The body within `bytes`.
+    body: Range<usize>,
+    drawn: Drawn,
+}
+
+impl Sketch {
+    fn body_bytes(&self) -> &[u8] {
+        self.bytes.bytes.get(self.body.clone()).unwrap_or_default()
+    }
+}
+
+/// A body's sketch as its walk drew it. Offsets of the messages are from the body's `{`.
+struct Drawn {
+    /// The body's `{` in its line.
+    start: usize,
+    len: usize,
+    /// The last `messages` member that was an array: where its key starts, and its elements.
+    messages: Option<MessagesSketch>,
+    /// The `tools` and `system` members.
+    members: Vec<MemberSketch>,
+    /// The memo keys of the view's blocks, by field: what [`BlockKeys::of`] would hash.
+    keys: ViewKeys,
+}
+
+impl Drawn {
+    fn keys(&self) -> BlockKeys {
+        let messages = match (&self.messages, self.keys.messages_current) {
+            (Some(messages), true) => &messages.keys[..],
+            _ => &[],
+        };
+        BlockKeys::from_parts(&self.keys.tools, &self.keys.system, messages)
+    }
+}
+
+/// The keys of the blocks the view's `tools` and `system` hold now, and whether its `messages`
+/// are the sketch's (not a later `null`).
+#[derive(Default)]
+struct ViewKeys {
+    tools: Vec<u128>,
+    system: Vec<u128>,
+    messages_current: bool,
+}
+
+/// The elements of a `messages` array, flat: a body's sketch is two vectors, so a new body
+/// that shares the first k messages copies two slices of them.
+#[derive(Default)]
+struct MessagesSketch {
+    key_at: usize,
+    elements: Vec<ElementSketch>,
+    /// The blocks of every element's content, in order.
+    blocks: Vec<Range<usize>>,
+    /// The memo key of every element's content (one for a string, one per block), in order.
+    keys: Vec<u128>,
+}
+
+impl MessagesSketch {
+    /// The first `count` elements (and their blocks and keys).
+    fn prefix(&self, key_at: usize, count: usize) -> MessagesSketch {
+        let elements = self.elements[..count].to_vec();
+        let (blocks_end, keys_end) = elements.last().map_or((0, 0), |last| (last.blocks_end, last.keys_end));
+        let (blocks, keys) = (self.blocks[..blocks_end].to_vec(), self.keys[..keys_end].to_vec());
+        MessagesSketch { key_at, elements, blocks, keys }
+    }
+
+    /// The message `element`, read from `text` whose body starts at `start`.
+    fn message<'a>(&self, index: usize, text: &'a str, start: usize) -> Option<MessageView<'a>> {
+        let element = &self.elements[index];
+        let blocks_start = index.checked_sub(1).map_or(0, |before| self.elements[before].blocks_end);
+        let content = match &element.text {
+            Some(text_sketch) => text_sketch.at(text, start)?,
+            None => {
+                let blocks = self.blocks.get(blocks_start..element.blocks_end)?;
+                ContentView::Blocks(
+                    blocks
+                        .iter()
+                        .map(|r| slice(text, start, r).map(RawJson::trusted))
+                        .collect::<Option<_>>()?,
+                )
+            }
+        };
+        Some(MessageView { role: element.role, content })
+    }
+
+    /// Adds a message read at `end` of the body that starts at `start` of `text`; false when
+    /// its content is not in `text`.
+    fn push(&mut self, message: &MessageView, text: &str, start: usize, end: usize) -> bool {
+        let text_sketch = match &message.content {
+            ContentView::Blocks(blocks) => {
+                for raw in blocks {
+                    let Some(span) = span_in(text, start, raw.get()) else { return false };
+                    self.blocks.push(span);
+                }
+                None
+            }
+            content => match ContentSketch::of(text, start, content) {
+                Some(sketch) => Some(sketch),
+                None => return false,
+            },
+        };
+        content_keys(&message.content, BlockContext::Message, &mut self.keys);
+        let (blocks_end, keys_end) = (self.blocks.len(), self.keys.len());
+        self.elements.push(ElementSketch {
+            end: end - start,
+            role: message.role,
+            text: text_sketch,
+            blocks_end,
+            keys_end,
+        });
+        true
+    }
+}
+
+/// One message: its offsets are from the body's `{`.
+#[derive(Clone)]
+struct ElementSketch {
+    /// Just past the element's closing brace.
+    end: usize,
+    role: Role,
+    /// A string content; `None` for blocks.
+    text: Option<ContentSketch>,
+    /// Where its blocks end in [`MessagesSketch::blocks`].
+    blocks_end: usize,
+    /// Where its keys end in [`MessagesSketch::keys`].
+    keys_end: usize,
+}
+
+/// A `content` or `system` value, its offsets from an origin (a body's or a member's start).
+#[derive(Clone)]
+enum ContentSketch {
+    /// A string without escapes: where its text lies (between the quotes).
+    Text(Range<usize>),
+    /// A string that had escapes: its text.
+    Owned(Arc<str>),
+    /// Blocks: where each lies.
+    Blocks(Vec<Range<usize>>),
+}
+
+impl ContentSketch {
+    /// `content`, read from `text` with offsets from `origin`; `None` for a text not in `text`.
+    fn of(text: &str, origin: usize, content: &ContentView) -> Option<ContentSketch> {
+        let span = |inner: &str| span_in(text, origin, inner);
+        Some(match content {
+            ContentView::Text(Cow::Borrowed(s)) => ContentSketch::Text(span(s)?),
+            ContentView::Text(Cow::Owned(s)) => ContentSketch::Owned(Arc::from(s.as_str())),
+            ContentView::Blocks(blocks) => {
+                ContentSketch::Blocks(blocks.iter().map(|raw| span(raw.get())).collect::<Option<_>>()?)
+            }
+        })
+    }
+
+    /// The content at `origin` of `text`, which holds, from there, the bytes it was read from.
+    fn at<'a>(&self, text: &'a str, origin: usize) -> Option<ContentView<'a>> {
+        Some(match self {
+            ContentSketch::Text(r) => ContentView::Text(Cow::Borrowed(slice(text, origin, r)?)),
+            ContentSketch::Owned(s) => ContentView::Text(Cow::Owned(s.to_string())),
+            ContentSketch::Blocks(blocks) => ContentView::Blocks(
+                blocks.iter().map(|r| slice(text, origin, r).map(RawJson::trusted)).collect::<Option<_>>()?,
+            ),
+        })
+    }
+}
+
+/// The bytes at `range` from `origin` of `text`.
+fn slice<'a>(text: &'a str, origin: usize, range: &Range<usize>) -> Option<&'a str> {
+    text.get(origin + range.start..origin + range.end)
+}
+
+/// A `tools` or `system` member, offsets from its key's opening quote.
+struct MemberSketch {
+    /// From the body's `{`: the key's opening quote to the value's end.
+    span: Range<usize>,
+    value: MemberValue,
+    /// Its blocks' memo keys.
+    keys: Vec<u128>,
+}
+
+#[derive(Clone)]
+enum MemberValue {
+    /// `tools` as the view keeps it (`null` is none): where each definition lies.
+    Tools(Vec<Range<usize>>),
+    /// `system`.
+    System(Option<ContentSketch>),
+}
+
+/// A body's sketch being drawn as its walk goes.
+struct Drawing<'s> {
+    /// The body's `{` in the line.
+    start: usize,
+    base: Option<Base<'s>>,
+    messages: Option<MessagesSketch>,
+    members: Vec<MemberSketch>,
+    keys: ViewKeys,
+    /// A value could not be sketched: the body is not remembered.
+    spoiled: bool,
+}
+
+impl<'s> Drawing<'s> {
+    fn new(start: usize, base: Option<Base<'s>>) -> Drawing<'s> {
+        let keys = ViewKeys::default();
+        Drawing { start, base, messages: None, members: Vec::new(), keys, spoiled: false }
+    }
+
+    fn finish(self, end: usize) -> Option<Drawn> {
+        let Drawing { start, messages, members, keys, spoiled, .. } = self;
+        (!spoiled).then(|| Drawn { start, len: end - start, messages, members, keys })
+    }
+
+    /// At a member's key: when the member, key to value, is byte for byte a `tools` or `system`
+    /// member of the base, takes it from the base's sketch and steps past it.
+    fn reuse_member<'a>(&mut self, walk: &mut Walk<'a>, view: &mut RequestView<'a>) -> bool {
+        let Some(base) = &self.base else { return false };
+        let rest = walk.text.as_bytes().get(walk.pos..).unwrap_or_default();
+        for member in &base.sketch.drawn.members {
+            let bytes = base.sketch.body_bytes().get(member.span.clone()).unwrap_or_default();
+            if bytes.is_empty() || !rest.starts_with(bytes) {
+                continue;
+            }
+            let applied = match &member.value {
+                MemberValue::Tools(tools) => walk.tools_at(walk.pos, tools).map(|tools| view.tools = tools),
+                MemberValue::System(None) => {
+                    view.system = None;
+                    Some(())
+                }
+                MemberValue::System(Some(content)) => {
+                    content.at(walk.text, walk.pos).map(|content| view.system = Some(content))
+                }
+            };
+            if applied.is_none() {
+                return false;
+            }
+            let keys = member.keys.clone();
+            match member.value {
+                MemberValue::Tools(_) => self.keys.tools = keys.clone(),
+                MemberValue::System(_) => self.keys.system = keys.clone(),
+            }
+            let at = walk.pos - self.start;
+            self.members.push(MemberSketch { span: at..at + bytes.len(), value: member.value.clone(), keys });
+            walk.pos += bytes.len();
+            return true;
+        }
+        false
+    }
+
+    /// The base's messages, and how many of them lie wholly in the shared prefix, when the new
+    /// body's `messages` key is at `key_at` (from the body's start) as the base's was.
+    fn shared_messages(&self, key_at: usize) -> Option<(&'s MessagesSketch, usize)> {
+        let base = self.base.as_ref()?;
+        let messages = base.sketch.drawn.messages.as_ref().filter(|m| m.key_at == key_at)?;
+        let shared = messages.elements.partition_point(|element| element.end <= base.shared);
+        Some((messages, shared))
+    }
+}
+
+/// A walk along a line, `pos` the next byte to read.
+struct Walk<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        self.pos = skip_ws(self.text, self.pos);
+    }
+
+    /// Steps past `byte` (after any whitespace).
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        self.skip_ws();
+        (self.peek()? == byte).then(|| self.pos += 1)
+    }
+
+    /// One value of type `T` read by serde_json where the walk stands.
+    fn value<T: Deserialize<'a>>(&mut self) -> Result<T, serde_json::Error> {
+        let rest = self.text.get(self.pos..).unwrap_or_default();
+        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<T>();
+        let value = stream.next().unwrap_or_else(|| Err(serde::de::Error::custom("a value was expected")))?;
+        self.pos += stream.byte_offset();
+        Ok(value)
+    }
+
+    fn values(&mut self) -> AtWalk<'_, 'a> {
+        AtWalk(self)
+    }
+
+    /// An object, from its `{` (after any whitespace) to past its `}`; `member` reads each
+    /// member, from its key's opening quote to its value's end.
+    fn object(&mut self, mut member: impl FnMut(&mut Walk<'a>) -> Option<()>) -> Option<()> {
+        self.expect(b'{')?;
+        self.skip_ws();
+        if self.peek()? == b'}' {
+            self.pos += 1;
+            return Some(());
+        }
+        loop {
+            self.skip_ws();
+            member(self)?;
+            self.skip_ws();
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b'}' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A member's key and its colon, leaving the walk at the value.
+    fn key(&mut self) -> Option<Cow<'a, str>> {
+        let key = self.plain_key().or_else(|| self.value::<Cow<'a, str>>().ok())?;
+        self.expect(b':')?;
+        self.skip_ws();
+        Some(key)
+    }
+
+    /// A key without escapes or control characters, read without serde_json (the common case).
+    fn plain_key(&mut self) -> Option<Cow<'a, str>> {
+        let bytes = self.text.as_bytes();
+        if bytes.get(self.pos) != Some(&b'"') {
+            return None;
+        }
+        let inside = bytes.get(self.pos + 1..)?;
+        let len = memchr::memchr2(b'"', b'\\', inside)?;
+        if inside[len] != b'"' || inside[..len].iter().any(|&byte| byte < 0x20) {
+            return None;
+        }
+        let key = self.text.get(self.pos + 1..self.pos + 1 + len)?;
+        self.pos += len + 2;
+        Some(Cow::Borrowed(key))
+    }
+
+    /// A request member whose key (at `key_at`) was just read: `messages`, `tools` and `system`
+    /// drawn into the sketch, the rest read as the one-pass read reads them.
+    fn request_member(
+        &mut self,
+        key: &str,
+        key_at: usize,
+        view: &mut RequestView<'a>,
+        drawing: &mut Drawing,
+    ) -> Option<()> {
+        match key {
+            "messages" => view.messages = self.messages(key_at, drawing)?,
+            "tools" => {
+                view.tools = self.value::<Option<Vec<RawJson<'a>>>>().ok()?.unwrap_or_default();
+                let spans = view.tools.iter().map(|raw| span_in(self.text, key_at, raw.get()));
+                let value = spans.collect::<Option<_>>().map(MemberValue::Tools);
+                drawing.keys.tools =
+                    view.tools.iter().map(|raw| raw_memo_key(BlockContext::Tool, raw.get())).collect();
+                drawing.member(key_at, self.pos, value, drawing.keys.tools.clone());
+            }
+            "system" => {
+                view.system = self.value::<Option<ContentView<'a>>>().ok()?;
+                let value = match &view.system {
+                    None => Some(MemberValue::System(None)),
+                    Some(content) => {
+                        ContentSketch::of(self.text, key_at, content).map(|c| MemberValue::System(Some(c)))
+                    }
+                };
+                drawing.keys.system.clear();
+                if let Some(system) = &view.system {
+                    content_keys(system, BlockContext::System, &mut drawing.keys.system);
+                }
+                drawing.member(key_at, self.pos, value, drawing.keys.system.clone());
+            }
+            _ => {
+                let mut values = self.values();
+                if !view.read_member(key, &mut values).ok()? {
+                    values.next_value::<IgnoredAny>().ok()?;
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// `messages`, its value at the walk's position: the elements the body shares with its base
+    /// taken from the base's sketch, the rest read one by one.
+    fn messages(&mut self, key_at: usize, drawing: &mut Drawing) -> Option<Option<Vec<MessageView<'a>>>> {
+        if self.peek()? != b'[' {
+            // `null`, or not a list: read as the one-pass read reads it.
+            drawing.keys.messages_current = false;
+            return self.value().ok();
+        }
+        drawing.keys.messages_current = true;
+        let key_at = key_at - drawing.start;
+        let (start, text) = (drawing.start, self.text);
+        let (mut sketch, mut messages) = match drawing.shared_messages(key_at) {
+            Some((base, shared)) => {
+                let messages =
+                    (0..shared).map(|index| base.message(index, text, start)).collect::<Option<Vec<_>>>()?;
+                (base.prefix(key_at, shared), messages)
+            }
+            None => (MessagesSketch { key_at, ..MessagesSketch::default() }, Vec::new()),
+        };
+        let mut need_element = match sketch.elements.last() {
+            Some(last) => {
+                self.pos = start + last.end;
+                false
+            }
+            None => {
+                self.pos += 1;
+                self.skip_ws();
+                if self.peek()? == b']' {
+                    self.pos += 1;
+                    drawing.messages = Some(sketch);
+                    return Some(Some(messages));
+                }
+                true
+            }
+        };
+        loop {
+            if need_element {
+                let message: MessageView<'a> = self.value().ok()?;
+                if !sketch.push(&message, text, start, self.pos) {
+                    drawing.spoiled = true;
+                }
+                messages.push(message);
+            }
+            need_element = true;
+            self.skip_ws();
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b']' => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+        drawing.messages = Some(sketch);
+        Some(Some(messages))
+    }
+
+    /// Tool definitions at `origin` of the line, from their sketch.
+    fn tools_at(&self, origin: usize, tools: &[Range<usize>]) -> Option<Vec<RawJson<'a>>> {
+        let slice = |r: &Range<usize>| self.text.get(origin + r.start..origin + r.end).map(RawJson::trusted);
+        tools.iter().map(slice).collect()
+    }
+}
+
+/// Where `inner` lies in `text`, from `origin`.
+fn span_in(text: &str, origin: usize, inner: &str) -> Option<Range<usize>> {
+    let at = (inner.as_ptr() as usize).checked_sub(text.as_ptr() as usize + origin)?;
+    Some(at..at + inner.len())
+}
+
+impl Drawing<'_> {
+    /// A `tools` or `system` member read from `key_at` to `end` of the line, its blocks' keys
+    /// (`None`: it could not be sketched).
+    fn member(&mut self, key_at: usize, end: usize, value: Option<MemberValue>, keys: Vec<u128>) {
+        match value {
+            Some(value) => {
+                let span = key_at - self.start..end - self.start;
+                self.members.push(MemberSketch { span, value, keys });
+            }
+            None => self.spoiled = true,
+        }
+    }
+}
+
+/// The walk's values, for the readers shared with the one-pass read.
+struct AtWalk<'w, 'a>(&'w mut Walk<'a>);
+
+impl<'a> MemberValues<'a> for AtWalk<'_, 'a> {
+    type Error = serde_json::Error;
+
+    fn next_value<T: Deserialize<'a>>(&mut self) -> Result<T, serde_json::Error> {
+        self.0.value()
+    }
+}
