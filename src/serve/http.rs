@@ -19,6 +19,7 @@ use crate::billing::PriceTable;
 use crate::clock::SimTime;
 use crate::endpoint::{Call, Exchange};
 use crate::ingest::trace::{Envelope, LoggedError, envelope_line};
+use crate::prompt::BlockKeys;
 use crate::wire::{
     ApiError, Betas, ErrorKind, MessageResponse, Reply, SseEvent, error_event, message_events,
 };
@@ -52,12 +53,12 @@ async fn root() -> Response {
 /// A known path with the wrong method: 405, in the API's error shape.
 async fn method_not_allowed(State(shared): SharedState, method: Method, uri: Uri) -> Response {
     let error = ApiError::invalid(format!("Method not allowed: {method} {}", uri.path()));
-    error_response_as(StatusCode::METHOD_NOT_ALLOWED, &error, &shared.lock().next_request_id())
+    error_response_as(StatusCode::METHOD_NOT_ALLOWED, &error, &shared.lock().await.next_request_id())
 }
 
 async fn not_found(State(shared): SharedState, method: Method, uri: Uri) -> Response {
     let error = ApiError::new(ErrorKind::NotFound, format!("Not found: {method} {}", uri.path()));
-    error_response(&error, &shared.lock().next_request_id(), None)
+    error_response(&error, &shared.lock().await.next_request_id(), None)
 }
 
 /// `POST /v1/messages`: priced by the endpoint, answered as JSON or as an SSE stream.
@@ -70,22 +71,24 @@ async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) ->
     let body = match body {
         Ok(body) => body,
         Err(error) => {
-            return respond(&shared, turn_away(&shared, (api_key.as_deref(), &betas), b"", error)).await;
+            return respond(&shared, turn_away(&shared, (api_key.as_deref(), &betas), b"", error).await)
+                .await;
         }
     };
     if shared.config.require_key && api_key.is_none() {
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
-        return respond(&shared, turn_away(&shared, (None, &betas), &body, error)).await;
+        return respond(&shared, turn_away(&shared, (None, &betas), &body, error).await).await;
     }
     let text = match require_utf8(&body) {
         Ok(text) => text,
         // Logged with its error and without the bytes: replay must see the rejection, and a
         // lossy copy would replay as a request that was never sent.
         Err(error) => {
-            return respond(&shared, turn_away(&shared, (api_key.as_deref(), &betas), &body, error)).await;
+            return respond(&shared, turn_away(&shared, (api_key.as_deref(), &betas), &body, error).await)
+                .await;
         }
     };
-    let answer = price(&shared, text, api_key.as_deref(), &betas);
+    let answer = price(&shared, text, api_key.as_deref(), &betas).await;
     respond(&shared, answer).await
 }
 
@@ -117,13 +120,18 @@ enum Ending {
     Error(ApiError),
 }
 
-/// Parses and plans outside the lock (the slow, parallel part), then stamps, prices, logs and
-/// counts under it, so the trace is in pricing order and replays to the same usage.
-fn price(shared: &Shared, text: &str, api_key: Option<&str>, betas: &Betas) -> Answer {
+/// Parses, hashes the blocks and plans outside the lock (the slow, parallel part), then stamps,
+/// prices, logs and counts under it, so the trace is in pricing order and replays to the same
+/// usage. The lock is async: a worker whose request waits for it serves its other connections
+/// (a blocking lock left the worker's core idle). A request whose client hangs up while it waits
+/// is never priced: it writes no cache entry and is neither traced nor counted, so the trace still
+/// replays to the usage served.
+async fn price(shared: &Shared, text: &str, api_key: Option<&str>, betas: &Betas) -> Answer {
     let body = text.as_bytes();
     let view = validate::parse_checked(text, shared.config.strict);
     let planned = view.as_ref().map(|(view, _)| shared.config.script.plan(view)).map_err(ApiError::clone);
-    let mut core = shared.lock();
+    let keys = view.as_ref().ok().map(|(view, _)| BlockKeys::of(view));
+    let mut core = shared.lock().await;
     let at = shared.now_ms();
     let request_id = core.next_request_id();
     let (view, planned) = match (view, planned) {
@@ -178,7 +186,7 @@ fn price(shared: &Shared, text: &str, api_key: Option<&str>, betas: &Betas) -> A
         first_byte: instant.then_some(SimTime(at)),
         reply,
     };
-    match core.endpoint.handle_view(&view, &call) {
+    match core.endpoint.handle_keyed(&view, keys.as_ref(), &call) {
         Ok(exchange) => finish_priced(shared, &mut core, request_id, exchange, &call, ending),
         Err(error) => finish_rejected(
             shared,
@@ -262,9 +270,9 @@ fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> An
 
 /// A request refused at the edge (no key, too large): stamped, traced and counted like any other.
 /// `sender` is its API key and the betas it named.
-fn turn_away(shared: &Shared, sender: (Option<&str>, &Betas), body: &[u8], error: ApiError) -> Answer {
+async fn turn_away(shared: &Shared, sender: (Option<&str>, &Betas), body: &[u8], error: ApiError) -> Answer {
     let (api_key, betas) = sender;
-    let mut core = shared.lock();
+    let mut core = shared.lock().await;
     let at = shared.now_ms();
     let request_id = core.next_request_id();
     finish_rejected(
@@ -364,17 +372,17 @@ const CUT_DELAY_MS: u64 = 20;
 /// `POST /v1/messages/count_tokens`: the request's input tokens; the cache is never touched.
 async fn count_tokens(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
     let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
-        return count_body_timed_out(&shared);
+        return count_body_timed_out(&shared).await;
     };
     let body = match body {
         Ok(body) => body,
-        Err(error) => return error_response(&error, &shared.lock().next_request_id(), None),
+        Err(error) => return error_response(&error, &shared.lock().await.next_request_id(), None),
     };
     if shared.config.require_key && api_key(&headers).is_none() {
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
-        return error_response(&error, &shared.lock().next_request_id(), None);
+        return error_response(&error, &shared.lock().await.next_request_id(), None);
     }
-    let mut core = shared.lock();
+    let mut core = shared.lock().await;
     let request_id = core.next_request_id();
     let counted = core.endpoint.count_tokens(&body);
     core.stats.count_tokens_requests += 1;
@@ -403,7 +411,7 @@ async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
         Some(model) => json_response(StatusCode::OK, model.to_string()),
         None => {
             let error = ApiError::new(ErrorKind::NotFound, format!("model: {id}"));
-            error_response(&error, &shared.lock().next_request_id(), None)
+            error_response(&error, &shared.lock().await.next_request_id(), None)
         }
     }
 }
@@ -413,7 +421,7 @@ async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
 /// another's traffic.
 async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
     let key = api_key(&headers);
-    let mut core = shared.lock();
+    let mut core = shared.lock().await;
     match key {
         Some(key) => {
             let workspace = core.endpoint.workspace_of(Some(&key));
@@ -478,14 +486,14 @@ async fn read_body_in_time(
 /// (with its error and no bytes: what arrived is not the request) and counted in the stats, like
 /// every other request turned away at the edge.
 async fn body_timed_out(shared: &Arc<Shared>, api_key: Option<&str>, betas: &Betas) -> Response {
-    let answer = turn_away(shared, (api_key, betas), b"", body_timeout_error(shared));
+    let answer = turn_away(shared, (api_key, betas), b"", body_timeout_error(shared)).await;
     close_after(respond(shared, answer).await)
 }
 
 /// 408 for a `count_tokens` body that did not arrive in time (not a Messages request: not traced).
-fn count_body_timed_out(shared: &Shared) -> Response {
+async fn count_body_timed_out(shared: &Shared) -> Response {
     let error = body_timeout_error(shared);
-    close_after(error_response(&error, &shared.lock().next_request_id(), None))
+    close_after(error_response(&error, &shared.lock().await.next_request_id(), None))
 }
 
 fn body_timeout_error(shared: &Shared) -> ApiError {

@@ -21,9 +21,9 @@ use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::sync::{Mutex, MutexGuard, watch};
 use tokio::time::Instant;
 
 use crate::cache::StoreStats;
@@ -261,7 +261,7 @@ impl Server {
             self.shared.config.shutdown_grace_ms,
         )
         .await;
-        let core = self.shared.lock();
+        let core = self.shared.lock().await;
         Ok(Summary { stats: core.stats.clone(), cache: core.endpoint.cache_stats() })
     }
 }
@@ -319,10 +319,8 @@ struct Shared {
 
 impl Shared {
     /// The endpoint and everything that must change in the order requests are priced.
-    fn lock(&self) -> MutexGuard<'_, Core> {
-        // A panic while holding the lock is a bug; the state it left is still the best there is,
-        // and refusing every later request would turn one bad request into an outage.
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    async fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().await
     }
 
     /// Milliseconds since the server started: the virtual clock's reading for this request.
