@@ -1,8 +1,10 @@
 //! The copy of an upstream response the proxy keeps: its bytes as received (compressed or not),
 //! decoded and read for usage after the client already has them.
 
+use std::borrow::Cow;
 use std::io::Read;
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::ingest::trace::LoggedError;
@@ -117,32 +119,50 @@ fn error_of(status: u16, body: &str) -> LoggedError {
     LoggedError { status, kind: kind.to_string(), message }
 }
 
+/// One SSE event's data: its type, and the members usage is read from; everything else (a
+/// delta's text, a content block) is skipped without being built.
+#[derive(Deserialize)]
+struct EventData<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    /// `message_start`'s message (small: its content is still empty).
+    #[serde(default)]
+    message: Value,
+    /// `message_delta`'s usage.
+    #[serde(default)]
+    usage: Value,
+}
+
 /// An SSE Messages stream: usage from `message_start` and `message_delta`, an `error` event, and
 /// whether `message_stop` came.
 fn observe_stream(text: &str) -> Observed {
     let mut observed = Observed::default();
     let mut started = false;
     let mut stopped = false;
-    for data in text.lines().filter_map(|line| line.strip_prefix("data:")) {
-        let Ok(event) = serde_json::from_str::<Value>(data.trim()) else { continue };
-        match event["type"].as_str() {
-            Some("message_start") => {
+    for data in text.lines().filter_map(|line| line.strip_prefix("data:")).map(str::trim) {
+        let Ok(event) = serde_json::from_str::<EventData>(data) else { continue };
+        match &*event.kind {
+            "message_start" => {
                 started = true;
-                let message = &event["message"];
+                let message = &event.message;
                 observed.usage = message.get("usage").and_then(Value::as_object).cloned();
                 observed.diagnostics = message.get("diagnostics").cloned();
                 observed.model = message.get("model").and_then(Value::as_str).map(str::to_string);
             }
-            Some("message_delta") => {
-                if let Some(delta) = event.get("usage").and_then(Value::as_object) {
+            "message_delta" => {
+                if let Some(delta) = event.usage.as_object() {
                     let usage = observed.usage.get_or_insert_with(Map::new);
                     for (key, value) in delta {
                         usage.insert(key.clone(), value.clone());
                     }
                 }
             }
-            Some("message_stop") => stopped = true,
-            Some("error") => observed.error = Some(error_of(500, &event.to_string())),
+            "message_stop" => stopped = true,
+            "error" => {
+                // Rare: read whole, as the error's text is kept in its compact form.
+                let event = serde_json::from_str::<Value>(data).unwrap_or(Value::Null);
+                observed.error = Some(error_of(500, &event.to_string()));
+            }
             _ => {}
         }
     }
