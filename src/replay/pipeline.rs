@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::sync::{Condvar, Mutex, PoisonError, mpsc};
 
-use crate::ingest::trace::{BatchReader, LineReader, ParsedBatch};
+use crate::ingest::trace::{BatchReader, LineReader, ParsedBatch, SKETCH_BUDGET_BYTES};
 
 /// Bytes of whole lines read per batch: enough lines to make a worker's hand-off cheap beside
 /// its parse, few enough that the batches in flight stay a few MB.
@@ -44,6 +44,7 @@ where
         state: Mutex::new(ReadState { batches, in_flight: 0, finished: false }),
         room: Condvar::new(),
         limit: threads * IN_FLIGHT_PER_THREAD,
+        threads,
     };
     let (parsed, results) = mpsc::channel();
     std::thread::scope(|scope| {
@@ -66,6 +67,8 @@ struct Shared<R> {
     state: Mutex<ReadState<R>>,
     room: Condvar,
     limit: usize,
+    /// Worker threads: they share the sketches' budget.
+    threads: usize,
 }
 
 struct ReadState<R> {
@@ -122,7 +125,7 @@ impl<R: BufRead> Shared<R> {
 
 /// A worker: take a batch, parse it, hand it over, until the trace is read.
 fn work<R: BufRead>(shared: &Shared<R>, parsed: &mpsc::Sender<std::io::Result<ParsedBatch>>) {
-    let mut lines = LineReader::default();
+    let mut lines = LineReader::new(SKETCH_BUDGET_BYTES / shared.threads);
     while let Some(batch) = shared.take() {
         let sent = parsed.send(batch.map(|batch| lines.parse(batch)));
         if sent.is_err() {

@@ -17,9 +17,13 @@ use serde_json::{Map, Value, json};
 /// Reads `trace` both ways in batches of about `batch_bytes` and requires the same result for
 /// every line; the reader keeps its sketches from batch to batch, as a replay worker does.
 fn check_same(trace: &[u8], batch_bytes: usize) {
+    check_same_with(trace, batch_bytes, LineReader::default());
+}
+
+/// [`check_same`] with a given reader.
+fn check_same_with(trace: &[u8], batch_bytes: usize, mut reader: LineReader) {
     let mut one_pass = BatchReader::new(Cursor::new(trace), batch_bytes);
     let mut resumed = BatchReader::new(Cursor::new(trace), batch_bytes);
-    let mut reader = LineReader::default();
     while let Some(expected) = one_pass.next_batch().unwrap() {
         let expected = ParsedBatch::parse(expected);
         let got = reader.parse(resumed.next_batch().unwrap().expect("the same batches"));
@@ -268,9 +272,11 @@ proptest! {
     #[test]
     fn resumed_lines_read_as_the_one_pass_read_reads_them(seed in any::<u64>(), lines in 4usize..40) {
         let trace = trace(seed, lines);
-        // Small batches (a line or two each: sketches cross batches) and large ones.
+        // Small batches (a line or two each: sketches cross batches) and large ones; and a
+        // reader without budget, which keeps its newest body alone.
         check_same(&trace, 1 << 10);
         check_same(&trace, 1 << 16);
+        check_same_with(&trace, 1 << 10, LineReader::new(0));
     }
 }
 

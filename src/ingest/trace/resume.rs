@@ -39,21 +39,37 @@ use super::{BatchEntries, BatchLine, LineBatch, LineParts, ParsedBatch, PooledBy
 use crate::prompt::{BlockContext, BlockKeys, content_keys, raw_memo_key};
 use crate::wire::{ContentView, MemberValues, MessageView, RawJson, RequestView, Role};
 
-/// Request bodies a reader keeps sketches of: enough to find a body's own conversation among a
-/// few interleaved ones (a parent, its forks, a side request).
+/// Request bodies a reader keeps sketches of, at most: enough to find a body's own conversation
+/// among a few interleaved ones (a parent, its forks, a side request).
 const RECENT_BODIES: usize = 8;
+
+/// Bytes of batches the readers of one replay keep for their sketches, together: each of `n`
+/// readers keeps its sketches' batches within a `n`th of it (and always its newest body's).
+pub const SKETCH_BUDGET_BYTES: usize = 16 << 20;
 
 /// Reads lines, each resumed from the recent body it shares the longest prefix with. One per
 /// worker thread: what it returns never depends on the lines it saw before (see the module
-/// documentation), only how fast it returns it. It keeps the batches of its last eight request
-/// bodies from going back to their pool.
-#[derive(Default)]
+/// documentation), only how fast it returns it. It keeps the batches of its last few request
+/// bodies (at most eight, within its budget) from going back to their pool.
 pub struct LineReader {
     /// Newest last.
     recent: VecDeque<Sketch>,
+    budget_bytes: usize,
+}
+
+impl Default for LineReader {
+    /// A reader with the whole [`SKETCH_BUDGET_BYTES`].
+    fn default() -> LineReader {
+        LineReader::new(SKETCH_BUDGET_BYTES)
+    }
 }
 
 impl LineReader {
+    /// A reader keeping at most `budget_bytes` of batches for its sketches.
+    pub fn new(budget_bytes: usize) -> LineReader {
+        LineReader { recent: VecDeque::new(), budget_bytes }
+    }
+
     /// Reads every line of `batch` and hashes its requests' blocks: what
     /// [`ParsedBatch::parse`] returns, read faster.
     pub fn parse(&mut self, batch: LineBatch) -> ParsedBatch {
@@ -83,12 +99,32 @@ impl LineReader {
         };
         let Some(drawn) = drawn else { return (entry, None) };
         let keys = drawn.keys();
-        if self.recent.len() == RECENT_BODIES {
+        let body = at + drawn.start..at + drawn.start + drawn.len;
+        self.remember(Sketch { bytes: Arc::clone(bytes), body, drawn });
+        (entry, Some(keys))
+    }
+
+    /// Keeps `sketch`, forgetting the oldest ones past [`RECENT_BODIES`] or the budget.
+    fn remember(&mut self, sketch: Sketch) {
+        self.recent.push_back(sketch);
+        while self.recent.len() > RECENT_BODIES
+            || (self.recent.len() > 1 && self.kept_bytes() > self.budget_bytes)
+        {
             self.recent.pop_front();
         }
-        let body = at + drawn.start..at + drawn.start + drawn.len;
-        self.recent.push_back(Sketch { bytes: Arc::clone(bytes), body, drawn });
-        (entry, Some(keys))
+    }
+
+    /// The capacity of the batches the sketches keep (the bodies of one batch are neighbours).
+    fn kept_bytes(&self) -> usize {
+        let mut previous: Option<&Arc<PooledBytes>> = None;
+        let mut kept = 0;
+        for sketch in &self.recent {
+            if !previous.is_some_and(|previous| Arc::ptr_eq(previous, &sketch.bytes)) {
+                kept += sketch.bytes.bytes.capacity();
+            }
+            previous = Some(&sketch.bytes);
+        }
+        kept
     }
 
     /// The line read by walking it, with the sketch of its request body (none when it carries no
