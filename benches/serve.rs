@@ -21,6 +21,9 @@
 //! one event-loop thread, as a load generator would; `http_loopback_raw_client` sends each
 //! request pre-encoded in one write and reads each response by its length. The last two leave
 //! less of the two cores to the clients, so more of the figure is the server's.
+//! `http_floor_raw_client` sends the same requests with the raw clients to a server on the same
+//! stack that prices nothing (it reads each body and answers a fixed reply): the most any server
+//! on this stack could reach with these clients on these cores.
 
 use std::net::SocketAddr;
 use std::sync::Barrier;
@@ -141,6 +144,49 @@ fn start_server() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread:
         });
     });
     (addr_rx.recv().unwrap(), stop, thread)
+}
+
+/// A reply of about the size `serve`'s are on these workloads (a streamed chat answer is ~1 KB).
+const NULL_REPLY: &str = concat!(
+    r#"{"id":"msg_null","type":"message","role":"assistant","model":"claude-sonnet-4-6","#,
+    r#""content":[{"type":"text","text":"The file looks fine. The file looks fine. The file looks fine."}],"#,
+    r#""stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":12,"#,
+    r#""cache_creation_input_tokens":0,"cache_read_input_tokens":4400,"output_tokens":16}}"#
+);
+
+/// The HTTP floor: the same stack as `serve` (axum over hyper, tokio's default two workers,
+/// `TCP_NODELAY`), reading each body whole and answering [`NULL_REPLY`], pricing nothing. What it
+/// reaches is the most any server on this stack could, with these clients on these cores.
+fn start_null_server() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>) {
+    use axum::serve::ListenerExt as _;
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let listener =
+                tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            let listener = listener.tap_io(|socket| socket.set_nodelay(true).unwrap());
+            let app = axum::Router::new().route("/v1/messages", axum::routing::post(null_reply));
+            let stopped = async move { stopped.await.unwrap_or(()) };
+            axum::serve(listener, app).with_graceful_shutdown(stopped).await.unwrap();
+        });
+    });
+    (addr_rx.recv().unwrap(), stop, thread)
+}
+
+async fn null_reply(body: Bytes) -> ([(hyper::header::HeaderName, &'static str); 1], &'static str) {
+    std::hint::black_box(body.len());
+    ([(hyper::header::CONTENT_TYPE, "application/json")], NULL_REPLY)
+}
+
+fn over_null_http(encoded: &Workload) -> Duration {
+    let (addr, stop, thread) = start_null_server();
+    let elapsed = run_raw_clients(addr, encoded);
+    drop(stop);
+    thread.join().unwrap();
+    elapsed
 }
 
 fn over_http(requests: &Workload) -> Duration {
@@ -459,6 +505,9 @@ fn bench(c: &mut Criterion) {
         let encoded = encode(&requests);
         group.bench_function("http_loopback_raw_client", |b| {
             b.iter_custom(|iters| (0..iters).map(|_| over_raw_http(&encoded)).sum())
+        });
+        group.bench_function("http_floor_raw_client", |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| over_null_http(&encoded)).sum())
         });
         group.finish();
     }
