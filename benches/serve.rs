@@ -129,21 +129,33 @@ fn in_process(requests: &Workload) -> Duration {
     started.elapsed()
 }
 
-/// A server on a free port, running on its own runtime thread until the returned sender drops.
-fn start_server() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>) {
+/// A server running on its own runtime thread (tokio's default workers) until the returned
+/// sender drops: `serve` gets the stop signal and a sender for the address it bound.
+fn on_runtime<F, Fut>(serve: F) -> (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>)
+where
+    F: FnOnce(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>, std::sync::mpsc::Sender<SocketAddr>) -> Fut
+        + Send
+        + 'static,
+    Fut: Future<Output = ()>,
+{
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        runtime.block_on(async move {
-            let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
-            let config = ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
-            let server = Server::bind(config, endpoint).await.unwrap();
-            addr_tx.send(server.local_addr()).unwrap();
-            server.run(async move { stopped.await.unwrap_or(()) }).await.unwrap();
-        });
+        runtime.block_on(serve(Box::pin(async move { stopped.await.unwrap_or(()) }), addr_tx));
     });
     (addr_rx.recv().unwrap(), stop, thread)
+}
+
+/// `forkcache serve` on a free port (default settings, instant latency, no trace).
+fn start_server() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>) {
+    on_runtime(|stopped, addr| async move {
+        let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+        let config = ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+        let server = Server::bind(config, endpoint).await.unwrap();
+        addr.send(server.local_addr()).unwrap();
+        server.run(stopped).await.unwrap();
+    })
 }
 
 /// A reply of about the size `serve`'s are on these workloads (a streamed chat answer is ~1 KB).
@@ -159,21 +171,13 @@ const NULL_REPLY: &str = concat!(
 /// reaches is the most any server on this stack could, with these clients on these cores.
 fn start_null_server() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>) {
     use axum::serve::ListenerExt as _;
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        runtime.block_on(async move {
-            let listener =
-                tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
-            addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            let listener = listener.tap_io(|socket| socket.set_nodelay(true).unwrap());
-            let app = axum::Router::new().route("/v1/messages", axum::routing::post(null_reply));
-            let stopped = async move { stopped.await.unwrap_or(()) };
-            axum::serve(listener, app).with_graceful_shutdown(stopped).await.unwrap();
-        });
-    });
-    (addr_rx.recv().unwrap(), stop, thread)
+    on_runtime(|stopped, addr| async move {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+        addr.send(listener.local_addr().unwrap()).unwrap();
+        let listener = listener.tap_io(|socket| socket.set_nodelay(true).unwrap());
+        let app = axum::Router::new().route("/v1/messages", axum::routing::post(null_reply));
+        axum::serve(listener, app).with_graceful_shutdown(stopped).await.unwrap();
+    })
 }
 
 async fn null_reply(body: Bytes) -> ([(hyper::header::HeaderName, &'static str); 1], &'static str) {
@@ -182,19 +186,23 @@ async fn null_reply(body: Bytes) -> ([(hyper::header::HeaderName, &'static str);
 }
 
 fn over_null_http(encoded: &Workload) -> Duration {
-    let (addr, stop, thread) = start_null_server();
-    let elapsed = run_raw_clients(addr, encoded);
+    with_server(start_null_server(), |addr| run_raw_clients(addr, encoded))
+}
+
+/// Runs `clients` against a started server, then stops it: the clients' time.
+fn with_server(
+    server: (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>),
+    clients: impl FnOnce(SocketAddr) -> Duration,
+) -> Duration {
+    let (addr, stop, thread) = server;
+    let elapsed = clients(addr);
     drop(stop);
     thread.join().unwrap();
     elapsed
 }
 
 fn over_http(requests: &Workload) -> Duration {
-    let (addr, stop, thread) = start_server();
-    let elapsed = run_clients(addr, requests);
-    drop(stop);
-    thread.join().unwrap();
-    elapsed
+    with_server(start_server(), |addr| run_clients(addr, requests))
 }
 
 /// One keep-alive client per conversation, all at once: from the first request to the last
@@ -243,11 +251,7 @@ fn encode(requests: &Workload) -> Workload {
 }
 
 fn over_raw_http(encoded: &Workload) -> Duration {
-    let (addr, stop, thread) = start_server();
-    let elapsed = run_raw_clients(addr, encoded);
-    drop(stop);
-    thread.join().unwrap();
-    elapsed
+    with_server(start_server(), |addr| run_raw_clients(addr, encoded))
 }
 
 /// [`run_clients`] with a lighter load generator: each client sends its pre-encoded requests
@@ -316,11 +320,7 @@ fn as_bytes(requests: &Workload) -> Vec<Vec<Bytes>> {
 }
 
 fn over_hyper_http(requests: &[Vec<Bytes>]) -> Duration {
-    let (addr, stop, thread) = start_server();
-    let elapsed = run_hyper_clients(addr, requests);
-    drop(stop);
-    thread.join().unwrap();
-    elapsed
+    with_server(start_server(), |addr| run_hyper_clients(addr, requests))
 }
 
 /// [`run_clients`] with hyper's own HTTP/1 client: one keep-alive connection per conversation,
