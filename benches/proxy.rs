@@ -16,7 +16,9 @@
 //! (`throughput/*`). The summary after criterion's report sends 300 requests each way,
 //! alternating, and prints p50 and p99 of the latency and the difference, then the throughput
 //! ratio: the median of 5 rounds, each a burst straight to the upstream and one through the
-//! proxy, 4 clients sending 40 MB each (at least 16 requests), then the prediction lag.
+//! proxy, 4 clients sending 40 MB each (at least 16 requests), then the prediction lag; and last
+//! three rounds of 16 clients × 4 requests against an upstream that answers after its modelled
+//! latency, as the API does (the proxy must not lower an agent's throughput).
 
 use std::net::SocketAddr;
 use std::sync::Barrier;
@@ -27,7 +29,7 @@ use criterion::{Criterion, Throughput};
 use forkcache::billing::PriceTable;
 use forkcache::endpoint::{EndpointConfig, MockEndpoint};
 use forkcache::proxy::{Proxy, ProxyConfig};
-use forkcache::serve::{ServeConfig, Server};
+use forkcache::serve::{LatencyMode, ServeConfig, Server};
 use serde_json::json;
 
 /// A server (or proxy) on its own runtime thread until `stop` is sent or dropped.
@@ -67,9 +69,16 @@ fn endpoint() -> MockEndpoint {
 }
 
 fn serve() -> Running {
-    running(|stopped, addr| async move {
-        let server =
-            Server::bind(ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))), endpoint()).await.unwrap();
+    serve_with(LatencyMode::Instant)
+}
+
+/// `forkcache serve` answering after `latency` (`Model`: it waits its modelled time to first
+/// token, then the generation time, as the API takes them).
+fn serve_with(latency: LatencyMode) -> Running {
+    running(move |stopped, addr| async move {
+        let mut config = ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+        config.latency = latency;
+        let server = Server::bind(config, endpoint()).await.unwrap();
         addr.send(server.local_addr()).unwrap();
         server.run(async move { stopped.await.unwrap_or(()) }).await.unwrap();
     })
@@ -258,27 +267,34 @@ fn percentile(sorted: &[Duration], per_100: usize) -> Duration {
 
 /// Five rounds, each a burst straight to the upstream and one through `via` (`after_via` runs
 /// after it, outside the timing): each round's throughput through `via` as a share of direct.
-fn ratio_rounds(
+fn ratio_rounds(direct_url: &str, via: &str, body: &[u8], each: usize, after_via: impl FnMut()) -> Ratios {
+    rounds_of(5, (CLIENTS, each), direct_url, via, body, after_via)
+}
+
+/// `count` alternating rounds of bursts of `clients` × `each` requests.
+fn rounds_of(
+    count: usize,
+    (clients, each): (usize, usize),
     direct_url: &str,
     via: &str,
     body: &[u8],
-    each: usize,
     mut after_via: impl FnMut(),
 ) -> Ratios {
-    let rounds = (0..5)
+    let rounds = (0..count)
         .map(|_| {
-            let direct = burst(direct_url, body, CLIENTS, each).as_secs_f64();
-            let through = burst(via, body, CLIENTS, each).as_secs_f64();
+            let direct = burst(direct_url, body, clients, each).as_secs_f64();
+            let through = burst(via, body, clients, each).as_secs_f64();
             after_via();
             direct / through
         })
         .collect();
-    Ratios { rounds, each }
+    Ratios { rounds, clients, each }
 }
 
 /// Throughput ratios of alternating rounds, in run order.
 struct Ratios {
     rounds: Vec<f64>,
+    clients: usize,
     each: usize,
 }
 
@@ -289,9 +305,10 @@ impl std::fmt::Display for Ratios {
         let all: Vec<String> = self.rounds.iter().map(|r| format!("{:.0}%", r * 100.0)).collect();
         write!(
             f,
-            "{:.0}% of direct (median of {} alternating bursts of {CLIENTS} × {}; in run order: {})",
+            "{:.0}% of direct (median of {} alternating bursts of {} × {}; in run order: {})",
             sorted[sorted.len() / 2] * 100.0,
             self.rounds.len(),
+            self.clients,
             self.each,
             all.join(" ")
         )
@@ -356,6 +373,30 @@ fn summary(direct_url: &str, proxy_url: &str, stats_url: &str, peer: Option<&Pee
     }
 }
 
+/// Clients and requests each of a burst against the API-like upstream.
+const API_LIKE_CLIENTS: usize = 16;
+const API_LIKE_EACH: usize = 4;
+
+/// The same comparison with an upstream that answers as the API does: `serve` waiting its
+/// modelled latency (400 ms to first token plus 20 µs per uncached input token, then 20 ms per
+/// output token), 16 concurrent clients. Throughput is then the clients' concurrency over that
+/// latency, which is what the proxy must not lower.
+fn api_like_summary() {
+    let upstream = serve_with(LatencyMode::Model);
+    let front = proxy(upstream.addr);
+    let direct_url = format!("http://{}/v1/messages", upstream.addr);
+    let proxy_url = format!("http://{}/v1/messages", front.addr);
+    eprintln!("\nproxy summary with an API-like upstream (forkcache serve, modelled latency):");
+    for (name, size) in SIZES {
+        let body = body(size);
+        // Its first request writes the cache (and waits on every uncached token); not timed.
+        send(&agent(), &direct_url, &body);
+        let shape = (API_LIKE_CLIENTS, API_LIKE_EACH);
+        let ratios = rounds_of(3, shape, &direct_url, &proxy_url, &body, || ());
+        eprintln!("  {name}: throughput through the proxy = {ratios}");
+    }
+}
+
 fn main() {
     // plotters is built without system-font lookup: criterion's plots need the embedded font.
     forkcache::report::chart::register_font();
@@ -375,4 +416,5 @@ fn main() {
     drop(nginx);
     drop(front);
     drop(upstream);
+    api_like_summary();
 }
