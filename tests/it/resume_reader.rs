@@ -1,6 +1,6 @@
 //! The resuming trace reader (`LineReader`, the one replay's workers use) reads every line exactly
-//! as the one-pass read does (`ParsedBatch::parse`): the same entries, field for field, and the
-//! same block keys — on traces of growing conversations in every line shape the reader walks
+//! as the one-pass read does (`ParsedBatch::parse`): the same entries (compared in their `Debug`
+//! form, every field's value) and the same block keys — on traces of growing conversations in every line shape the reader walks
 //! (raw bodies, envelopes with the body last or not, string bodies, duplicate and escaped keys,
 //! whitespace, `null` members, session markers), and on the same lines with a byte changed,
 //! dropped or added anywhere, or cut short: lines that share a prefix with a body the reader has
@@ -315,6 +315,59 @@ fn shared_bytes_that_continue_differently_read_as_the_one_pass_read() {
     let trace: String = lines.iter().map(|line| format!("{line}\n")).collect();
     check_same(trace.as_bytes(), 1 << 16);
     check_same(trace.as_bytes(), 16);
+}
+
+/// Every member a line or a body may hold, and a message's own members, nested near serde_json's
+/// nesting limit: the reader reads each at its own offset, with more of the limit to spend than
+/// in place, which must not matter (it applies only to values serde_json builds, and nothing
+/// the reader builds nests deeply). A field given a recursive type later fails here.
+#[test]
+fn every_member_nested_near_the_limit_reads_as_the_one_pass_read() {
+    let members = [
+        "model",
+        "max_tokens",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "cache_control",
+        "stream",
+        "speed",
+        "diagnostics",
+        "inference_geo",
+        "metadata",
+        "unknown",
+    ];
+    let envelope_members =
+        ["at_ms", "workspace", "betas", "first_byte_ms", "usage", "diagnostics", "error", "unknown"];
+    let message = r#"{"role":"user","content":"hi"}"#;
+    let mut lines = Vec::new();
+    for depth in 120..=130 {
+        for deep in [
+            format!("{}{}", "[".repeat(depth), "]".repeat(depth)),
+            format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth)),
+        ] {
+            for member in members {
+                let body = format!(r#"{{"model":"m","messages":[{message}],"{member}":{deep}}}"#);
+                lines.push(body.clone());
+                lines.push(format!(r#"{{"at_ms":1,"body":{body}}}"#));
+            }
+            for member in envelope_members {
+                lines.push(format!(
+                    r#"{{"at_ms":1,"{member}":{deep},"body":{{"model":"m","messages":[{message}]}}}}"#
+                ));
+            }
+            lines.push(format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":"hi","extra":{deep}}}]}}"#
+            ));
+            lines.push(format!(r#"{{"model":"m","messages":[{{"role":"user","content":[{deep}]}}]}}"#));
+            lines.push(format!(r#"{{"model":"m","messages":[{message},{{"role":"user","content":[{{"type":"text","text":"x","x":{deep}}}]}}]}}"#));
+        }
+    }
+    let trace: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    check_same(trace.as_bytes(), 1 << 16);
 }
 
 /// A session marker's settings are a JSON tree, which serde_json builds under its nesting limit:

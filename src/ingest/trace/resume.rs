@@ -11,21 +11,25 @@
 //! - a `tools` or `system` member whose bytes, key included, equal a recent body's is taken
 //!   from its sketch, wherever it stands in the body;
 //! - everything else is parsed as the one-pass read parses it: the line's and the body's
-//!   objects and the `messages` array are walked here, and each key and value in them is read
-//!   by serde_json, at its offset, into the same types (`LineParts::read_member`,
-//!   `RequestView::read_member`).
+//!   objects and the `messages` array are walked here, and each value in them is read by
+//!   serde_json, at its offset, into the same types (`LineParts::read_member`,
+//!   `RequestView::read_member`); a key is read here when it has no escape or control character
+//!   (what serde_json would return for it), else by serde_json too.
 //!
 //! The result is the one-pass read's, field for field. A value's bytes decide its parse, so equal
 //! bytes read the same, and a JSON parse depends on nothing before it but the structure it is in:
 //! a prefix equal to a body already read leaves the parse in the state that body's parse was in
 //! at the same offset; a member equal to one already read is a whole `"key": value` that
-//! serde_json read, and the walk checks the byte after it as it checks any other. serde_json
-//! applies its nesting limit only to values it builds, never to one it skips or keeps raw (the
-//! content blocks), and the levels this reader walks or builds are a few deep, so a value read
-//! at its own offset meets the same limit it meets in place. A line the reader does not expect
-//! (not an object, malformed anywhere, a session marker, whose settings are a JSON tree built
-//! with that limit) is read the one-pass way, so every error and every unreadable line keeps its
-//! message.
+//! serde_json read, and the walk checks the byte after it as it checks any other. A value read
+//! at its own offset has up to three more levels of serde_json's nesting limit to spend than in
+//! place (the line, the body, `messages` are not around it), which changes nothing because that
+//! limit applies only to values serde_json builds, never to one it skips or keeps raw (content
+//! blocks, tools, unknown members), and what the reader builds nests a few levels at most — save
+//! a session marker's settings, a JSON tree, so the reader leaves marker lines to the one-pass
+//! read. (A recursive type such as `serde_json::Value` added to the fields read here would break
+//! this; `tests/it/resume_reader.rs` nests every member near the limit to catch it.) A line the
+//! reader does not expect (not an object, malformed anywhere, a session marker) is read the
+//! one-pass way, so every error and every unreadable line keeps its message.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -188,8 +192,10 @@ impl LineReader {
     }
 
     /// The recent body sharing the longest prefix with the body at `start` of `text`, and that
-    /// prefix's length.
+    /// prefix's length. (On an envelope line the walk asks this at the line's start too, before
+    /// it knows the line is an envelope; the comparisons stop at the first bytes there.)
     fn base(&self, text: &str, start: usize) -> Option<Base<'_>> {
+        // The rest of the line: the body and, on an envelope, whatever members follow it.
         let body = text.as_bytes().get(start..)?;
         let mut best: Option<Base> = None;
         for sketch in self.recent.iter().rev() {
@@ -263,8 +269,9 @@ struct Drawn {
     len: usize,
     /// The last `messages` member that was an array: where its key starts, and its elements.
     messages: Option<MessagesSketch>,
-    /// The `tools` and `system` members.
-    members: Vec<MemberSketch>,
+    /// The last `tools` member and the last `system` member: two at most, so a line of many
+    /// duplicate members costs two comparisons a member, not one per earlier member.
+    members: Members,
     /// The memo keys of the view's blocks, by field: what [`BlockKeys::of`] would hash.
     keys: ViewKeys,
 }
@@ -309,7 +316,7 @@ impl MessagesSketch {
         MessagesSketch { key_at, elements, blocks, keys }
     }
 
-    /// The message `element`, read from `text` whose body starts at `start`.
+    /// Message `index`, read from `text` whose body starts at `start`.
     fn message<'a>(&self, index: usize, text: &'a str, start: usize) -> Option<MessageView<'a>> {
         let element = &self.elements[index];
         let blocks_start = index.checked_sub(1).map_or(0, |before| self.elements[before].blocks_end);
@@ -360,7 +367,7 @@ impl MessagesSketch {
 /// One message: its offsets are from the body's `{`.
 #[derive(Clone)]
 struct ElementSketch {
-    /// Just past the element's closing brace.
+    /// Just past the element (its `}`, or `]` for a message written as an array).
     end: usize,
     role: Role,
     /// A string content; `None` for blocks.
@@ -412,6 +419,26 @@ fn slice<'a>(text: &'a str, origin: usize, range: &Range<usize>) -> Option<&'a s
     text.get(origin + range.start..origin + range.end)
 }
 
+/// A body's last `tools` and `system` members.
+#[derive(Default)]
+struct Members {
+    tools: Option<MemberSketch>,
+    system: Option<MemberSketch>,
+}
+
+impl Members {
+    fn set(&mut self, member: MemberSketch) {
+        match member.value {
+            MemberValue::Tools(_) => self.tools = Some(member),
+            MemberValue::System(_) => self.system = Some(member),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &MemberSketch> {
+        self.tools.iter().chain(&self.system)
+    }
+}
+
 /// A `tools` or `system` member, offsets from its key's opening quote.
 struct MemberSketch {
     /// From the body's `{`: the key's opening quote to the value's end.
@@ -435,16 +462,17 @@ struct Drawing<'s> {
     start: usize,
     base: Option<Base<'s>>,
     messages: Option<MessagesSketch>,
-    members: Vec<MemberSketch>,
+    members: Members,
     keys: ViewKeys,
-    /// A value could not be sketched: the body is not remembered.
+    /// A value could not be sketched (defensive: the parse only ever gives content borrowed from
+    /// the line, or owned): the body is not remembered.
     spoiled: bool,
 }
 
 impl<'s> Drawing<'s> {
     fn new(start: usize, base: Option<Base<'s>>) -> Drawing<'s> {
         let keys = ViewKeys::default();
-        Drawing { start, base, messages: None, members: Vec::new(), keys, spoiled: false }
+        Drawing { start, base, messages: None, members: Members::default(), keys, spoiled: false }
     }
 
     fn finish(self, end: usize) -> Option<Drawn> {
@@ -457,31 +485,18 @@ impl<'s> Drawing<'s> {
     fn reuse_member<'a>(&mut self, walk: &mut Walk<'a>, view: &mut RequestView<'a>) -> bool {
         let Some(base) = &self.base else { return false };
         let rest = walk.text.as_bytes().get(walk.pos..).unwrap_or_default();
-        for member in &base.sketch.drawn.members {
+        for member in base.sketch.drawn.members.iter() {
             let bytes = base.sketch.body_bytes().get(member.span.clone()).unwrap_or_default();
-            if bytes.is_empty() || !rest.starts_with(bytes) {
+            if bytes.is_empty() || !rest.starts_with(bytes) || !apply(member, walk, view) {
                 continue;
             }
-            let applied = match &member.value {
-                MemberValue::Tools(tools) => walk.tools_at(walk.pos, tools).map(|tools| view.tools = tools),
-                MemberValue::System(None) => {
-                    view.system = None;
-                    Some(())
-                }
-                MemberValue::System(Some(content)) => {
-                    content.at(walk.text, walk.pos).map(|content| view.system = Some(content))
-                }
-            };
-            if applied.is_none() {
-                return false;
-            }
-            let keys = member.keys.clone();
             match member.value {
-                MemberValue::Tools(_) => self.keys.tools = keys.clone(),
-                MemberValue::System(_) => self.keys.system = keys.clone(),
+                MemberValue::Tools(_) => self.keys.tools = member.keys.clone(),
+                MemberValue::System(_) => self.keys.system = member.keys.clone(),
             }
             let at = walk.pos - self.start;
-            self.members.push(MemberSketch { span: at..at + bytes.len(), value: member.value.clone(), keys });
+            let span = at..at + bytes.len();
+            self.members.set(MemberSketch { span, value: member.value.clone(), keys: member.keys.clone() });
             walk.pos += bytes.len();
             return true;
         }
@@ -688,6 +703,21 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// Sets the view's `tools` or `system` from `member`'s sketch, the member's bytes at the walk's
+/// position; false when they cannot be read there (then nothing is set).
+fn apply<'a>(member: &MemberSketch, walk: &Walk<'a>, view: &mut RequestView<'a>) -> bool {
+    match &member.value {
+        MemberValue::Tools(tools) => walk.tools_at(walk.pos, tools).map(|tools| view.tools = tools).is_some(),
+        MemberValue::System(None) => {
+            view.system = None;
+            true
+        }
+        MemberValue::System(Some(content)) => {
+            content.at(walk.text, walk.pos).map(|content| view.system = Some(content)).is_some()
+        }
+    }
+}
+
 /// Where `inner` lies in `text`, from `origin`.
 fn span_in(text: &str, origin: usize, inner: &str) -> Option<Range<usize>> {
     let at = (inner.as_ptr() as usize).checked_sub(text.as_ptr() as usize + origin)?;
@@ -701,7 +731,7 @@ impl Drawing<'_> {
         match value {
             Some(value) => {
                 let span = key_at - self.start..end - self.start;
-                self.members.push(MemberSketch { span, value, keys });
+                self.members.set(MemberSketch { span, value, keys });
             }
             None => self.spoiled = true,
         }
