@@ -159,9 +159,8 @@ fn connector(ca_pem: Option<&[u8]>) -> Result<HttpsConnector<HttpConnector>, Ups
 }
 
 /// The TCP side of the client: any scheme (the TLS layer enforces its own), and Nagle's
-/// algorithm off. With it on, the last short segment of a large request body waits for the
-/// upstream's delayed ACK (40 ms on Linux) before it is sent, as serve's accepted sockets, where
-/// the same option is set, never do.
+/// algorithm off, as on the sockets serve and the proxy accept. With it on, the last short
+/// segment of a large request body waited for the upstream's delayed ACK (40 ms on Linux).
 fn tcp_connector() -> HttpConnector {
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
