@@ -56,9 +56,7 @@ where
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
-        let workers: usize = std::env::var("W").ok().and_then(|w| w.parse().ok()).unwrap_or(2);
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
         runtime.block_on(start(stopped, addr_tx));
     });
     Running { addr: addr_rx.recv().unwrap(), stop: Some(stop), thread: Some(thread) }
@@ -265,13 +263,9 @@ fn percentile(sorted: &[Duration], per_100: usize) -> Duration {
     sorted[(sorted.len() * per_100 / 100).min(sorted.len() - 1)]
 }
 
-/// Five rounds, each a burst straight to the upstream and one through `via` (`after_via` runs
-/// after it, outside the timing): each round's throughput through `via` as a share of direct.
-fn ratio_rounds(direct_url: &str, via: &str, body: &[u8], each: usize, after_via: impl FnMut()) -> Ratios {
-    rounds_of(5, (CLIENTS, each), direct_url, via, body, after_via)
-}
-
-/// `count` alternating rounds of bursts of `clients` × `each` requests.
+/// `count` rounds, each a burst of `clients` × `each` requests straight to the upstream and one
+/// through `via` (`after_via` runs after it, outside the timing): each round's throughput through
+/// `via` as a share of direct.
 fn rounds_of(
     count: usize,
     (clients, each): (usize, usize),
@@ -353,14 +347,14 @@ fn summary(direct_url: &str, proxy_url: &str, stats_url: &str, peer: Option<&Pee
         let each = (SUMMARY_BURST_BYTES / body.len()).max(EACH);
         let skipped_before = prediction_counters(stats_url).1;
         let mut lags = Vec::new();
-        let ratios = ratio_rounds(direct_url, proxy_url, &body, each, || {
+        let ratios = rounds_of(5, (CLIENTS, each), direct_url, proxy_url, &body, || {
             // Outside the timing: the next direct burst must not share the cores with them.
             lags.push(drain(stats_url));
         });
         let skipped = prediction_counters(stats_url).1 - skipped_before;
         eprintln!("  {name}: throughput through the proxy = {ratios}");
         if let Some(peer) = peer {
-            let ratios = ratio_rounds(direct_url, &peer.url, &body, each, || ());
+            let ratios = rounds_of(5, (CLIENTS, each), direct_url, &peer.url, &body, || ());
             eprintln!("  {name}: throughput through {} = {ratios}", peer.name);
         }
         lags.sort();

@@ -291,8 +291,16 @@ pub fn common_prefix_bytes(a: &[Segment], b: &[Segment]) -> u64 {
     shared
 }
 
-fn common_len(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+/// How many first bytes `a` and `b` share (compared a chunk at a time first: memcmp speed, for
+/// the long prefixes a trace's requests share).
+pub(crate) fn common_len(a: &[u8], b: &[u8]) -> usize {
+    const CHUNK: usize = 256;
+    let len = a.len().min(b.len());
+    let mut shared = 0;
+    while shared + CHUNK <= len && a[shared..shared + CHUNK] == b[shared..shared + CHUNK] {
+        shared += CHUNK;
+    }
+    shared + a[shared..len].iter().zip(&b[shared..len]).take_while(|(x, y)| x == y).count()
 }
 
 /// The first place B's cache prefix leaves A's; `None` when they are identical. B is the later

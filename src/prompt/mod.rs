@@ -39,11 +39,11 @@ pub use block::{
 pub use builder::{Checkpoint, PromptBuilder};
 pub use hash::{BuildPassThrough, PassThrough, chain, content_hash, namespaced_hash, salt_hash};
 pub use memo::{BlockMemo, MEMO_LIMIT};
-pub(crate) use render::content_keys;
 pub use render::{
     BlockKeys, DeferredTools, MAX_BREAKPOINTS, PromptConfig, Renderer, SaltInputs, ToolChanges,
     ToolPromptSize, tool_prompt_size, validate_breakpoints,
 };
+pub(crate) use render::{content_keys, tool_keys};
 
 /// What "the same bytes" means when comparing blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -296,7 +296,7 @@ impl BlockKeys {
     /// included: it stops at the refusal).
     pub fn of(request: &RequestView) -> BlockKeys {
         let mut keys = Vec::with_capacity(request.tools.len() + 4);
-        keys.extend(request.tools.iter().map(|raw| raw_memo_key(BlockContext::Tool, raw.get())));
+        tool_keys(&request.tools, &mut keys);
         if let Some(system) = &request.system {
             content_keys(system, BlockContext::System, &mut keys);
         }
@@ -311,6 +311,11 @@ impl BlockKeys {
     pub(crate) fn from_parts(tools: &[u128], system: &[u128], messages: &[u128]) -> BlockKeys {
         BlockKeys([tools, system, messages].concat())
     }
+}
+
+/// Appends the memo keys of tool definitions, in render order.
+pub(crate) fn tool_keys(tools: &[RawJson], keys: &mut Vec<u128>) {
+    keys.extend(tools.iter().map(|raw| raw_memo_key(BlockContext::Tool, raw.get())));
 }
 
 /// Appends the memo keys of `content`'s blocks, in render order.

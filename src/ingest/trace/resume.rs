@@ -40,7 +40,8 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::{BatchEntries, BatchLine, LineBatch, LineParts, ParsedBatch, PooledBytes, TraceBody, TraceEntry};
-use crate::prompt::{BlockContext, BlockKeys, content_keys, raw_memo_key};
+use crate::prompt::{BlockContext, BlockKeys, content_keys, tool_keys};
+use crate::verify::common_len;
 use crate::wire::{ContentView, MemberValues, MessageView, RawJson, RequestView, Role};
 
 /// Request bodies a reader keeps sketches of, at most: enough to find a body's own conversation
@@ -199,7 +200,7 @@ impl LineReader {
         let body = text.as_bytes().get(start..)?;
         let mut best: Option<Base> = None;
         for sketch in self.recent.iter().rev() {
-            let shared = common_prefix(body, sketch.body_bytes());
+            let shared = common_len(body, sketch.body_bytes());
             if best.as_ref().is_none_or(|best| shared > best.shared) {
                 best = Some(Base { sketch, shared });
             }
@@ -221,17 +222,6 @@ fn offset_in(outer: &[u8], inner: &str) -> usize {
 /// Whether a request member is read with the sketches' help.
 fn is_sketched(key: &str) -> bool {
     matches!(key, "messages" | "tools" | "system")
-}
-
-/// The length of the prefix `a` and `b` share (compared a chunk at a time: memcmp speed).
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    const CHUNK: usize = 256;
-    let len = a.len().min(b.len());
-    let mut shared = 0;
-    while shared + CHUNK <= len && a[shared..shared + CHUNK] == b[shared..shared + CHUNK] {
-        shared += CHUNK;
-    }
-    shared + a[shared..len].iter().zip(&b[shared..len]).take_while(|(x, y)| x == y).count()
 }
 
 fn skip_ws(text: &str, mut pos: usize) -> usize {
@@ -267,32 +257,25 @@ struct Drawn {
     /// The body's `{` in its line.
     start: usize,
     len: usize,
-    /// The last `messages` member that was an array: where its key starts, and its elements.
+    /// The last `messages` member (none when it was `null`): where its key starts, and its
+    /// elements.
     messages: Option<MessagesSketch>,
     /// The last `tools` member and the last `system` member: two at most, so a line of many
     /// duplicate members costs two comparisons a member, not one per earlier member.
     members: Members,
-    /// The memo keys of the view's blocks, by field: what [`BlockKeys::of`] would hash.
-    keys: ViewKeys,
 }
 
 impl Drawn {
+    /// The memo keys of the view's blocks: what [`BlockKeys::of`] would hash. The view holds
+    /// what the last `tools`, `system` and `messages` members held, which the sketch keeps.
     fn keys(&self) -> BlockKeys {
-        let messages = match (&self.messages, self.keys.messages_current) {
-            (Some(messages), true) => &messages.keys[..],
-            _ => &[],
-        };
-        BlockKeys::from_parts(&self.keys.tools, &self.keys.system, messages)
+        let messages = self.messages.as_ref().map_or(&[][..], |m| &m.keys[..]);
+        BlockKeys::from_parts(member_keys(&self.members.tools), member_keys(&self.members.system), messages)
     }
 }
 
-/// The keys of the blocks the view's `tools` and `system` hold now, and whether its `messages`
-/// are the sketch's (not a later `null`).
-#[derive(Default)]
-struct ViewKeys {
-    tools: Vec<u128>,
-    system: Vec<u128>,
-    messages_current: bool,
+fn member_keys(member: &Option<MemberSketch>) -> &[u128] {
+    member.as_ref().map_or(&[], |member| &member.keys)
 }
 
 /// The elements of a `messages` array, flat: a body's sketch is two vectors, so a new body
@@ -319,17 +302,11 @@ impl MessagesSketch {
     /// Message `index`, read from `text` whose body starts at `start`.
     fn message<'a>(&self, index: usize, text: &'a str, start: usize) -> Option<MessageView<'a>> {
         let element = &self.elements[index];
-        let blocks_start = index.checked_sub(1).map_or(0, |before| self.elements[before].blocks_end);
         let content = match &element.text {
-            Some(text_sketch) => text_sketch.at(text, start)?,
+            Some(text_sketch) => ContentView::Text(text_sketch.at(text, start)?),
             None => {
-                let blocks = self.blocks.get(blocks_start..element.blocks_end)?;
-                ContentView::Blocks(
-                    blocks
-                        .iter()
-                        .map(|r| slice(text, start, r).map(RawJson::trusted))
-                        .collect::<Option<_>>()?,
-                )
+                let blocks_start = index.checked_sub(1).map_or(0, |before| self.elements[before].blocks_end);
+                ContentView::Blocks(raws_at(text, start, self.blocks.get(blocks_start..element.blocks_end)?)?)
             }
         };
         Some(MessageView { role: element.role, content })
@@ -340,13 +317,11 @@ impl MessagesSketch {
     fn push(&mut self, message: &MessageView, text: &str, start: usize, end: usize) -> bool {
         let text_sketch = match &message.content {
             ContentView::Blocks(blocks) => {
-                for raw in blocks {
-                    let Some(span) = span_in(text, start, raw.get()) else { return false };
-                    self.blocks.push(span);
-                }
+                let Some(spans) = spans_of(text, start, blocks) else { return false };
+                self.blocks.extend(spans);
                 None
             }
-            content => match ContentSketch::of(text, start, content) {
+            ContentView::Text(content) => match TextSketch::of(text, start, content) {
                 Some(sketch) => Some(sketch),
                 None => return false,
             },
@@ -371,20 +346,45 @@ struct ElementSketch {
     end: usize,
     role: Role,
     /// A string content; `None` for blocks.
-    text: Option<ContentSketch>,
+    text: Option<TextSketch>,
     /// Where its blocks end in [`MessagesSketch::blocks`].
     blocks_end: usize,
     /// Where its keys end in [`MessagesSketch::keys`].
     keys_end: usize,
 }
 
-/// A `content` or `system` value, its offsets from an origin (a body's or a member's start).
+/// A string value, its offsets from an origin (a body's or a member's start).
+#[derive(Clone)]
+enum TextSketch {
+    /// Without escapes: where its text lies (between the quotes).
+    At(Range<usize>),
+    /// With escapes: its text.
+    Owned(Arc<str>),
+}
+
+impl TextSketch {
+    /// `content` read from `text` with offsets from `origin`; `None` for a text not in `text`.
+    #[allow(clippy::ptr_arg)] // the variant is the point: borrowed is sketched by place, owned by value
+    fn of(text: &str, origin: usize, content: &Cow<str>) -> Option<TextSketch> {
+        Some(match content {
+            Cow::Borrowed(s) => TextSketch::At(span_in(text, origin, s)?),
+            Cow::Owned(s) => TextSketch::Owned(Arc::from(s.as_str())),
+        })
+    }
+
+    /// The string at `origin` of `text`, which holds, from there, the bytes it was read from.
+    fn at<'a>(&self, text: &'a str, origin: usize) -> Option<Cow<'a, str>> {
+        Some(match self {
+            TextSketch::At(range) => Cow::Borrowed(slice(text, origin, range)?),
+            TextSketch::Owned(s) => Cow::Owned(s.to_string()),
+        })
+    }
+}
+
+/// A `system` value, its offsets from its member's start.
 #[derive(Clone)]
 enum ContentSketch {
-    /// A string without escapes: where its text lies (between the quotes).
-    Text(Range<usize>),
-    /// A string that had escapes: its text.
-    Owned(Arc<str>),
+    Text(TextSketch),
     /// Blocks: where each lies.
     Blocks(Vec<Range<usize>>),
 }
@@ -392,24 +392,17 @@ enum ContentSketch {
 impl ContentSketch {
     /// `content`, read from `text` with offsets from `origin`; `None` for a text not in `text`.
     fn of(text: &str, origin: usize, content: &ContentView) -> Option<ContentSketch> {
-        let span = |inner: &str| span_in(text, origin, inner);
         Some(match content {
-            ContentView::Text(Cow::Borrowed(s)) => ContentSketch::Text(span(s)?),
-            ContentView::Text(Cow::Owned(s)) => ContentSketch::Owned(Arc::from(s.as_str())),
-            ContentView::Blocks(blocks) => {
-                ContentSketch::Blocks(blocks.iter().map(|raw| span(raw.get())).collect::<Option<_>>()?)
-            }
+            ContentView::Text(s) => ContentSketch::Text(TextSketch::of(text, origin, s)?),
+            ContentView::Blocks(blocks) => ContentSketch::Blocks(spans_of(text, origin, blocks)?),
         })
     }
 
     /// The content at `origin` of `text`, which holds, from there, the bytes it was read from.
     fn at<'a>(&self, text: &'a str, origin: usize) -> Option<ContentView<'a>> {
         Some(match self {
-            ContentSketch::Text(r) => ContentView::Text(Cow::Borrowed(slice(text, origin, r)?)),
-            ContentSketch::Owned(s) => ContentView::Text(Cow::Owned(s.to_string())),
-            ContentSketch::Blocks(blocks) => ContentView::Blocks(
-                blocks.iter().map(|r| slice(text, origin, r).map(RawJson::trusted)).collect::<Option<_>>()?,
-            ),
+            ContentSketch::Text(sketch) => ContentView::Text(sketch.at(text, origin)?),
+            ContentSketch::Blocks(blocks) => ContentView::Blocks(raws_at(text, origin, blocks)?),
         })
     }
 }
@@ -417,6 +410,17 @@ impl ContentSketch {
 /// The bytes at `range` from `origin` of `text`.
 fn slice<'a>(text: &'a str, origin: usize, range: &Range<usize>) -> Option<&'a str> {
     text.get(origin + range.start..origin + range.end)
+}
+
+/// Where each of `raws`, read from `text`, lies from `origin`.
+fn spans_of(text: &str, origin: usize, raws: &[RawJson]) -> Option<Vec<Range<usize>>> {
+    raws.iter().map(|raw| span_in(text, origin, raw.get())).collect()
+}
+
+/// The JSON values at `spans` from `origin` of `text`, which holds there the bytes they were read
+/// from.
+fn raws_at<'a>(text: &'a str, origin: usize, spans: &[Range<usize>]) -> Option<Vec<RawJson<'a>>> {
+    spans.iter().map(|range| slice(text, origin, range).map(RawJson::trusted)).collect()
 }
 
 /// A body's last `tools` and `system` members.
@@ -463,7 +467,6 @@ struct Drawing<'s> {
     base: Option<Base<'s>>,
     messages: Option<MessagesSketch>,
     members: Members,
-    keys: ViewKeys,
     /// A value could not be sketched (defensive: the parse only ever gives content borrowed from
     /// the line, or owned): the body is not remembered.
     spoiled: bool,
@@ -471,13 +474,12 @@ struct Drawing<'s> {
 
 impl<'s> Drawing<'s> {
     fn new(start: usize, base: Option<Base<'s>>) -> Drawing<'s> {
-        let keys = ViewKeys::default();
-        Drawing { start, base, messages: None, members: Members::default(), keys, spoiled: false }
+        Drawing { start, base, messages: None, members: Members::default(), spoiled: false }
     }
 
     fn finish(self, end: usize) -> Option<Drawn> {
-        let Drawing { start, messages, members, keys, spoiled, .. } = self;
-        (!spoiled).then(|| Drawn { start, len: end - start, messages, members, keys })
+        let Drawing { start, messages, members, spoiled, .. } = self;
+        (!spoiled).then(|| Drawn { start, len: end - start, messages, members })
     }
 
     /// At a member's key: when the member, key to value, is byte for byte a `tools` or `system`
@@ -490,10 +492,6 @@ impl<'s> Drawing<'s> {
             if bytes.is_empty() || !rest.starts_with(bytes) || !apply(member, walk, view) {
                 continue;
             }
-            match member.value {
-                MemberValue::Tools(_) => self.keys.tools = member.keys.clone(),
-                MemberValue::System(_) => self.keys.system = member.keys.clone(),
-            }
             let at = walk.pos - self.start;
             let span = at..at + bytes.len();
             self.members.set(MemberSketch { span, value: member.value.clone(), keys: member.keys.clone() });
@@ -501,6 +499,18 @@ impl<'s> Drawing<'s> {
             return true;
         }
         false
+    }
+
+    /// A `tools` or `system` member read from `key_at` to `end` of the line, its blocks' keys
+    /// (`None`: it could not be sketched).
+    fn member(&mut self, key_at: usize, end: usize, value: Option<MemberValue>, keys: Vec<u128>) {
+        match value {
+            Some(value) => {
+                let span = key_at - self.start..end - self.start;
+                self.members.set(MemberSketch { span, value, keys });
+            }
+            None => self.spoiled = true,
+        }
     }
 
     /// The base's messages, and how many of them lie wholly in the shared prefix, when the new
@@ -608,25 +618,22 @@ impl<'a> Walk<'a> {
             "messages" => view.messages = self.messages(key_at, drawing)?,
             "tools" => {
                 view.tools = self.value::<Option<Vec<RawJson<'a>>>>().ok()?.unwrap_or_default();
-                let spans = view.tools.iter().map(|raw| span_in(self.text, key_at, raw.get()));
-                let value = spans.collect::<Option<_>>().map(MemberValue::Tools);
-                drawing.keys.tools =
-                    view.tools.iter().map(|raw| raw_memo_key(BlockContext::Tool, raw.get())).collect();
-                drawing.member(key_at, self.pos, value, drawing.keys.tools.clone());
+                let value = spans_of(self.text, key_at, &view.tools).map(MemberValue::Tools);
+                let mut keys = Vec::with_capacity(view.tools.len());
+                tool_keys(&view.tools, &mut keys);
+                drawing.member(key_at, self.pos, value, keys);
             }
             "system" => {
                 view.system = self.value::<Option<ContentView<'a>>>().ok()?;
+                let mut keys = Vec::new();
                 let value = match &view.system {
                     None => Some(MemberValue::System(None)),
                     Some(content) => {
+                        content_keys(content, BlockContext::System, &mut keys);
                         ContentSketch::of(self.text, key_at, content).map(|c| MemberValue::System(Some(c)))
                     }
                 };
-                drawing.keys.system.clear();
-                if let Some(system) = &view.system {
-                    content_keys(system, BlockContext::System, &mut drawing.keys.system);
-                }
-                drawing.member(key_at, self.pos, value, drawing.keys.system.clone());
+                drawing.member(key_at, self.pos, value, keys);
             }
             _ => {
                 let mut values = self.values();
@@ -642,11 +649,11 @@ impl<'a> Walk<'a> {
     /// taken from the base's sketch, the rest read one by one.
     fn messages(&mut self, key_at: usize, drawing: &mut Drawing) -> Option<Option<Vec<MessageView<'a>>>> {
         if self.peek()? != b'[' {
-            // `null`, or not a list: read as the one-pass read reads it.
-            drawing.keys.messages_current = false;
+            // `null`, or not a list: read as the one-pass read reads it; an earlier array is no
+            // longer the view's.
+            drawing.messages = None;
             return self.value().ok();
         }
-        drawing.keys.messages_current = true;
         let key_at = key_at - drawing.start;
         let (start, text) = (drawing.start, self.text);
         let (mut sketch, mut messages) = match drawing.shared_messages(key_at) {
@@ -695,19 +702,15 @@ impl<'a> Walk<'a> {
         drawing.messages = Some(sketch);
         Some(Some(messages))
     }
-
-    /// Tool definitions at `origin` of the line, from their sketch.
-    fn tools_at(&self, origin: usize, tools: &[Range<usize>]) -> Option<Vec<RawJson<'a>>> {
-        let slice = |r: &Range<usize>| self.text.get(origin + r.start..origin + r.end).map(RawJson::trusted);
-        tools.iter().map(slice).collect()
-    }
 }
 
 /// Sets the view's `tools` or `system` from `member`'s sketch, the member's bytes at the walk's
 /// position; false when they cannot be read there (then nothing is set).
 fn apply<'a>(member: &MemberSketch, walk: &Walk<'a>, view: &mut RequestView<'a>) -> bool {
     match &member.value {
-        MemberValue::Tools(tools) => walk.tools_at(walk.pos, tools).map(|tools| view.tools = tools).is_some(),
+        MemberValue::Tools(tools) => {
+            raws_at(walk.text, walk.pos, tools).map(|tools| view.tools = tools).is_some()
+        }
         MemberValue::System(None) => {
             view.system = None;
             true
@@ -722,20 +725,6 @@ fn apply<'a>(member: &MemberSketch, walk: &Walk<'a>, view: &mut RequestView<'a>)
 fn span_in(text: &str, origin: usize, inner: &str) -> Option<Range<usize>> {
     let at = (inner.as_ptr() as usize).checked_sub(text.as_ptr() as usize + origin)?;
     Some(at..at + inner.len())
-}
-
-impl Drawing<'_> {
-    /// A `tools` or `system` member read from `key_at` to `end` of the line, its blocks' keys
-    /// (`None`: it could not be sketched).
-    fn member(&mut self, key_at: usize, end: usize, value: Option<MemberValue>, keys: Vec<u128>) {
-        match value {
-            Some(value) => {
-                let span = key_at - self.start..end - self.start;
-                self.members.set(MemberSketch { span, value, keys });
-            }
-            None => self.spoiled = true,
-        }
-    }
 }
 
 /// The walk's values, for the readers shared with the one-pass read.
