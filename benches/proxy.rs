@@ -20,6 +20,10 @@
 //! three rounds of 16 clients × 4 requests against an upstream that answers after its modelled
 //! latency, as the API does (the proxy must not lower an agent's throughput).
 
+/// The allocator the `forkcache` binary runs `proxy` and `serve` with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::sync::Barrier;
 use std::thread::JoinHandle;

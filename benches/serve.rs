@@ -25,6 +25,10 @@
 //! stack that prices nothing (it reads each body and answers a fixed reply): the most any server
 //! on this stack could reach with these clients on these cores.
 
+/// The allocator the `forkcache` binary runs `serve` with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};

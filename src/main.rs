@@ -12,6 +12,12 @@ mod serve_command;
 
 use std::process::ExitCode;
 
+/// mimalloc, not the system allocator: `serve` and `proxy` allocate on several runtime workers
+/// and free on others, and glibc's arenas then contend (on the serve bench, a futex call per
+/// request went into malloc's arena locks). See benches/README.md.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     match commands::run(cli::parse()) {
         Ok(code) => code,

@@ -13,6 +13,7 @@
 mod compress;
 mod http;
 mod listen;
+mod pricer;
 mod script;
 mod stats;
 pub mod validate;
@@ -31,6 +32,7 @@ use crate::clock::SimTime;
 use crate::endpoint::MockEndpoint;
 use crate::ingest::trace::{SessionMarker, TraceWriter};
 use crate::wire::Chunking;
+use pricer::Pricer;
 
 pub(crate) use http::{api_key, betas as request_betas};
 pub(crate) use listen::Limits;
@@ -225,9 +227,17 @@ impl Server {
                 max_connections: config.max_connections,
             },
         };
-        let shared =
-            Shared { core: Mutex::new(core), config: settings, started: Instant::now(), stop, models_json };
-        Ok(Server { listener, shared: Arc::new(shared), stop_requested })
+        let (pricer, queue) = Pricer::new();
+        let shared = Arc::new(Shared {
+            core: Mutex::new(core),
+            pricer,
+            config: settings,
+            started: Instant::now(),
+            stop,
+            models_json,
+        });
+        queue.start(Arc::downgrade(&shared))?;
+        Ok(Server { listener, shared, stop_requested })
     }
 
     /// The address actually bound (the real port when 0 was asked for).
@@ -261,6 +271,8 @@ impl Server {
             self.shared.config.shutdown_grace_ms,
         )
         .await;
+        // A request whose client hung up may still be queued: it is priced and counted too.
+        self.shared.pricer.drained().await;
         let core = self.shared.lock().await;
         Ok(Summary { stats: core.stats.clone(), cache: core.endpoint.cache_stats() })
     }
@@ -311,6 +323,8 @@ struct Settings {
 /// State every connection shares.
 struct Shared {
     core: Mutex<Core>,
+    /// Prices Messages requests on its own thread, under `core`'s lock.
+    pricer: Pricer,
     config: Settings,
     started: Instant,
     stop: watch::Sender<bool>,
