@@ -21,7 +21,7 @@
 //! one event-loop thread, as a load generator would; `http_loopback_raw_client` sends each
 //! request pre-encoded in one write and reads each response by its length. The last two leave
 //! less of the two cores to the clients, so more of the figure is the server's.
-//! `http_floor_raw_client` sends the same requests with the raw clients to a server on the same
+//! `http_floor_raw_client` (and `http_floor`, with ureq) sends the same requests with the raw clients to a server on the same
 //! stack that prices nothing (it reads each body and answers a fixed reply): the most any server
 //! on this stack could reach with these clients on these cores.
 
@@ -512,6 +512,13 @@ fn bench(c: &mut Criterion) {
         });
         group.bench_function("http_floor_raw_client", |b| {
             b.iter_custom(|iters| (0..iters).map(|_| over_null_http(&encoded)).sum())
+        });
+        group.bench_function("http_floor", |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| with_server(start_null_server(), |addr| run_clients(addr, &requests)))
+                    .sum()
+            })
         });
         group.finish();
     }

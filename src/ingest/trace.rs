@@ -34,7 +34,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 mod resume;
 
-pub use resume::{LineReader, SKETCH_BUDGET_BYTES};
+pub use resume::{BODY_BUDGET_BYTES, BodyBudget, BodyReader, LineReader, SKETCH_BUDGET_BYTES, WalkValues};
 
 use crate::billing::{RecordedUsage, Usage};
 use crate::prompt::BlockKeys;

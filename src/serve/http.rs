@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
@@ -11,6 +12,7 @@ use axum::routing::{get, post};
 use futures_util::StreamExt as _;
 use serde_json::json;
 
+use super::listen::ConnectionReader;
 use super::pricer::{Checked, Job, Read, ReadBody};
 use super::script::Planned;
 use super::stats::request_line;
@@ -62,7 +64,12 @@ async fn not_found(State(shared): SharedState, method: Method, uri: Uri) -> Resp
 }
 
 /// `POST /v1/messages`: priced by the endpoint, answered as JSON or as an SSE stream.
-async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
+async fn messages(
+    State(shared): SharedState,
+    reader: Option<Extension<ConnectionReader>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let api_key = api_key(&headers);
     let betas = betas(&headers);
     let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
@@ -79,7 +86,7 @@ async fn messages(State(shared): SharedState, headers: HeaderMap, body: Body) ->
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
         return respond(&shared, turn_away(&shared, (None, &betas), &body, error).await).await;
     }
-    let body = ReadBody::read(body, &shared.config);
+    let body = ReadBody::read(body, &shared.config, reader.as_ref().map(|Extension(reader)| reader));
     let answer = shared.pricer.price(body, api_key, betas).await;
     respond(&shared, answer).await
 }

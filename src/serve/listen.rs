@@ -15,6 +15,8 @@ use std::time::Duration;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+
+use crate::ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, BodyReader};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -38,6 +40,7 @@ pub(super) async fn serve(
 ) {
     let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
+    let budget = BodyBudget::new(BODY_BUDGET_BYTES);
     tokio::pin!(stopping);
     loop {
         let accepted = tokio::select! {
@@ -50,7 +53,7 @@ pub(super) async fn serve(
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout)
-            .serve_connection(io, TowerToHyperService::new(router.clone()));
+            .serve_connection(io, with_reader(router.clone(), budget.clone()));
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             // A connection's end (a reset, a timeout) concerns that client alone.
@@ -60,6 +63,30 @@ pub(super) async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// A connection's own [`BodyReader`], which each of its requests carries as an extension: the
+/// Messages route reads a body from where it parts from the connection's last one (the other
+/// routes, and the proxy's, leave it alone).
+#[derive(Clone)]
+pub(crate) struct ConnectionReader(pub(crate) Arc<std::sync::Mutex<BodyReader>>);
+
+/// `router` for one connection: every request carries the connection's reader.
+fn with_reader(
+    router: axum::Router,
+    budget: BodyBudget,
+) -> impl hyper::service::Service<
+    hyper::Request<hyper::body::Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send,
+> + Clone {
+    let reader = ConnectionReader(Arc::new(std::sync::Mutex::new(BodyReader::new(budget))));
+    let router = TowerToHyperService::new(router);
+    hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(reader.clone());
+        hyper::service::Service::call(&router, request)
+    })
 }
 
 /// The next connection, once one of the `max_connections` slots is free. `None` after an accept

@@ -20,6 +20,7 @@ use std::sync::{Arc, Weak, mpsc};
 use axum::body::Bytes;
 use tokio::sync::oneshot;
 
+use super::listen::ConnectionReader;
 use super::script::Planned;
 use super::{Settings, Shared, http, validate};
 use crate::prompt::BlockKeys;
@@ -58,17 +59,35 @@ pub(super) struct Checked<'a> {
 
 impl ReadBody {
     /// Reads `body` as the API's edge does: UTF-8, the one-pass parse and check, the reply
-    /// script's plan and the blocks' keys — everything that needs no shared state.
-    pub(super) fn read(body: Bytes, config: &Settings) -> ReadBody {
+    /// script's plan and the blocks' keys — everything that needs no shared state. With the
+    /// connection's `reader`, the body is read from where it parts from the connection's last
+    /// one (the same answer).
+    pub(super) fn read(body: Bytes, config: &Settings, reader: Option<&ConnectionReader>) -> ReadBody {
         ReadBody::new(body, |body| match http::require_utf8(body) {
             Err(error) => Read::NotText(error),
-            Ok(text) => Read::Text(validate::parse_checked(text, config.strict).map(|(view, unknown)| {
-                let planned = config.script.plan(&view);
-                let keys = BlockKeys::of(&view);
-                Checked { view, unknown, planned, keys }
-            })),
+            Ok(text) => Read::Text(checked(body, text, config, reader)),
         })
     }
+}
+
+fn checked<'a>(
+    body: &Bytes,
+    text: &'a str,
+    config: &Settings,
+    reader: Option<&ConnectionReader>,
+) -> Result<Checked<'a>, ApiError> {
+    // A poisoned reader (a panic mid-read) is not used again: the body is read in one pass.
+    let reader = reader.and_then(|reader| reader.0.lock().ok());
+    let (view, unknown, keys) = match reader {
+        Some(mut reader) => validate::read_checked(&mut reader, body, text, config.strict)?,
+        None => {
+            let (view, unknown) = validate::parse_checked(text, config.strict)?;
+            let keys = BlockKeys::of(&view);
+            (view, unknown, keys)
+        }
+    };
+    let planned = config.script.plan(&view);
+    Ok(Checked { view, unknown, planned, keys })
 }
 
 /// A request waiting to be priced, and where its answer goes.

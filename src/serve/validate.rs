@@ -11,8 +11,14 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 
+use bytes::Bytes;
+
 use crate::billing::PriceTable;
-use crate::wire::{ApiError, ContentView, ErrorKind, MapValues, RequestView, parse_request_str};
+use crate::ingest::trace::BodyReader;
+use crate::prompt::BlockKeys;
+use crate::wire::{
+    ApiError, ContentView, ErrorKind, MapValues, MemberValues, RequestView, parse_request_str,
+};
 
 /// The top-level fields the API documents for `POST /v1/messages`, beta fields included
 /// (reference §4.2: the request table, then `context_management`, `diagnostics`, `speed`).
@@ -163,19 +169,52 @@ fn check_member<'de, A: MapAccess<'de>>(
     map: &mut A,
     unknown: &mut Vec<String>,
 ) -> Result<(), A::Error> {
-    let typed = match key {
-        "temperature" | "top_p" => map.next_value::<Option<f64>>().map(drop),
-        "top_k" => map.next_value::<Option<u64>>().map(drop),
-        "stop_sequences" => map.next_value::<Option<Vec<Cow<'de, str>>>>().map(drop),
-        "metadata" => map.next_value::<Option<BTreeMap<Cow<'de, str>, IgnoredAny>>>().map(drop),
-        "service_tier" | "inference_geo" => map.next_value::<Option<Cow<'de, str>>>().map(drop),
-        documented if DOCUMENTED_FIELDS.contains(&documented) => map.next_value::<IgnoredAny>().map(drop),
+    check_value(key, &mut MapValues(map), unknown)
+        .map_err(|err| de::Error::custom(format_args!("{key}: {err}")))
+}
+
+/// [`check_member`] over any reader of member values.
+fn check_value<'de, V: MemberValues<'de>>(
+    key: &str,
+    values: &mut V,
+    unknown: &mut Vec<String>,
+) -> Result<(), V::Error> {
+    match key {
+        "temperature" | "top_p" => values.next_value::<Option<f64>>().map(drop),
+        "top_k" => values.next_value::<Option<u64>>().map(drop),
+        "stop_sequences" => values.next_value::<Option<Vec<Cow<'de, str>>>>().map(drop),
+        "metadata" => values.next_value::<Option<BTreeMap<Cow<'de, str>, IgnoredAny>>>().map(drop),
+        "service_tier" | "inference_geo" => values.next_value::<Option<Cow<'de, str>>>().map(drop),
+        documented if DOCUMENTED_FIELDS.contains(&documented) => values.next_value::<IgnoredAny>().map(drop),
         other => {
             unknown.push(other.to_string());
-            map.next_value::<IgnoredAny>().map(drop)
+            values.next_value::<IgnoredAny>().map(drop)
         }
-    };
-    typed.map_err(|err| de::Error::custom(format_args!("{key}: {err}")))
+    }
+}
+
+/// [`parse_checked`] and the blocks' keys, the body read by `reader` from where it parts from
+/// the last body the reader read (a connection's requests repeat their history): the same
+/// answer. A body the reader cannot take, or that fails a check on the way, is read by
+/// [`parse_checked`], so every error is its error.
+pub fn read_checked<'a>(
+    reader: &mut BodyReader,
+    body: &Bytes,
+    text: &'a str,
+    strict: bool,
+) -> Result<(RequestView<'a>, Vec<String>, BlockKeys), ApiError> {
+    let mut unknown = Vec::new();
+    match reader.read(body, text, |key, values| check_value(key, values, &mut unknown).ok()) {
+        Some((view, keys)) => {
+            check_messages(&view)?;
+            Ok((view, refuse_unknown(unknown, strict)?, keys))
+        }
+        None => {
+            let (view, unknown) = parse_checked(text, strict)?;
+            let keys = BlockKeys::of(&view);
+            Ok((view, unknown, keys))
+        }
+    }
 }
 
 /// A body read once: the members the endpoint's view knows go to the view, every other one

@@ -383,3 +383,112 @@ fn session_markers_nested_near_the_limit_read_as_the_one_pass_read() {
         .collect();
     check_same(trace.as_bytes(), 1 << 16);
 }
+
+/// One request body as a client sends it (no envelope), in the shapes `line` writes them, with
+/// now and then a member the edge checks: a wrong type, an unknown field, a duplicate.
+fn body(rng: &mut ChaCha8Rng, conversation: &Conversation) -> String {
+    let style = Style { spaced: rng.random_bool(0.2), escaped_key: rng.random_bool(0.1) };
+    let extra: Vec<(&str, Value)> = match rng.random_range(0..10) {
+        0 => vec![("metadata", json!({"user_id": words(rng, 1)}))],
+        1 => vec![("temperature", json!(0.5)), ("stop_sequences", json!(["\n\nHuman:"]))],
+        2 => vec![("temperature", json!("hot"))],
+        3 => vec![("zeta", json!(1)), ("alpha", json!([1, {"b": null}]))],
+        4 => vec![("top_k", json!(-3))],
+        5 => vec![("thinking", json!({"type": "enabled", "budget_tokens": 2048}))],
+        _ => vec![],
+    };
+    let mut body = String::new();
+    write(&conversation.body(&extra), style, &mut body);
+    match rng.random_range(0..12) {
+        0 => with_duplicate(&body, r#""tools":[{"name":"Late","input_schema":{}}]"#),
+        1 => with_duplicate(&body, r#""system":"late system""#),
+        2 => with_duplicate(&body, r#""zeta":2"#),
+        3 => format!(" {body}\n"),
+        _ => body,
+    }
+}
+
+/// Reads `bodies` in order with one `BodyReader` (as one connection's requests are read) and
+/// with `parse_checked`, and requires the same answer for each: the view (in its `Debug` form),
+/// the unknown fields, the block keys, or the same error.
+fn check_bodies_same(bodies: &[String], strict: bool, reader: &mut forkcache::ingest::trace::BodyReader) {
+    use forkcache::serve::validate::{parse_checked, read_checked};
+    for text in bodies {
+        let bytes = bytes::Bytes::from(text.clone());
+        let text = std::str::from_utf8(&bytes).unwrap();
+        let expected = parse_checked(text, strict)
+            .map(|(view, unknown)| (format!("{view:?}"), unknown, forkcache::prompt::BlockKeys::of(&view)));
+        let got = read_checked(reader, &bytes, text, strict)
+            .map(|(view, unknown, keys)| (format!("{view:?}"), unknown, keys));
+        assert_eq!(expected, got, "a body read differently:\n{text}");
+    }
+}
+
+/// Growing conversations' bodies as one connection carries them, some changed a byte.
+fn bodies(seed: u64, count: usize) -> Vec<String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut conversations: Vec<Conversation> =
+        (0..rng.random_range(1..3)).map(|id| Conversation::new(&mut rng, id)).collect();
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let pick = rng.random_range(0..conversations.len());
+        let conversation = &mut conversations[pick];
+        conversation.grow(&mut rng);
+        let body = body(&mut rng, conversation);
+        out.push(if rng.random_range(0..10) == 0 { mutated(&mut rng, &body) } else { body.clone() });
+        if rng.random_bool(0.3) {
+            out.push(mutated(&mut rng, &body));
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// serve's per-connection reader answers every body as the one-pass read and check does.
+    #[test]
+    fn resumed_bodies_read_and_check_as_the_one_pass_read(seed in any::<u64>(), count in 2usize..30) {
+        use forkcache::ingest::trace::{BodyBudget, BodyReader, BODY_BUDGET_BYTES};
+        let bodies = bodies(seed, count);
+        for strict in [false, true] {
+            check_bodies_same(&bodies, strict, &mut BodyReader::new(BodyBudget::new(BODY_BUDGET_BYTES)));
+        }
+        // A reader whose budget is spent keeps nothing and reads every body in one pass.
+        check_bodies_same(&bodies, false, &mut BodyReader::new(BodyBudget::new(0)));
+    }
+}
+
+/// The budget counts the bodies the readers keep (the last each read, when it was sketched) and
+/// gets them back when a reader moves on or is dropped; past it, nothing is kept.
+#[test]
+fn body_readers_keep_their_last_bodies_within_their_budget() {
+    use forkcache::ingest::trace::{BodyBudget, BodyReader};
+    let first = r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
+    let second = r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},{"role":"user","content":"and?"}]}"#;
+    let read = |reader: &mut BodyReader, text: &str| {
+        let bytes = bytes::Bytes::from(text.to_string());
+        let text = std::str::from_utf8(&bytes).unwrap();
+        reader.read(&bytes, text, |_, _| None).map(|(view, _)| view.messages.map(|m| m.len()))
+    };
+    // Room for the second body and the first, not for the second twice.
+    let budget = BodyBudget::new(second.len() + first.len());
+    let (mut one, mut two) = (BodyReader::new(budget.clone()), BodyReader::new(budget.clone()));
+    assert_eq!(read(&mut one, first), Some(Some(1)));
+    assert_eq!(budget.kept(), first.len());
+    assert_eq!(read(&mut one, second), Some(Some(3)));
+    assert_eq!(budget.kept(), second.len(), "the first body is given back when the second is kept");
+    assert_eq!(read(&mut two, second), Some(Some(3)), "read in one pass, and not kept: no room");
+    assert_eq!(budget.kept(), second.len());
+    assert_eq!(read(&mut two, first), Some(Some(1)));
+    assert_eq!(budget.kept(), second.len() + first.len());
+    drop(one);
+    assert_eq!(budget.kept(), first.len());
+    drop(two);
+    assert_eq!(budget.kept(), 0);
+    // A member the view does not read goes to the caller, which may refuse it.
+    let mut reader = BodyReader::new(budget.clone());
+    let unknown = r#"{"model":"m","max_tokens":1,"zeta":3,"messages":[{"role":"user","content":"hi"}]}"#;
+    assert_eq!(read(&mut reader, unknown), None);
+    assert_eq!(budget.kept(), 0, "a refused body is not kept");
+}

@@ -1,4 +1,5 @@
-//! Reading a trace line from where it parts from a recent one.
+//! Reading a trace line, or a request body as a server receives it, from where it parts from a
+//! recent one.
 //!
 //! An agent's requests repeat their conversation: each body is an earlier one's history plus a
 //! turn, so most of an agent's trace is bytes a reader has already read. A [`LineReader`] keeps
@@ -30,14 +31,23 @@
 //! this; `tests/it/resume_reader.rs` nests every member near the limit to catch it.) A line the
 //! reader does not expect (not an object, malformed anywhere, a session marker) is read the
 //! one-pass way, so every error and every unreadable line keeps its message.
+//!
+//! A [`BodyReader`] walks a bare body the same way, for `serve`: one per connection, resumed from
+//! the connection's last body. The members the view does not read go to its caller, which type-
+//! checks them as the server's one-pass check does (a value it builds is a number, a string, a
+//! list of strings or a map of ignored values: it nests no deeper than the view's). A body it
+//! cannot take, or whose member the caller refuses, is left to the one-pass read and check.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
+
+use bytes::Bytes;
 
 use super::{BatchEntries, BatchLine, LineBatch, LineParts, ParsedBatch, PooledBytes, TraceBody, TraceEntry};
 use crate::prompt::{BlockContext, BlockKeys, content_keys, tool_keys};
@@ -105,7 +115,7 @@ impl LineReader {
         let Some(drawn) = drawn else { return (entry, None) };
         let keys = drawn.keys();
         let body = at + drawn.start..at + drawn.start + drawn.len;
-        self.remember(Sketch { bytes: Arc::clone(bytes), body, drawn });
+        self.remember(Sketch { bytes: Kept::Batch(Arc::clone(bytes)), body, drawn });
         (entry, Some(keys))
     }
 
@@ -124,10 +134,11 @@ impl LineReader {
         let mut previous: Option<&Arc<PooledBytes>> = None;
         let mut kept = 0;
         for sketch in &self.recent {
-            if !previous.is_some_and(|previous| Arc::ptr_eq(previous, &sketch.bytes)) {
-                kept += sketch.bytes.bytes.capacity();
+            let Kept::Batch(batch) = &sketch.bytes else { continue };
+            if !previous.is_some_and(|previous| Arc::ptr_eq(previous, batch)) {
+                kept += batch.bytes.capacity();
             }
-            previous = Some(&sketch.bytes);
+            previous = Some(batch);
         }
         kept
     }
@@ -179,39 +190,167 @@ impl LineReader {
 
     /// An envelope's object `body`, at the walk's position.
     fn body<'a>(&self, walk: &mut Walk<'a>) -> Option<(RequestView<'a>, Option<Drawn>)> {
-        let mut drawing = Drawing::new(walk.pos, self.base(walk.text, walk.pos));
-        let mut view = RequestView::default();
-        walk.object(|walk| {
-            if drawing.reuse_member(walk, &mut view) {
-                return Some(());
-            }
-            let key_at = walk.pos;
-            let key = walk.key()?;
-            walk.request_member(&key, key_at, &mut view, &mut drawing)
-        })?;
-        Some((view, drawing.finish(walk.pos)))
+        let base = self.base(walk.text, walk.pos);
+        body_object(walk, base, |_, values| values.next_value::<IgnoredAny>().ok().map(drop))
     }
 
     /// The recent body sharing the longest prefix with the body at `start` of `text`, and that
     /// prefix's length. (On an envelope line the walk asks this at the line's start too, before
     /// it knows the line is an envelope; the comparisons stop at the first bytes there.)
     fn base(&self, text: &str, start: usize) -> Option<Base<'_>> {
-        // The rest of the line: the body and, on an envelope, whatever members follow it.
-        let body = text.as_bytes().get(start..)?;
-        let mut best: Option<Base> = None;
-        for sketch in self.recent.iter().rev() {
-            let shared = common_len(body, sketch.body_bytes());
-            if best.as_ref().is_none_or(|best| shared > best.shared) {
-                best = Some(Base { sketch, shared });
-            }
-            // The newest body sharing most of this one is the one to read from: older ones
-            // would each cost a comparison for little more.
-            if shared >= body.len() / 2 {
-                break;
-            }
-        }
-        best
+        base_among(self.recent.iter().rev(), text, start)
     }
+}
+
+/// Bytes of request bodies that the [`BodyReader`]s sharing one [`BodyBudget`] keep, together,
+/// by default.
+pub const BODY_BUDGET_BYTES: usize = 64 << 20;
+
+/// What the [`BodyReader`]s of one server may keep of the bodies they read, together: past it a
+/// reader keeps nothing, and its next body is read in one pass.
+#[derive(Clone, Debug)]
+pub struct BodyBudget {
+    limit: usize,
+    kept: Arc<AtomicUsize>,
+}
+
+impl BodyBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: usize) -> BodyBudget {
+        BodyBudget { limit, kept: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    /// Bytes kept now, by every reader of this budget.
+    pub fn kept(&self) -> usize {
+        self.kept.load(Ordering::Relaxed)
+    }
+
+    fn take(&self, bytes: usize) -> bool {
+        let before = self.kept.fetch_add(bytes, Ordering::Relaxed);
+        if before + bytes > self.limit {
+            self.give_back(bytes);
+            return false;
+        }
+        true
+    }
+
+    fn give_back(&self, bytes: usize) {
+        self.kept.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+/// Reads request bodies as a server receives them (a whole body, no envelope), each resumed
+/// from the last body it read, as a [`LineReader`] reads lines: one per connection, since a
+/// client's next request on a connection is mostly its last one's history. It keeps the last
+/// body it read (within its [`BodyBudget`]) until the next one or its drop.
+pub struct BodyReader {
+    last: Option<Sketch>,
+    budget: BodyBudget,
+}
+
+impl BodyReader {
+    /// A reader keeping its bodies within `budget`.
+    pub fn new(budget: BodyBudget) -> BodyReader {
+        BodyReader { last: None, budget }
+    }
+
+    /// The request in `body` (whose text is `text`, the same bytes) and its blocks' keys, as
+    /// [`crate::wire::parse_request_str`] and [`BlockKeys::of`] give them. A top-level member
+    /// the view does not read goes to `other`, with its key and its value next. `None` when the
+    /// body is not what the walk expects, or `other` refused a member: the caller reads it the
+    /// one-pass way (for its error), and the reader's memory is as it was.
+    pub fn read<'a>(
+        &mut self,
+        body: &Bytes,
+        text: &'a str,
+        other: impl FnMut(&str, &mut WalkValues<'_, 'a>) -> Option<()>,
+    ) -> Option<(RequestView<'a>, BlockKeys)> {
+        // The sketch's offsets are into `body`: the two must be the same bytes.
+        if !std::ptr::eq(text.as_ptr(), body.as_ptr()) || text.len() != body.len() {
+            return None;
+        }
+        let (view, drawn) = walk_body(text, base_among(self.last.iter(), text, skip_ws(text, 0)), other)?;
+        let keys = drawn.as_ref().map_or_else(|| BlockKeys::of(&view), Drawn::keys);
+        self.forget();
+        if let Some(drawn) = drawn.filter(|_| self.budget.take(body.len())) {
+            let body_range = drawn.start..drawn.start + drawn.len;
+            self.last = Some(Sketch { bytes: Kept::Body(body.clone()), body: body_range, drawn });
+        }
+        Some((view, keys))
+    }
+
+    fn forget(&mut self) {
+        if let Some(sketch) = self.last.take() {
+            self.budget.give_back(sketch.bytes.get().len());
+        }
+    }
+}
+
+impl Drop for BodyReader {
+    fn drop(&mut self) {
+        self.forget();
+    }
+}
+
+/// A whole body walked from its sketched base, and the sketch of it (none when a value could not
+/// be sketched); `other` reads the members the view does not.
+fn walk_body<'a>(
+    text: &'a str,
+    base: Option<Base<'_>>,
+    other: impl FnMut(&str, &mut WalkValues<'_, 'a>) -> Option<()>,
+) -> Option<(RequestView<'a>, Option<Drawn>)> {
+    let mut walk = Walk { text, pos: skip_ws(text, 0) };
+    let read = body_object(&mut walk, base, other)?;
+    (skip_ws(text, walk.pos) == text.len()).then_some(read)
+}
+
+/// A request body's object at the walk's position, read from `base` (the messages of the
+/// shared prefix, byte-equal `tools` and `system` members taken from its sketch), with the
+/// sketch of it; `other` reads the members the view does not.
+fn body_object<'a>(
+    walk: &mut Walk<'a>,
+    base: Option<Base<'_>>,
+    mut other: impl FnMut(&str, &mut WalkValues<'_, 'a>) -> Option<()>,
+) -> Option<(RequestView<'a>, Option<Drawn>)> {
+    let mut drawing = Drawing::new(walk.pos, base);
+    let mut view = RequestView::default();
+    walk.object(|walk| {
+        if drawing.reuse_member(walk, &mut view) {
+            return Some(());
+        }
+        let key_at = walk.pos;
+        let key = walk.key()?;
+        if is_sketched(&key) {
+            return walk.request_member(&key, key_at, &mut view, &mut drawing);
+        }
+        let mut values = walk.values();
+        match view.read_member(&key, &mut values) {
+            Ok(true) => Some(()),
+            Ok(false) => other(&key, &mut values),
+            Err(_) => None,
+        }
+    })?;
+    Some((view, drawing.finish(walk.pos)))
+}
+
+/// Of `recent` (newest first), the body sharing the longest prefix with the one at `start` of
+/// `text`, and that prefix's length.
+fn base_among<'s>(recent: impl Iterator<Item = &'s Sketch>, text: &str, start: usize) -> Option<Base<'s>> {
+    // The rest of the line: the body and, on an envelope, whatever members follow it.
+    let body = text.as_bytes().get(start..)?;
+    let mut best: Option<Base> = None;
+    for sketch in recent {
+        let shared = common_len(body, sketch.body_bytes());
+        if best.as_ref().is_none_or(|best| shared > best.shared) {
+            best = Some(Base { sketch, shared });
+        }
+        // The newest body sharing most of this one is the one to read from: older ones
+        // would each cost a comparison for little more.
+        if shared >= body.len() / 2 {
+            break;
+        }
+    }
+    best
 }
 
 /// Where `inner`, a slice of `outer`, starts in it.
@@ -239,8 +378,8 @@ struct Base<'s> {
 
 /// What a reader remembers of a request body it read.
 struct Sketch {
-    /// The batch the body is in, kept until the sketch is forgotten.
-    bytes: Arc<PooledBytes>,
+    /// The bytes the body is in, kept until the sketch is forgotten.
+    bytes: Kept,
     /// The body within `bytes`.
     body: Range<usize>,
     drawn: Drawn,
@@ -248,7 +387,24 @@ struct Sketch {
 
 impl Sketch {
     fn body_bytes(&self) -> &[u8] {
-        self.bytes.bytes.get(self.body.clone()).unwrap_or_default()
+        self.bytes.get().get(self.body.clone()).unwrap_or_default()
+    }
+}
+
+/// Where a sketched body's bytes are kept.
+enum Kept {
+    /// A trace's batch of lines.
+    Batch(Arc<PooledBytes>),
+    /// A request body as a server received it.
+    Body(Bytes),
+}
+
+impl Kept {
+    fn get(&self) -> &[u8] {
+        match self {
+            Kept::Batch(batch) => &batch.bytes,
+            Kept::Body(body) => body,
+        }
     }
 }
 
@@ -553,8 +709,8 @@ impl<'a> Walk<'a> {
         Ok(value)
     }
 
-    fn values(&mut self) -> AtWalk<'_, 'a> {
-        AtWalk(self)
+    fn values(&mut self) -> WalkValues<'_, 'a> {
+        WalkValues(self)
     }
 
     /// An object, from its `{` (after any whitespace) to past its `}`; `member` reads each
@@ -605,8 +761,8 @@ impl<'a> Walk<'a> {
         Some(Cow::Borrowed(key))
     }
 
-    /// A request member whose key (at `key_at`) was just read: `messages`, `tools` and `system`
-    /// drawn into the sketch, the rest read as the one-pass read reads them.
+    /// A sketched request member (`messages`, `tools` or `system`) whose key (at `key_at`) was
+    /// just read, drawn into the sketch.
     fn request_member(
         &mut self,
         key: &str,
@@ -635,12 +791,8 @@ impl<'a> Walk<'a> {
                 };
                 drawing.member(key_at, self.pos, value, keys);
             }
-            _ => {
-                let mut values = self.values();
-                if !view.read_member(key, &mut values).ok()? {
-                    values.next_value::<IgnoredAny>().ok()?;
-                }
-            }
+            // Only the sketched members come here (`is_sketched`).
+            _ => return None,
         }
         Some(())
     }
@@ -727,10 +879,11 @@ fn span_in(text: &str, origin: usize, inner: &str) -> Option<Range<usize>> {
     Some(at..at + inner.len())
 }
 
-/// The walk's values, for the readers shared with the one-pass read.
-struct AtWalk<'w, 'a>(&'w mut Walk<'a>);
+/// The values of a walk along a body, for the readers shared with the one-pass read: each is
+/// read by serde_json at its own offset.
+pub struct WalkValues<'w, 'a>(&'w mut Walk<'a>);
 
-impl<'a> MemberValues<'a> for AtWalk<'_, 'a> {
+impl<'a> MemberValues<'a> for WalkValues<'_, 'a> {
     type Error = serde_json::Error;
 
     fn next_value<T: Deserialize<'a>>(&mut self) -> Result<T, serde_json::Error> {
