@@ -15,12 +15,12 @@ use std::time::Duration;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-
-use crate::ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, BodyReader};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
+
+use crate::ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, BodyReader};
 
 /// Connection limits (see [`super::ServeConfig`]).
 #[derive(Clone, Copy, Debug)]
