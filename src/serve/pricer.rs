@@ -77,15 +77,8 @@ fn checked<'a>(
     reader: Option<&ConnectionReader>,
 ) -> Result<Checked<'a>, ApiError> {
     // A poisoned reader (a panic mid-read) is not used again: the body is read in one pass.
-    let reader = reader.and_then(|reader| reader.0.lock().ok());
-    let (view, unknown, keys) = match reader {
-        Some(mut reader) => validate::read_checked(&mut reader, body, text, config.strict)?,
-        None => {
-            let (view, unknown) = validate::parse_checked(text, config.strict)?;
-            let keys = BlockKeys::of(&view);
-            (view, unknown, keys)
-        }
-    };
+    let mut reader = reader.and_then(|reader| reader.0.lock().ok());
+    let (view, unknown, keys) = validate::read_checked(reader.as_deref_mut(), body, text, config.strict)?;
     let planned = config.script.plan(&view);
     Ok(Checked { view, unknown, planned, keys })
 }

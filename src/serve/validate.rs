@@ -8,10 +8,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
-
-use bytes::Bytes;
 
 use crate::billing::PriceTable;
 use crate::ingest::trace::BodyReader;
@@ -193,18 +192,21 @@ fn check_value<'de, V: MemberValues<'de>>(
     }
 }
 
-/// [`parse_checked`] and the blocks' keys, the body read by `reader` from where it parts from
-/// the last body the reader read (a connection's requests repeat their history): the same
+/// [`parse_checked`] and the blocks' keys. With a `reader`, the body is read from where it parts
+/// from the last body the reader read (a connection's requests repeat their history): the same
 /// answer. A body the reader cannot take, or that fails a check on the way, is read by
 /// [`parse_checked`], so every error is its error.
 pub fn read_checked<'a>(
-    reader: &mut BodyReader,
+    reader: Option<&mut BodyReader>,
     body: &Bytes,
     text: &'a str,
     strict: bool,
 ) -> Result<(RequestView<'a>, Vec<String>, BlockKeys), ApiError> {
     let mut unknown = Vec::new();
-    match reader.read(body, text, |key, values| check_value(key, values, &mut unknown).ok()) {
+    let resumed = reader.and_then(|reader| {
+        reader.read(body, text, |key, values| check_value(key, values, &mut unknown).ok())
+    });
+    match resumed {
         Some((view, keys)) => {
             check_messages(&view)?;
             Ok((view, refuse_unknown(unknown, strict)?, keys))

@@ -236,16 +236,25 @@ fn mutated(rng: &mut ChaCha8Rng, line: &str) -> String {
     String::from_utf8_lossy(&bytes).replace('\n', " ")
 }
 
+/// A few conversations (`count` of them, drawn from the range).
+fn conversations(rng: &mut ChaCha8Rng, count: std::ops::Range<usize>) -> Vec<Conversation> {
+    (0..rng.random_range(count)).map(|id| Conversation::new(rng, id)).collect()
+}
+
+/// One of `conversations`, picked at random, a turn longer.
+fn next_turn<'c>(rng: &mut ChaCha8Rng, conversations: &'c mut [Conversation]) -> &'c Conversation {
+    let pick = rng.random_range(0..conversations.len());
+    conversations[pick].grow(rng);
+    &conversations[pick]
+}
+
 /// A trace of interleaved growing conversations, with odd lines among them.
 fn trace(seed: u64, lines: usize) -> Vec<u8> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut conversations: Vec<Conversation> =
-        (0..rng.random_range(1..4)).map(|id| Conversation::new(&mut rng, id)).collect();
+    let mut conversations = conversations(&mut rng, 1..4);
     let mut out = String::new();
     for index in 0..lines {
-        let pick = rng.random_range(0..conversations.len());
-        let conversation = &mut conversations[pick];
-        conversation.grow(&mut rng);
+        let conversation = next_turn(&mut rng, &mut conversations);
         let line = line(&mut rng, conversation, 1_000 * index as u64);
         match rng.random_range(0..20) {
             0 => out.push_str(&mutated(&mut rng, &line)),
@@ -418,7 +427,7 @@ fn check_bodies_same(bodies: &[String], strict: bool, reader: &mut forkcache::in
         let text = std::str::from_utf8(&bytes).unwrap();
         let expected = parse_checked(text, strict)
             .map(|(view, unknown)| (format!("{view:?}"), unknown, forkcache::prompt::BlockKeys::of(&view)));
-        let got = read_checked(reader, &bytes, text, strict)
+        let got = read_checked(Some(&mut *reader), &bytes, text, strict)
             .map(|(view, unknown, keys)| (format!("{view:?}"), unknown, keys));
         assert_eq!(expected, got, "a body read differently:\n{text}");
     }
@@ -427,13 +436,10 @@ fn check_bodies_same(bodies: &[String], strict: bool, reader: &mut forkcache::in
 /// Growing conversations' bodies as one connection carries them, some changed a byte.
 fn bodies(seed: u64, count: usize) -> Vec<String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut conversations: Vec<Conversation> =
-        (0..rng.random_range(1..3)).map(|id| Conversation::new(&mut rng, id)).collect();
+    let mut conversations = conversations(&mut rng, 1..3);
     let mut out = Vec::new();
     for _ in 0..count {
-        let pick = rng.random_range(0..conversations.len());
-        let conversation = &mut conversations[pick];
-        conversation.grow(&mut rng);
+        let conversation = next_turn(&mut rng, &mut conversations);
         let body = body(&mut rng, conversation);
         out.push(if rng.random_range(0..10) == 0 { mutated(&mut rng, &body) } else { body.clone() });
         if rng.random_bool(0.3) {
