@@ -1,11 +1,14 @@
 //! `forkcache serve` throughput on loopback, next to the in-process `MockEndpoint` on the same
 //! requests: how much the HTTP edge costs. See benches/README.md for what was measured where.
 //!
-//! Two synthetic agent traces, each a set of growing conversations whose every request repeats
-//! the conversation's whole history with the breakpoint on the last user message, every other
+//! Synthetic agent traces, each a set of growing conversations whose every request repeats the
+//! conversation's whole history with the breakpoint on the last user message, every other
 //! request streamed:
 //! - `chat`: 16 conversations × 40 turns; a 4 KB cached system prompt, ~300-byte turns, no tools
-//!   (requests average ~16 KB);
+//!   (requests average ~18 KB), one keep-alive connection per conversation;
+//! - `chat_4_connections`: the same 16 conversations on 4 connections, each sending 4 of them
+//!   one after another; `chat_32_connections`: 32 such conversations, one per connection (1,280
+//!   requests of the same sizes) — the ends of the target's 4–32 connections;
 //! - `agent`: 8 conversations × 30 turns shaped like Claude Code's: 20 tools (~40 KB), a 6 KB
 //!   system prompt, and turns of one `tool_use` and a ~1.5 KB `tool_result` (~75 KB on average);
 //! - `engine_trace`: the engine bench's trace (`synth::growing_conversation`): one coding-agent
@@ -14,22 +17,26 @@
 //!   requests in the same order, one after another).
 //!
 //! In process, one endpoint prices the requests turn by turn. Over HTTP, one keep-alive client
-//! per conversation sends its requests concurrently to a fresh server; the time counted runs from
-//! the first request to the last response, client work included (both share this machine). Three
-//! load generators: `http_loopback` uses ureq (a blocking thread per connection), as a real
-//! client would; `http_loopback_hyper_client` uses hyper's HTTP/1 client, every connection on
-//! one event-loop thread, as a load generator would; `http_loopback_raw_client` sends each
-//! request pre-encoded in one write and reads each response by its length. The last two leave
-//! less of the two cores to the clients, so more of the figure is the server's.
-//! `http_floor_raw_client` sends the same requests with the raw clients to a server on the same
-//! stack that prices nothing (it reads each body and answers a fixed reply): the most any server
-//! on this stack could reach with these clients on these cores; `http_floor` does the same with
-//! the ureq clients.
+//! per column of requests sends its requests concurrently to a fresh server; the time counted
+//! runs from the first request to the last response, client work included (both share this
+//! machine). Three load generators: `http_loopback` uses ureq (a blocking thread per
+//! connection), as a real client would; `http_loopback_hyper_client` uses hyper's HTTP/1
+//! client, every connection on one event-loop thread, as a load generator would;
+//! `http_loopback_raw_client` sends each request pre-encoded in one write and reads each
+//! response by its length. The last two leave less of the two cores to the clients, so more of
+//! the figure is the server's. The `http_floor` rows send the same requests with the same
+//! clients (`_raw_client`, `_hyper_client`, ureq without a suffix) to a server on the same stack
+//! that prices nothing (it reads each body and answers a fixed reply): the most any server on
+//! this stack could reach with those clients on these cores.
+//!
+//! After criterion's figures, `serve/cpu` prints each row's process CPU time per request (the
+//! server's threads and the clients' together) and how many cores were busy on average.
 
 /// The allocator the `forkcache` binary runs `serve` with.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -84,8 +91,13 @@ fn conversations(
 }
 
 fn chat() -> Workload {
+    chat_conversations(16)
+}
+
+/// `count` conversations of 40 turns shaped like [`chat`]'s.
+fn chat_conversations(count: usize) -> Workload {
     let system = json!([{"type": "text", "text": format!("You are agent number one. {}", "Follow the house rules carefully. ".repeat(120)), "cache_control": {"type": "ephemeral"}}]);
-    conversations(16, 40, &system, &json!([]), |_, t| {
+    conversations(count, 40, &system, &json!([]), |_, t| {
         vec![
             json!({"role": "assistant", "content": format!("Answer {t}: {}", "the file looks fine ".repeat(14))}),
         ]
@@ -120,9 +132,9 @@ fn engine_trace() -> Workload {
     clients
 }
 
-fn in_process(requests: &Workload) -> Duration {
+fn in_process(requests: &Workload) -> Window {
     let mut endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
-    let started = Instant::now();
+    let started = Started::now();
     for turn in 0..requests[0].len() {
         for (c, conversation) in requests.iter().enumerate() {
             let mut call = Call::new(&conversation[turn], SimTime((turn * requests.len() + c) as u64));
@@ -131,7 +143,41 @@ fn in_process(requests: &Workload) -> Duration {
             std::hint::black_box(endpoint.handle(call).unwrap());
         }
     }
-    started.elapsed()
+    started.window()
+}
+
+/// The wall-clock and the process CPU time of one timed run. The CPU is every thread's in this
+/// process: the server's and its clients' alike.
+#[derive(Clone, Copy, Default)]
+struct Window {
+    wall: Duration,
+    cpu: Duration,
+}
+
+/// Both clocks at the start of a timed run.
+struct Started {
+    wall: Instant,
+    cpu: Duration,
+}
+
+impl Started {
+    fn now() -> Started {
+        Started { wall: Instant::now(), cpu: process_cpu() }
+    }
+
+    fn window(&self) -> Window {
+        Window { wall: self.wall.elapsed(), cpu: process_cpu().saturating_sub(self.cpu) }
+    }
+}
+
+/// The CPU time every thread of this process has used so far (`CLOCK_PROCESS_CPUTIME_ID`).
+fn process_cpu() -> Duration {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid `timespec` for the call to fill, and the clock id is a constant
+    // every Linux kernel knows.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    assert_eq!(status, 0, "the process CPU clock");
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
 /// A server running on its own runtime thread (tokio's default workers) until the returned
@@ -190,19 +236,23 @@ async fn null_reply(body: Bytes) -> ([(hyper::header::HeaderName, &'static str);
     ([(hyper::header::CONTENT_TYPE, "application/json")], NULL_REPLY)
 }
 
-fn over_null_http(encoded: &Workload) -> Duration {
+fn over_null_http(encoded: &Workload) -> Window {
     with_server(start_null_server(), |addr| run_raw_clients(addr, encoded))
 }
 
-fn over_null_ureq(requests: &Workload) -> Duration {
+fn over_null_ureq(requests: &Workload) -> Window {
     with_server(start_null_server(), |addr| run_clients(addr, requests))
+}
+
+fn over_null_hyper(requests: &[Vec<Bytes>]) -> Window {
+    with_server(start_null_server(), |addr| run_hyper_clients(addr, requests))
 }
 
 /// Runs `clients` against a started server, then stops it: the clients' time.
 fn with_server(
     server: (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>),
-    clients: impl FnOnce(SocketAddr) -> Duration,
-) -> Duration {
+    clients: impl FnOnce(SocketAddr) -> Window,
+) -> Window {
     let (addr, stop, thread) = server;
     let elapsed = clients(addr);
     drop(stop);
@@ -210,13 +260,13 @@ fn with_server(
     elapsed
 }
 
-fn over_http(requests: &Workload) -> Duration {
+fn over_http(requests: &Workload) -> Window {
     with_server(start_server(), |addr| run_clients(addr, requests))
 }
 
 /// One keep-alive client per conversation, all at once: from the first request to the last
 /// response.
-fn run_clients(addr: SocketAddr, requests: &Workload) -> Duration {
+fn run_clients(addr: SocketAddr, requests: &Workload) -> Window {
     let url = format!("http://{addr}/v1/messages");
     let ready = Barrier::new(requests.len() + 1);
     let started = std::thread::scope(|scope| {
@@ -234,9 +284,9 @@ fn run_clients(addr: SocketAddr, requests: &Workload) -> Duration {
             });
         }
         ready.wait();
-        Instant::now()
+        Started::now()
     });
-    started.elapsed()
+    started.window()
 }
 
 /// A request as it goes on the wire: the request line, the headers and the body in one buffer.
@@ -259,7 +309,7 @@ fn encode(requests: &Workload) -> Workload {
         .collect()
 }
 
-fn over_raw_http(encoded: &Workload) -> Duration {
+fn over_raw_http(encoded: &Workload) -> Window {
     with_server(start_server(), |addr| run_raw_clients(addr, encoded))
 }
 
@@ -267,7 +317,7 @@ fn over_raw_http(encoded: &Workload) -> Duration {
 /// with one write each and reads each response by its `content-length` (in instant mode the
 /// server sends every body whole, SSE included). The server sees the same requests on the same
 /// number of keep-alive connections; less of the two cores goes to the clients.
-fn run_raw_clients(addr: SocketAddr, encoded: &Workload) -> Duration {
+fn run_raw_clients(addr: SocketAddr, encoded: &Workload) -> Window {
     use std::io::{Read as _, Write as _};
     let ready = Barrier::new(encoded.len() + 1);
     let started = std::thread::scope(|scope| {
@@ -315,9 +365,9 @@ fn run_raw_clients(addr: SocketAddr, encoded: &Workload) -> Duration {
             });
         }
         ready.wait();
-        Instant::now()
+        Started::now()
     });
-    started.elapsed()
+    started.window()
 }
 
 /// `requests` as shareable buffers for the hyper clients (once, outside the timed loops).
@@ -328,14 +378,14 @@ fn as_bytes(requests: &Workload) -> Vec<Vec<Bytes>> {
         .collect()
 }
 
-fn over_hyper_http(requests: &[Vec<Bytes>]) -> Duration {
+fn over_hyper_http(requests: &[Vec<Bytes>]) -> Window {
     with_server(start_server(), |addr| run_hyper_clients(addr, requests))
 }
 
 /// [`run_clients`] with hyper's own HTTP/1 client: one keep-alive connection per conversation,
 /// all driven by one event-loop thread (as a load generator such as `oha` drives hyper), instead
 /// of a blocking thread per connection. Each response's body is read whole.
-fn run_hyper_clients(addr: SocketAddr, requests: &[Vec<Bytes>]) -> Duration {
+fn run_hyper_clients(addr: SocketAddr, requests: &[Vec<Bytes>]) -> Window {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let mut clients = Vec::new();
@@ -347,7 +397,7 @@ fn run_hyper_clients(addr: SocketAddr, requests: &[Vec<Bytes>]) -> Duration {
             tokio::spawn(connection);
             clients.push((sender, format!("bench-{c}"), conversation.clone()));
         }
-        let started = Instant::now();
+        let started = Started::now();
         let running: Vec<_> = clients
             .into_iter()
             .map(|(sender, key, conversation)| tokio::spawn(send_conversation(sender, key, conversation)))
@@ -355,7 +405,7 @@ fn run_hyper_clients(addr: SocketAddr, requests: &[Vec<Bytes>]) -> Duration {
         for client in running {
             client.await.unwrap();
         }
-        started.elapsed()
+        started.window()
     })
 }
 
@@ -409,7 +459,7 @@ fn with_slow_sockets(requests: &Workload, slow: usize) -> Duration {
     let (stop_slow, slow_thread) = hold_slow_sockets(addr, slow);
     // Let the slow sockets connect before the clock starts.
     std::thread::sleep(Duration::from_millis(if slow > 0 { 500 } else { 0 }));
-    let elapsed = run_clients(addr, requests);
+    let elapsed = run_clients(addr, requests).wall;
     drop(stop_slow);
     let opened = slow_thread.join().unwrap();
     assert_eq!(opened, slow, "every slow socket was accepted");
@@ -428,7 +478,7 @@ fn with_slow_sockets(requests: &Workload, slow: usize) -> Duration {
 fn slow_sockets_summary(rounds: usize) {
     // The client and server ends of 1,000 sockets, in this one process.
     let _ = rlimit::increase_nofile_limit(8_192);
-    let requests = eight_clients(chat());
+    let requests = dealt(chat(), 8);
     let count: usize = requests.iter().map(Vec::len).sum();
     let mut ratios = Vec::with_capacity(rounds);
     let (mut alone_ms, mut loaded_ms) = (Vec::new(), Vec::new());
@@ -457,15 +507,15 @@ fn slow_sockets_summary(rounds: usize) {
     );
 }
 
-/// `conversations` dealt to 8 clients, each sending its share one conversation after another:
-/// long enough a measurement (640 `chat` requests) that one scheduling hiccup is a small part
-/// of it.
-fn eight_clients(conversations: Workload) -> Workload {
-    let mut clients: Workload = vec![Vec::new(); 8];
+/// `conversations` dealt to `clients` keep-alive clients, each sending its share one
+/// conversation after another. (8 clients on `chat`'s 640 requests make a measurement long
+/// enough that one scheduling hiccup is a small part of it.)
+fn dealt(conversations: Workload, clients: usize) -> Workload {
+    let mut dealt: Workload = vec![Vec::new(); clients];
     for (index, conversation) in conversations.into_iter().enumerate() {
-        clients[index % 8].extend(conversation);
+        dealt[index % clients].extend(conversation);
     }
-    clients
+    dealt
 }
 
 /// Slow sockets held open beside the normal clients.
@@ -492,8 +542,44 @@ fn wanted(name: &str) -> bool {
     filters.is_empty() || filters.iter().any(|filter| name.contains(filter.as_str()))
 }
 
-fn bench(c: &mut Criterion) {
-    for (name, requests) in [("chat", chat()), ("agent", agent()), ("engine_trace", engine_trace())] {
+/// One bench row's timed runs added up (criterion's warm-up runs included).
+#[derive(Default)]
+struct Totals {
+    runs: Window,
+    requests: usize,
+}
+
+/// Runs `run` `iters` times for criterion and adds each run's clocks to `totals`: criterion
+/// gets the wall-clock, the summary after it the CPU.
+fn timed(totals: &RefCell<Totals>, iters: u64, requests: usize, run: &dyn Fn() -> Window) -> Duration {
+    let mut wall = Duration::ZERO;
+    for _ in 0..iters {
+        let window = run();
+        let mut totals = totals.borrow_mut();
+        totals.runs.wall += window.wall;
+        totals.runs.cpu += window.cpu;
+        totals.requests += requests;
+        wall += window.wall;
+    }
+    wall
+}
+
+/// `chat`'s requests on 4 and on 32 keep-alive connections as well as 16 (the target's range):
+/// 4 clients each send 4 of the 16 conversations one after another; 32 clients send 32
+/// conversations of the same shape (1,280 requests, the same sizes).
+fn workloads() -> Vec<(&'static str, Workload)> {
+    vec![
+        ("chat", chat()),
+        ("chat_4_connections", dealt(chat(), 4)),
+        ("chat_32_connections", chat_conversations(32)),
+        ("agent", agent()),
+        ("engine_trace", engine_trace()),
+    ]
+}
+
+fn bench(c: &mut Criterion) -> Vec<(String, Totals)> {
+    let mut cpu = Vec::new();
+    for (name, requests) in workloads() {
         let mut group = c.benchmark_group(format!("serve/{name}"));
         let count: usize = requests.iter().map(Vec::len).sum();
         let bytes: usize = requests.iter().flatten().map(Vec::len).sum();
@@ -501,27 +587,39 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Elements(count as u64));
         group.sample_size(20);
         group.measurement_time(Duration::from_secs(12));
-        group.bench_function("in_process", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| in_process(&requests)).sum())
-        });
-        group.bench_function("http_loopback", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| over_http(&requests)).sum())
-        });
-        let shared = as_bytes(&requests);
-        group.bench_function("http_loopback_hyper_client", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| over_hyper_http(&shared)).sum())
-        });
-        let encoded = encode(&requests);
-        group.bench_function("http_loopback_raw_client", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| over_raw_http(&encoded)).sum())
-        });
-        group.bench_function("http_floor_raw_client", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| over_null_http(&encoded)).sum())
-        });
-        group.bench_function("http_floor", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| over_null_ureq(&requests)).sum())
-        });
+        let (shared, encoded) = (as_bytes(&requests), encode(&requests));
+        let rows: [(&str, &dyn Fn() -> Window); 7] = [
+            ("in_process", &|| in_process(&requests)),
+            ("http_loopback", &|| over_http(&requests)),
+            ("http_loopback_hyper_client", &|| over_hyper_http(&shared)),
+            ("http_loopback_raw_client", &|| over_raw_http(&encoded)),
+            ("http_floor_raw_client", &|| over_null_http(&encoded)),
+            ("http_floor_hyper_client", &|| over_null_hyper(&shared)),
+            ("http_floor", &|| over_null_ureq(&requests)),
+        ];
+        for (row, run) in rows {
+            let totals = RefCell::default();
+            group.bench_function(row, |b| b.iter_custom(|iters| timed(&totals, iters, count, run)));
+            cpu.push((format!("serve/{name}/{row}"), totals.into_inner()));
+        }
         group.finish();
+    }
+    cpu
+}
+
+/// What each row that ran cost in CPU: the process's CPU time (the server's threads and the
+/// clients' together) per request, and how many of the cores were busy on average.
+fn print_cpu(rows: &[(String, Totals)]) {
+    let ran: Vec<_> = rows.iter().filter(|(_, totals)| totals.requests > 0).collect();
+    if ran.is_empty() {
+        return;
+    }
+    println!("\nserve/cpu: process CPU time per request over every timed run (server and clients)");
+    println!("  {:<50} {:>16} {:>10}", "row", "CPU per request", "CPUs busy");
+    for (row, Totals { runs, requests }) in ran {
+        let per_request = runs.cpu.as_secs_f64() * 1e6 / *requests as f64;
+        let busy = runs.cpu.as_secs_f64() / runs.wall.as_secs_f64();
+        println!("  {row:<50} {per_request:>13.1} µs {busy:>10.2}");
     }
 }
 
@@ -529,8 +627,9 @@ fn main() {
     // plotters is built without system-font lookup: criterion's plots need the embedded font.
     forkcache::report::chart::register_font();
     let mut criterion = Criterion::default().configure_from_args();
-    bench(&mut criterion);
+    let cpu = bench(&mut criterion);
     criterion.final_summary();
+    print_cpu(&cpu);
     if std::env::args().any(|arg| arg == "--bench") && wanted("serve/slow_sockets") {
         let rounds = std::env::var("FORKCACHE_SLOW_ROUNDS").ok().and_then(|r| r.parse().ok());
         slow_sockets_summary(rounds.unwrap_or(SLOW_ROUNDS).max(1));

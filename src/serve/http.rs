@@ -55,12 +55,12 @@ async fn root() -> Response {
 /// A known path with the wrong method: 405, in the API's error shape.
 async fn method_not_allowed(State(shared): SharedState, method: Method, uri: Uri) -> Response {
     let error = ApiError::invalid(format!("Method not allowed: {method} {}", uri.path()));
-    error_response_as(StatusCode::METHOD_NOT_ALLOWED, &error, &shared.lock().await.next_request_id())
+    error_response_as(StatusCode::METHOD_NOT_ALLOWED, &error, &shared.lock().next_request_id())
 }
 
 async fn not_found(State(shared): SharedState, method: Method, uri: Uri) -> Response {
     let error = ApiError::new(ErrorKind::NotFound, format!("Not found: {method} {}", uri.path()));
-    error_response(&error, &shared.lock().await.next_request_id(), None)
+    error_response(&error, &shared.lock().next_request_id(), None)
 }
 
 /// `POST /v1/messages`: priced by the endpoint, answered as JSON or as an SSE stream.
@@ -78,16 +78,15 @@ async fn messages(
     let body = match body {
         Ok(body) => body,
         Err(error) => {
-            return respond(&shared, turn_away(&shared, (api_key.as_deref(), &betas), b"", error).await)
-                .await;
+            return respond(&shared, turn_away(&shared, (api_key.as_deref(), &betas), b"", error)).await;
         }
     };
     if shared.config.require_key && api_key.is_none() {
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
-        return respond(&shared, turn_away(&shared, (None, &betas), &body, error).await).await;
+        return respond(&shared, turn_away(&shared, (None, &betas), &body, error)).await;
     }
     let body = ReadBody::read(body, &shared.config, reader.as_ref().map(|Extension(reader)| reader));
-    let answer = shared.pricer.price(body, api_key, betas).await;
+    let answer = shared.pricer.price(&shared, body, api_key, betas).await;
     respond(&shared, answer).await
 }
 
@@ -120,8 +119,8 @@ pub(super) enum Ending {
 }
 
 /// Prices one request read on a worker ([`ReadBody::read`]: parsed, checked, planned, its blocks
-/// hashed): stamps, prices, logs and counts it, on the pricing thread under the lock, so the
-/// trace is in pricing order and replays to the same usage.
+/// hashed): stamps, prices, logs and counts it, under the lock, in the order requests were
+/// handed over (`pricer`), so the trace is in pricing order and replays to the same usage.
 pub(super) fn price(shared: &Shared, core: &mut Core, job: &Job) -> Answer {
     let (api_key, betas) = (job.api_key.as_deref(), &job.betas);
     let body: &[u8] = job.body.borrow_owner();
@@ -254,9 +253,9 @@ fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> An
 
 /// A request refused at the edge (no key, too large): stamped, traced and counted like any other.
 /// `sender` is its API key and the betas it named.
-async fn turn_away(shared: &Shared, sender: (Option<&str>, &Betas), body: &[u8], error: ApiError) -> Answer {
+fn turn_away(shared: &Shared, sender: (Option<&str>, &Betas), body: &[u8], error: ApiError) -> Answer {
     let (api_key, betas) = sender;
-    let mut core = shared.lock().await;
+    let mut core = shared.lock();
     let at = shared.now_ms();
     let request_id = core.next_request_id();
     finish_rejected(
@@ -356,17 +355,17 @@ const CUT_DELAY_MS: u64 = 20;
 /// `POST /v1/messages/count_tokens`: the request's input tokens; the cache is never touched.
 async fn count_tokens(State(shared): SharedState, headers: HeaderMap, body: Body) -> Response {
     let Ok(body) = read_body_in_time(&shared, body, &headers).await else {
-        return count_body_timed_out(&shared).await;
+        return count_body_timed_out(&shared);
     };
     let body = match body {
         Ok(body) => body,
-        Err(error) => return error_response(&error, &shared.lock().await.next_request_id(), None),
+        Err(error) => return error_response(&error, &shared.lock().next_request_id(), None),
     };
     if shared.config.require_key && api_key(&headers).is_none() {
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
-        return error_response(&error, &shared.lock().await.next_request_id(), None);
+        return error_response(&error, &shared.lock().next_request_id(), None);
     }
-    let mut core = shared.lock().await;
+    let mut core = shared.lock();
     let request_id = core.next_request_id();
     let counted = core.endpoint.count_tokens(&body);
     core.stats.count_tokens_requests += 1;
@@ -395,7 +394,7 @@ async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
         Some(model) => json_response(StatusCode::OK, model.to_string()),
         None => {
             let error = ApiError::new(ErrorKind::NotFound, format!("model: {id}"));
-            error_response(&error, &shared.lock().await.next_request_id(), None)
+            error_response(&error, &shared.lock().next_request_id(), None)
         }
     }
 }
@@ -405,7 +404,7 @@ async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
 /// another's traffic.
 async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
     let key = api_key(&headers);
-    let mut core = shared.lock().await;
+    let mut core = shared.lock();
     match key {
         Some(key) => {
             let workspace = core.endpoint.workspace_of(Some(&key));
@@ -477,14 +476,14 @@ async fn read_body_in_time(
 /// (with its error and no bytes: what arrived is not the request) and counted in the stats, like
 /// every other request turned away at the edge.
 async fn body_timed_out(shared: &Arc<Shared>, api_key: Option<&str>, betas: &Betas) -> Response {
-    let answer = turn_away(shared, (api_key, betas), b"", body_timeout_error(shared)).await;
+    let answer = turn_away(shared, (api_key, betas), b"", body_timeout_error(shared));
     close_after(respond(shared, answer).await)
 }
 
 /// 408 for a `count_tokens` body that did not arrive in time (not a Messages request: not traced).
-async fn count_body_timed_out(shared: &Shared) -> Response {
+fn count_body_timed_out(shared: &Shared) -> Response {
     let error = body_timeout_error(shared);
-    close_after(error_response(&error, &shared.lock().await.next_request_id(), None))
+    close_after(error_response(&error, &shared.lock().next_request_id(), None))
 }
 
 fn body_timeout_error(shared: &Shared) -> ApiError {

@@ -22,9 +22,9 @@ use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::{Mutex, MutexGuard, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::cache::StoreStats;
@@ -227,7 +227,7 @@ impl Server {
                 max_connections: config.max_connections,
             },
         };
-        let (pricer, queue) = Pricer::new();
+        let (pricer, take_overs) = Pricer::new();
         let shared = Arc::new(Shared {
             core: Mutex::new(core),
             pricer,
@@ -236,7 +236,7 @@ impl Server {
             stop,
             models_json,
         });
-        queue.start(Arc::downgrade(&shared))?;
+        take_overs.start(Arc::downgrade(&shared))?;
         Ok(Server { listener, shared, stop_requested })
     }
 
@@ -272,8 +272,8 @@ impl Server {
         )
         .await;
         // A request whose client hung up may still be queued: it is priced and counted too.
-        self.shared.pricer.drained().await;
-        let core = self.shared.lock().await;
+        self.shared.pricer.drained(&self.shared).await;
+        let core = self.shared.lock();
         Ok(Summary { stats: core.stats.clone(), cache: core.endpoint.cache_stats() })
     }
 }
@@ -323,7 +323,7 @@ struct Settings {
 /// State every connection shares.
 struct Shared {
     core: Mutex<Core>,
-    /// Prices Messages requests on its own thread, under `core`'s lock.
+    /// Where Messages requests are handed over to be priced, under `core`'s lock.
     pricer: Pricer,
     config: Settings,
     started: Instant,
@@ -333,8 +333,12 @@ struct Shared {
 
 impl Shared {
     /// The endpoint and everything that must change in the order requests are priced.
-    async fn lock(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().await
+    /// Held for short, synchronous sections only (never across an await: the guard is not
+    /// `Send`, so the compiler holds every handler to that).
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        // A panic while pricing is caught inside the lock; one anywhere else under it leaves
+        // counts that may lag by that request, which is better than refusing every request after.
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Milliseconds since the server started: the virtual clock's reading for this request.
