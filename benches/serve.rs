@@ -564,9 +564,9 @@ fn timed(totals: &RefCell<Totals>, iters: u64, requests: usize, run: &dyn Fn() -
     wall
 }
 
-/// `chat`'s requests on 4 and on 32 keep-alive connections as well as 16 (the target's range):
-/// 4 clients each send 4 of the 16 conversations one after another; 32 clients send 32
-/// conversations of the same shape (1,280 requests, the same sizes).
+/// The bench's workloads. `chat`'s requests also go on 4 and on 32 keep-alive connections, the
+/// ends of the target's range: 4 clients each send 4 of the 16 conversations one after another;
+/// 32 clients send 32 conversations of the same shape (1,280 requests, the same sizes).
 fn workloads() -> Vec<(&'static str, Workload)> {
     vec![
         ("chat", chat()),
