@@ -188,7 +188,8 @@ impl Proxy {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<ProxyStats, ProxyError> {
         let router = http::router(Arc::clone(&self.shared));
-        serve_until(self.listener, router, CONNECTION_LIMITS, shutdown, self.shutdown_grace_ms).await;
+        // No body readers: the proxy forwards bodies, it does not read them.
+        serve_until(self.listener, router, CONNECTION_LIMITS, None, shutdown, self.shutdown_grace_ms).await;
         let stats = Arc::clone(&self.shared.stats);
         drop(self.shared);
         // Exchanges still held by connections past the grace period are left out.

@@ -13,7 +13,7 @@ use futures_util::StreamExt as _;
 use serde_json::json;
 
 use super::listen::ConnectionReader;
-use super::pricer::{Checked, Job, Read, ReadBody};
+use super::pricer::{self, Checked, Job, Read, ReadBody};
 use super::script::Planned;
 use super::stats::request_line;
 use super::validate;
@@ -86,7 +86,7 @@ async fn messages(
         return respond(&shared, turn_away(&shared, (None, &betas), &body, error)).await;
     }
     let body = ReadBody::read(body, &shared.config, reader.as_ref().map(|Extension(reader)| reader));
-    let answer = shared.pricer.price(&shared, body, api_key, betas).await;
+    let answer = pricer::price(&shared, body, api_key, betas).await;
     respond(&shared, answer).await
 }
 

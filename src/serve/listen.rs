@@ -20,7 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
 
-use crate::ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, BodyReader};
+use crate::ingest::trace::{BodyBudget, BodyReader};
 
 /// Connection limits (see [`super::ServeConfig`]).
 #[derive(Clone, Copy, Debug)]
@@ -31,16 +31,17 @@ pub(crate) struct Limits {
 }
 
 /// Serves `router` on `listener` until `stopping` completes, then waits for open connections to
-/// finish their in-flight requests (the caller bounds that wait).
+/// finish their in-flight requests (the caller bounds that wait). With `readers`, each connection
+/// gets a [`ConnectionReader`] within that budget.
 pub(super) async fn serve(
     listener: TcpListener,
     router: axum::Router,
     limits: Limits,
+    readers: Option<BodyBudget>,
     stopping: impl Future<Output = ()>,
 ) {
     let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
-    let budget = BodyBudget::new(BODY_BUDGET_BYTES);
     tokio::pin!(stopping);
     loop {
         let accepted = tokio::select! {
@@ -53,7 +54,7 @@ pub(super) async fn serve(
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout)
-            .serve_connection(io, with_reader(router.clone(), budget.clone()));
+            .serve_connection(io, with_reader(router.clone(), readers.clone()));
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             // A connection's end (a reset, a timeout) concerns that client alone.
@@ -67,24 +68,27 @@ pub(super) async fn serve(
 
 /// A connection's own [`BodyReader`], which each of its requests carries as an extension: the
 /// Messages route reads a body from where it parts from the connection's last one (the other
-/// routes, and the proxy's, leave it alone).
+/// routes leave it alone).
 #[derive(Clone)]
 pub(crate) struct ConnectionReader(pub(crate) Arc<std::sync::Mutex<BodyReader>>);
 
-/// `router` for one connection: every request carries the connection's reader.
+/// `router` for one connection: with a `budget`, every request carries the connection's reader.
 fn with_reader(
     router: axum::Router,
-    budget: BodyBudget,
+    budget: Option<BodyBudget>,
 ) -> impl hyper::service::Service<
     hyper::Request<hyper::body::Incoming>,
     Response = axum::response::Response,
     Error = std::convert::Infallible,
     Future = impl Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send,
 > + Clone {
-    let reader = ConnectionReader(Arc::new(std::sync::Mutex::new(BodyReader::new(budget))));
+    let reader =
+        budget.map(|budget| ConnectionReader(Arc::new(std::sync::Mutex::new(BodyReader::new(budget)))));
     let router = TowerToHyperService::new(router);
     hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
-        request.extensions_mut().insert(reader.clone());
+        if let Some(reader) = &reader {
+            request.extensions_mut().insert(reader.clone());
+        }
         hyper::service::Service::call(&router, request)
     })
 }

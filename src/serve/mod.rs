@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use crate::cache::StoreStats;
 use crate::clock::SimTime;
 use crate::endpoint::MockEndpoint;
-use crate::ingest::trace::{SessionMarker, TraceWriter};
+use crate::ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, SessionMarker, TraceWriter};
 use crate::wire::Chunking;
 use pricer::Pricer;
 
@@ -263,16 +263,11 @@ impl Server {
         if self.shared.config.compress {
             router = router.layer(axum::middleware::from_fn(compress::compress));
         }
-        serve_until(
-            self.listener,
-            router,
-            self.shared.config.limits,
-            stopping,
-            self.shared.config.shutdown_grace_ms,
-        )
-        .await;
-        // A request whose client hung up may still be queued: it is priced and counted too.
-        self.shared.pricer.drained(&self.shared).await;
+        let readers = Some(BodyBudget::new(BODY_BUDGET_BYTES));
+        let config = &self.shared.config;
+        serve_until(self.listener, router, config.limits, readers, stopping, config.shutdown_grace_ms).await;
+        // A request whose client hung up may still be waiting: it is priced and counted too.
+        pricer::drained(&self.shared).await;
         let core = self.shared.lock();
         Ok(Summary { stats: core.stats.clone(), cache: core.endpoint.cache_stats() })
     }
@@ -280,11 +275,13 @@ impl Server {
 
 /// Serves `router` on `listener` within `limits` until `stopping` completes, then lets in-flight
 /// requests finish — but a client that never finishes its request may not hold the server up for
-/// longer than `grace_ms`.
+/// longer than `grace_ms`. With `readers`, each connection reads its bodies from where they part
+/// from its last one, within that budget (`listen::ConnectionReader`).
 pub(crate) async fn serve_until(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     limits: Limits,
+    readers: Option<BodyBudget>,
     stopping: impl Future<Output = ()> + Send + 'static,
     grace_ms: u64,
 ) {
@@ -300,7 +297,7 @@ pub(crate) async fn serve_until(
         }
     };
     tokio::select! {
-        () = listen::serve(listener, router, limits, stopping) => {}
+        () = listen::serve(listener, router, limits, readers, stopping) => {}
         () = grace => {}
     }
 }

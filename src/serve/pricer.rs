@@ -113,7 +113,28 @@ enum Order {
 /// bench's 18 KB requests, kept from its own connections. Past it the pricing thread takes over.
 const TURN: usize = 16;
 
-/// Where requests are handed over to be priced.
+/// Prices `body` after every request handed over before it. A request whose client hangs up
+/// meanwhile is still priced, traced and counted: it arrived whole, as a billed request would
+/// have.
+pub(super) async fn price(
+    shared: &Shared,
+    body: ReadBody,
+    api_key: Option<String>,
+    betas: Betas,
+) -> http::Answer {
+    let (reply, answer) = oneshot::channel();
+    shared.pricer.hand_over(shared, Order::Price(Job { body, api_key, betas, reply }));
+    answer.await.map_or_else(|_| not_priced(), |(answer, _body)| answer)
+}
+
+/// Waits until everything handed over so far has been priced.
+pub(super) async fn drained(shared: &Shared) {
+    let (done, drained) = oneshot::channel();
+    shared.pricer.hand_over(shared, Order::Fence(done));
+    let _ = drained.await;
+}
+
+/// Where requests are handed over to be priced (`shared.pricer`: [`price`] and [`drained`]).
 pub(super) struct Pricer {
     desk: Desk<Order>,
     /// Wakes the pricing thread to finish a worker's turn.
@@ -139,28 +160,6 @@ impl Pricer {
     pub(super) fn new() -> (Pricer, TakeOvers) {
         let (take_over, take_overs) = mpsc::channel();
         (Pricer { desk: Desk::default(), take_over }, TakeOvers(take_overs))
-    }
-
-    /// Prices `body` after every request handed over before it. A request whose client hangs
-    /// up meanwhile is still priced, traced and counted: it arrived whole, as a billed request
-    /// would have.
-    pub(super) async fn price(
-        &self,
-        shared: &Shared,
-        body: ReadBody,
-        api_key: Option<String>,
-        betas: Betas,
-    ) -> http::Answer {
-        let (reply, answer) = oneshot::channel();
-        self.hand_over(shared, Order::Price(Job { body, api_key, betas, reply }));
-        answer.await.map_or_else(|_| not_priced(), |(answer, _body)| answer)
-    }
-
-    /// Waits until everything handed over so far has been priced.
-    pub(super) async fn drained(&self, shared: &Shared) {
-        let (done, drained) = oneshot::channel();
-        self.hand_over(shared, Order::Fence(done));
-        let _ = drained.await;
     }
 
     /// Leaves `order` at the desk, and takes a turn pricing if nobody is pricing. Nothing here

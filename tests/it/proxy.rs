@@ -318,7 +318,14 @@ fn no_file_the_proxy_writes_holds_the_key() {
         .read_to_string()
         .unwrap();
     assert!(bearer.contains("message_stop"));
-    let stats_page = crate::serve_harness::get(&agent, &proxy.url("/forkcache/stats")).body;
+    // The journal counts an exchange after its response: wait until the page shows it.
+    let read_stats = || crate::serve_harness::get(&agent, &proxy.url("/forkcache/stats")).body;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut stats_page = read_stats();
+    while !stats_page.contains(&key_fingerprint(KEY)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        stats_page = read_stats();
+    }
     let (stats, log) = proxy.stop();
     let trace = std::fs::read_to_string(dir.join("proxy.jsonl")).unwrap();
     assert_eq!(trace.lines().count(), 3, "a session marker, then two exchanges");
