@@ -138,8 +138,10 @@ pub(super) fn price(shared: &Shared, core: &mut Core, job: &Job) -> Answer {
     };
     let checked = match job.body.borrow_dependent() {
         Read::Text(Ok(checked)) => checked,
+        // Logged: the edge checks more than the engine does (non-empty contents, the documented
+        // fields' types, unknown fields under `strict`), so the bytes alone could replay as priced.
         Read::Text(Err(error)) => {
-            return finish_rejected(shared, core, rejection(request_id, error.clone(), false));
+            return finish_rejected(shared, core, rejection(request_id, error.clone(), true));
         }
         // Logged with its error and without the bytes: replay must see the rejection, and a
         // lossy copy would replay as a request that was never sent.

@@ -308,6 +308,49 @@ fn trace_replays_to_exactly_the_usage_the_server_returned_errors_included() {
     let _ = std::fs::remove_file(trace);
 }
 
+/// Regression: a body the edge refuses for what the engine does not check (an empty content
+/// before the last message, a documented field of the wrong type) was traced as its bytes alone,
+/// and replayed as a priced request. The trace carries the error, and replays to it.
+#[test]
+fn an_edge_refusal_replays_as_its_error() {
+    let trace = tempfile("edge-refusal");
+    let server = Running::start(
+        ServeConfig { trace: Some(trace.clone()), ..ServeConfig::default() },
+        EndpointConfig::default(),
+    );
+    let (agent, url) = (client(), server.url("/v1/messages"));
+    let empty_first = json!({"model": MODEL, "max_tokens": 5, "messages": [
+        {"role": "user", "content": []}, {"role": "user", "content": "hi"}]});
+    let hot = json!({"model": MODEL, "max_tokens": 5, "temperature": "hot", "messages": [{"role": "user", "content": "hi"}]});
+    let served: Vec<(u16, String)> = [empty_first, hot]
+        .iter()
+        .map(|body| {
+            let answer = post(&agent, &url, Some("k"), body.to_string().as_bytes());
+            (answer.status, answer.error().1)
+        })
+        .collect();
+    server.stop();
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+    let replayed: Vec<(u16, String)> = report
+        .records
+        .iter()
+        .map(|record| {
+            record
+                .result
+                .as_ref()
+                .map_or_else(|e| (e.kind.status(), e.message.clone()), |_| (200, String::new()))
+        })
+        .collect();
+    assert_eq!(replayed, served);
+    assert_eq!(
+        served[0].1,
+        "messages.0: all messages must have non-empty content except for the optional final assistant message"
+    );
+    assert!(served[1].1.starts_with("temperature: "), "{}", served[1].1);
+    let _ = std::fs::remove_file(trace);
+}
+
 #[test]
 fn bad_input_gets_the_apis_errors_and_never_stops_the_server() {
     let config = ServeConfig { require_key: true, ..ServeConfig::default() };
