@@ -17,8 +17,8 @@ use crate::cache::{
 use crate::clock::SimTime;
 use crate::ingest::trace::key_fingerprint;
 use crate::prompt::{
-    BlockContext, BlockInfo, BlockKeys, BuildPassThrough, Prompt, PromptConfig, PromptRef, Renderer,
-    ToolChanges, validate_breakpoints,
+    BlockContext, BlockInfo, BlockKeys, BuildPassThrough, Prompt, PromptConfig, PromptRef, RenderSketch,
+    Renderer, ToolChanges, validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
@@ -170,6 +170,14 @@ impl std::fmt::Display for ContextWarning {
     }
 }
 
+/// How a body's prompt is rendered.
+enum Rendering<'r> {
+    /// Every block (with its keys when they were hashed beforehand).
+    Whole(Option<&'r BlockKeys>),
+    /// From where the body parts from the sketch's last request.
+    Resumed(&'r BlockKeys, &'r mut RenderSketch),
+}
+
 /// A request rendered by its caller, for [`MockEndpoint::handle_rendered`].
 #[derive(Clone, Copy, Debug)]
 pub struct RenderedRequest<'a> {
@@ -296,13 +304,36 @@ impl MockEndpoint {
         keys: Option<&BlockKeys>,
         call: &Call,
     ) -> Result<Exchange, ApiError> {
+        self.handle_rendering(view, Rendering::Whole(keys), call)
+    }
+
+    /// [`MockEndpoint::handle_keyed`] for a client whose last request this endpoint rendered with
+    /// `sketch` (a `serve` connection's): the prompt is rendered from where the two part
+    /// ([`Renderer::render_resumed`]). The same answer; the sketch then holds this request. Use a
+    /// sketch with one endpoint only.
+    pub fn handle_resumed(
+        &mut self,
+        view: &RequestView,
+        keys: &BlockKeys,
+        sketch: &mut RenderSketch,
+        call: &Call,
+    ) -> Result<Exchange, ApiError> {
+        self.handle_rendering(view, Rendering::Resumed(keys, sketch), call)
+    }
+
+    fn handle_rendering(
+        &mut self,
+        view: &RequestView,
+        rendering: Rendering,
+        call: &Call,
+    ) -> Result<Exchange, ApiError> {
         let max_tokens = required_max_tokens(view)?;
         if max_tokens == 0 {
             check_prewarm(view)?;
         }
         check_model_rules(view, view.require_model()?)?;
         let settings = self.price_settings(view)?;
-        let prompt = self.render_view(view, keys, call.betas)?;
+        let prompt = self.render_view(view, rendering, call.betas)?;
         let request = rendered(view, &prompt, max_tokens)?;
         let context_warning = self.check_context(&request, call.betas)?;
         let mut exchange = self.serve(&request, call, settings);
@@ -437,7 +468,7 @@ impl MockEndpoint {
     pub fn price_view_alone(&mut self, view: &RequestView, call: &Call) -> Result<Record, ApiError> {
         let max_tokens = required_max_tokens(view)?;
         let settings = self.price_settings(view)?;
-        let prompt = self.render_view(view, None, call.betas)?;
+        let prompt = self.render_view(view, Rendering::Whole(None), call.betas)?;
         Ok(self.price_alone_with(&rendered(view, &prompt, max_tokens)?, call, settings))
     }
 
@@ -446,7 +477,7 @@ impl MockEndpoint {
     fn render_view(
         &mut self,
         view: &RequestView,
-        keys: Option<&BlockKeys>,
+        rendering: Rendering,
         betas: &Betas,
     ) -> Result<Prompt, ApiError> {
         let model = view.require_model()?;
@@ -454,8 +485,13 @@ impl MockEndpoint {
             true => ToolChanges::KeepCache,
             false => ToolChanges::Invalidate,
         };
-        let price = self.prices.resolve(model).price.clone();
-        self.renderer.render_keyed(view, keys, &price, tool_changes)
+        let price = &self.prices.resolve(model).price;
+        match rendering {
+            Rendering::Whole(keys) => self.renderer.render_keyed(view, keys, price, tool_changes),
+            Rendering::Resumed(keys, sketch) => {
+                self.renderer.render_resumed(view, keys, sketch, price, tool_changes)
+            }
+        }
     }
 
     fn reply_of(&self, request: &RenderedRequest, call: &Call) -> (Reply, u64) {
@@ -498,7 +534,7 @@ impl MockEndpoint {
     /// `count_tokens`: the request's total input tokens. Never touches the cache.
     pub fn count_tokens(&mut self, body: &[u8]) -> Result<u64, ApiError> {
         let view = parse_request(body)?;
-        Ok(self.render_view(&view, None, Betas::NONE)?.total_tokens())
+        Ok(self.render_view(&view, Rendering::Whole(None), Betas::NONE)?.total_tokens())
     }
 
     fn count_output(&self, reply: &Reply) -> u64 {

@@ -9,12 +9,17 @@ use super::block::{
     BlockContext, BlockInfo, BlockProblem, InspectConfig, inspect_raw, inspect_text, raw_memo_key,
     text_memo_key,
 };
-use super::hash::salt_hash;
+use super::hash::{content_hash, salt_hash};
 use super::memo::BlockMemo;
 use super::{IdentityMode, Prompt, PromptBuilder, Salts, Slot, Ttl};
 use crate::billing::ModelPrice;
 use crate::tokenize::Tokenizer;
 use crate::wire::{ApiError, ContentView, RawJson, RequestView, Role, Thinking, ToolChoice};
+
+mod resume;
+
+pub use resume::RenderSketch;
+use resume::{EndLog, Frame};
 
 /// The documented maximum of breakpoints per request.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -104,12 +109,16 @@ pub struct Renderer {
     tokenizer: Box<dyn Tokenizer>,
     memo: BlockMemo,
     items: Vec<Item>,
+    /// The settings and tokenizer, hashed: a [`RenderSketch`] resumes only the renderer that
+    /// wrote it, or one that renders alike.
+    fingerprint: u128,
 }
 
 impl Renderer {
     /// A renderer with an empty memo.
     pub fn new(config: PromptConfig, tokenizer: Box<dyn Tokenizer>) -> Renderer {
-        Renderer { config, tokenizer, memo: BlockMemo::default(), items: Vec::new() }
+        let fingerprint = content_hash(format!("{config:?}/{}", tokenizer.name()).as_bytes());
+        Renderer { config, tokenizer, memo: BlockMemo::default(), items: Vec::new(), fingerprint }
     }
 
     /// The settings.
@@ -141,22 +150,76 @@ impl Renderer {
         model: &ModelPrice,
         tool_changes: ToolChanges,
     ) -> Result<Prompt, ApiError> {
+        self.render_whole(request, keys, model, tool_changes, None)
+    }
+
+    /// [`Renderer::render_keyed`] from where `request` parts from the last request rendered with
+    /// `sketch` (one client's previous request): the blocks they share are neither looked up nor
+    /// chained again. The same prompt, or the same error, as [`Renderer::render_keyed`]; the
+    /// sketch then holds this request. Use one sketch with one renderer.
+    pub fn render_resumed(
+        &mut self,
+        request: &RequestView,
+        keys: &BlockKeys,
+        sketch: &mut RenderSketch,
+        model: &ModelPrice,
+        tool_changes: ToolChanges,
+    ) -> Result<Prompt, ApiError> {
+        let frame = Frame::of(self, request, model, tool_changes);
+        if let Some(prompt) = self.resume(request, keys, sketch, &frame, model) {
+            return Ok(prompt);
+        }
+        let rendered = self.render_whole(request, Some(keys), model, tool_changes, Some(sketch));
+        if rendered.is_err() {
+            sketch.clear();
+        }
+        rendered
+    }
+
+    /// Renders every block of `request`; with a sketch, keeps in it where the builder stood at
+    /// each message's end.
+    fn render_whole(
+        &mut self,
+        request: &RequestView,
+        keys: Option<&BlockKeys>,
+        model: &ModelPrice,
+        tool_changes: ToolChanges,
+        sketch: Option<&mut RenderSketch>,
+    ) -> Result<Prompt, ApiError> {
         let mut items = std::mem::take(&mut self.items);
         items.clear();
-        let mut keys = KeyFeed(keys.map_or(&[][..], |keys| &keys.0).iter());
-        let collected = self.collect(request, &mut keys, &mut items);
-        let prompt = collected.and_then(|()| {
-            apply_automatic_marker(request, &mut items)?;
+        let mut feed = KeyFeed(keys.map_or(&[][..], |keys| &keys.0).iter());
+        let collected = self.collect(request, &mut feed, &mut items);
+        let layout = self.layout(tool_changes);
+        let prompt = collected.and_then(|observed| {
+            let automatic = apply_automatic_marker(request, &mut items)?;
             validate_markers(&items)?;
-            let layout = Layout {
-                collapse_runs: self.config.collapse_tool_runs,
-                config_ahead: self.config.render_config_ahead,
-                tool_changes,
-            };
-            Ok(build(request, model, &items, layout))
+            let mut log = sketch.as_ref().map(|_| EndLog::new(&items, automatic));
+            let prompt = build(request, model, &items, layout, log.as_mut());
+            if let (Some(sketch), Some(log), Some(keys)) = (sketch, log, keys) {
+                match observed {
+                    true => sketch.clear(),
+                    false => sketch.keep(
+                        Frame::of(self, request, model, tool_changes),
+                        request,
+                        keys,
+                        log,
+                        &prompt,
+                    ),
+                }
+            }
+            Ok(prompt)
         });
         self.items = items;
         prompt
+    }
+
+    fn layout(&self, tool_changes: ToolChanges) -> Layout {
+        Layout {
+            collapse_runs: self.config.collapse_tool_runs,
+            config_ahead: self.config.render_config_ahead,
+            tool_changes,
+        }
     }
 
     /// The facts of one raw block (memoized), for callers that assemble prompts themselves.
@@ -175,7 +238,30 @@ impl Renderer {
         self.raw_info(raw, context, &mut KeyFeed([].iter()), || path.to_string(), level)
     }
 
+    /// Every block's item, in cache order. True when which tools are in the prompt depends on
+    /// the messages (a deferred tool under [`DeferredTools::Observed`]): such a prompt is never
+    /// resumed, since a new message may load a tool.
     fn collect(
+        &mut self,
+        request: &RequestView,
+        keys: &mut KeyFeed,
+        items: &mut Vec<Item>,
+    ) -> Result<bool, ApiError> {
+        self.collect_head(request, keys, items)?;
+        self.collect_messages(request, 0, keys, items)?;
+        let observed = self.config.deferred_tools == DeferredTools::Observed
+            && items.iter().any(|item| item.info.deferred);
+        let loaded = if observed { loaded_tools(request) } else { BTreeSet::new() };
+        items.retain(|item| {
+            let unloaded = item.info.deferred
+                && !matches!(item.slot, Slot::Tool(index) if loaded.contains(&tool_name(request.tools[index as usize])));
+            !item.info.ignored && !unloaded
+        });
+        Ok(observed)
+    }
+
+    /// The items of the tools and the system blocks.
+    fn collect_head(
         &mut self,
         request: &RequestView,
         keys: &mut KeyFeed,
@@ -188,7 +274,18 @@ impl Renderer {
         if let Some(system) = &request.system {
             self.collect_content(system, BlockContext::System, keys, items, Slot::System, "system")?;
         }
-        for (index, message) in request.require_messages()?.iter().enumerate() {
+        Ok(())
+    }
+
+    /// The items of the messages from `messages[first]` on.
+    fn collect_messages(
+        &mut self,
+        request: &RequestView,
+        first: usize,
+        keys: &mut KeyFeed,
+        items: &mut Vec<Item>,
+    ) -> Result<(), ApiError> {
+        for (index, message) in request.require_messages()?.iter().enumerate().skip(first) {
             let start = items.len();
             let level = format!("messages.{index}.content");
             self.collect_content(
@@ -204,15 +301,6 @@ impl Renderer {
                 item.opens = offset == 0;
             }
         }
-        let loaded = match self.config.deferred_tools {
-            DeferredTools::Observed if items.iter().any(|item| item.info.deferred) => loaded_tools(request),
-            _ => BTreeSet::new(),
-        };
-        items.retain(|item| {
-            let unloaded = item.info.deferred
-                && !matches!(item.slot, Slot::Tool(index) if loaded.contains(&tool_name(request.tools[index as usize])));
-            !item.info.ignored && !unloaded
-        });
         Ok(())
     }
 
@@ -394,19 +482,21 @@ fn api_path(slot: Slot) -> String {
 }
 
 /// A top-level `cache_control` puts a breakpoint on the last eligible block (walking back past
-/// thinking blocks); a no-op when that block already has one with the same TTL.
-fn apply_automatic_marker(request: &RequestView, items: &mut [Item]) -> Result<(), ApiError> {
-    let Some(raw) = request.cache_control else { return Ok(()) };
-    let Some(ttl) = automatic_ttl(raw)? else { return Ok(()) };
-    let Some(last) = items.iter_mut().rev().find(|item| item.info.auto_eligible) else {
-        return Ok(());
+/// thinking blocks); a no-op when that block already has one with the same TTL. The index of the
+/// item it gave a breakpoint, if it gave one.
+fn apply_automatic_marker(request: &RequestView, items: &mut [Item]) -> Result<Option<usize>, ApiError> {
+    let Some(raw) = request.cache_control else { return Ok(None) };
+    let Some(ttl) = automatic_ttl(raw)? else { return Ok(None) };
+    let Some(index) = items.iter().rposition(|item| item.info.auto_eligible) else {
+        return Ok(None);
     };
+    let last = &mut items[index];
     match last.info.marker {
         None => {
             last.info.marker = Some(ttl);
-            Ok(())
+            Ok(Some(index))
         }
-        Some(existing) if existing == ttl => Ok(()),
+        Some(existing) if existing == ttl => Ok(None),
         Some(existing) => Err(ApiError::invalid(format!(
             "cache_control: the top-level cache_control ttl='{}' conflicts with the ttl='{}' cache_control already on {}, the last cacheable block",
             ttl.name(),
@@ -471,8 +561,14 @@ struct Layout {
     tool_changes: ToolChanges,
 }
 
-fn build(request: &RequestView, model: &ModelPrice, items: &[Item], layout: Layout) -> Prompt {
-    let salts = salts(request, model, items, layout.config_ahead);
+fn build(
+    request: &RequestView,
+    model: &ModelPrice,
+    items: &[Item],
+    layout: Layout,
+    log: Option<&mut EndLog>,
+) -> Prompt {
+    let salts = salts(request, model, SaltFacts::of(items), layout.config_ahead);
     let mut builder = PromptBuilder::new(salts, layout.collapse_runs);
     let tool_count = items.iter().take_while(|item| matches!(item.slot, Slot::Tool(_))).count();
     for item in &items[..tool_count] {
@@ -487,16 +583,39 @@ fn build(request: &RequestView, model: &ModelPrice, items: &[Item], layout: Layo
     if layout.tool_changes == ToolChanges::KeepCache {
         builder.detach_tools();
     }
-    for item in &items[tool_count..] {
-        match item.slot {
-            Slot::System(index) => builder.system(index, &item.info),
-            Slot::Message { message, block, .. } => {
-                builder.message_block(message, block, item.role, item.opens, &item.info)
-            }
-            Slot::Tool(_) | Slot::ToolPrompt | Slot::ToolChoicePrompt => unreachable!("tools come first"),
+    let system_count =
+        items[tool_count..].iter().take_while(|item| matches!(item.slot, Slot::System(_))).count();
+    for item in &items[tool_count..tool_count + system_count] {
+        if let Slot::System(index) = item.slot {
+            builder.system(index, &item.info);
         }
     }
+    let messages = request.messages.as_ref().map_or(0, Vec::len);
+    build_messages(&mut builder, &items[tool_count + system_count..], messages, log);
     builder.finish()
+}
+
+/// Adds message items (all of them from one message on) to `builder`; with a log, notes where
+/// the builder stands at the end of each message up to `messages`.
+fn build_messages(
+    builder: &mut PromptBuilder,
+    items: &[Item],
+    messages: usize,
+    mut log: Option<&mut EndLog>,
+) {
+    for item in items {
+        let Slot::Message { message, block, .. } = item.slot else {
+            unreachable!("tools and system come first")
+        };
+        if let Some(log) = log.as_deref_mut() {
+            log.end_messages_before(message as usize, builder);
+            log.note(item);
+        }
+        builder.message_block(message, block, item.role, item.opens, &item.info);
+    }
+    if let Some(log) = log {
+        log.end_messages_before(messages, builder);
+    }
 }
 
 /// The hidden tool-use prompt's size, split where it is rendered.
@@ -516,18 +635,41 @@ pub fn tool_prompt_size(tool_choice: Option<&ToolChoice>, model: &ModelPrice) ->
     ToolPromptSize { auto: sizes.auto, extra }
 }
 
-fn salts(request: &RequestView, model: &ModelPrice, items: &[Item], config_ahead: bool) -> Salts {
+fn salts(request: &RequestView, model: &ModelPrice, facts: SaltFacts, config_ahead: bool) -> Salts {
     SaltInputs {
         thinking: request.thinking.as_ref(),
         effort: request.output_config.as_ref().and_then(|config| config.effort.as_deref()),
         tool_choice: request.tool_choice.as_ref(),
         speed: request.speed.as_deref(),
-        images: items.iter().any(|item| item.info.has_image),
-        web_search: items.iter().any(|item| item.info.web_search_tool),
-        citations: items.iter().any(|item| item.info.has_citations),
+        images: facts.images,
+        web_search: facts.web_search,
+        citations: facts.citations,
         config_ahead,
     }
     .salts(model)
+}
+
+/// What the blocks tell the salts: whether any holds an image, is a web-search tool, or enables
+/// citations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SaltFacts {
+    images: bool,
+    web_search: bool,
+    citations: bool,
+}
+
+impl SaltFacts {
+    fn of(items: &[Item]) -> SaltFacts {
+        items.iter().fold(SaltFacts::default(), |facts, item| facts.with(&item.info))
+    }
+
+    fn with(self, info: &BlockInfo) -> SaltFacts {
+        SaltFacts {
+            images: self.images || info.has_image,
+            web_search: self.web_search || info.web_search_tool,
+            citations: self.citations || info.has_citations,
+        }
+    }
 }
 
 /// The request facts salts are made of.

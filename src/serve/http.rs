@@ -12,7 +12,7 @@ use axum::routing::{get, post};
 use futures_util::StreamExt as _;
 use serde_json::json;
 
-use super::listen::ConnectionReader;
+use super::listen::Connection;
 use super::pricer::{self, Checked, Job, Read, ReadBody};
 use super::script::Planned;
 use super::stats::request_line;
@@ -22,8 +22,9 @@ use crate::billing::PriceTable;
 use crate::clock::SimTime;
 use crate::endpoint::{Call, Exchange};
 use crate::ingest::trace::{Envelope, LoggedError, envelope_line};
+use crate::prompt::BlockKeys;
 use crate::wire::{
-    ApiError, Betas, ErrorKind, MessageResponse, Reply, SseEvent, error_event, message_events,
+    ApiError, Betas, ErrorKind, MessageResponse, Reply, RequestView, SseEvent, error_event, message_events,
 };
 
 type SharedState = State<Arc<Shared>>;
@@ -66,7 +67,7 @@ async fn not_found(State(shared): SharedState, method: Method, uri: Uri) -> Resp
 /// `POST /v1/messages`: priced by the endpoint, answered as JSON or as an SSE stream.
 async fn messages(
     State(shared): SharedState,
-    reader: Option<Extension<ConnectionReader>>,
+    connection: Option<Extension<Connection>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -85,8 +86,9 @@ async fn messages(
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
         return respond(&shared, turn_away(&shared, (None, &betas), &body, error)).await;
     }
-    let body = ReadBody::read(body, &shared.config, reader.as_ref().map(|Extension(reader)| reader));
-    let answer = pricer::price(&shared, body, api_key, betas).await;
+    let connection = connection.map(|Extension(connection)| connection);
+    let body = ReadBody::read(body, &shared.config, connection.as_ref());
+    let answer = pricer::price(&shared, body, (api_key, betas), connection).await;
     respond(&shared, answer).await
 }
 
@@ -175,10 +177,26 @@ pub(super) fn price(shared: &Shared, core: &mut Core, job: &Job) -> Answer {
         first_byte: instant.then_some(SimTime(at)),
         reply,
     };
-    match core.endpoint.handle_keyed(view, Some(keys), &call) {
+    match handle(core, job, view, keys, &call) {
         Ok(exchange) => finish_priced(shared, core, request_id, exchange, &call, ending),
         Err(error) => finish_rejected(shared, core, rejection(request_id, error, false)),
     }
+}
+
+/// The endpoint's answer, the prompt rendered from the connection's sketch when it has one (a
+/// poisoned sketch, left by a panic mid-render, is not used again).
+fn handle(
+    core: &mut Core,
+    job: &Job,
+    view: &RequestView,
+    keys: &BlockKeys,
+    call: &Call,
+) -> Result<Exchange, ApiError> {
+    let kept = job.connection.as_ref().and_then(|connection| connection.0.sketch.lock().ok());
+    let Some(mut kept) = kept else { return core.endpoint.handle_keyed(view, Some(keys), call) };
+    let handled = core.endpoint.handle_resumed(view, keys, kept.sketch(), call);
+    kept.recount();
+    handled
 }
 
 fn finish_priced(

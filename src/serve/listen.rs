@@ -21,6 +21,7 @@ use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
 
 use crate::ingest::trace::{BodyBudget, BodyReader};
+use crate::prompt::RenderSketch;
 
 /// Connection limits (see [`super::ServeConfig`]).
 #[derive(Clone, Copy, Debug)]
@@ -31,13 +32,13 @@ pub(crate) struct Limits {
 }
 
 /// Serves `router` on `listener` until `stopping` completes, then waits for open connections to
-/// finish their in-flight requests (the caller bounds that wait). With `readers`, each connection
-/// gets a [`ConnectionReader`] within that budget.
+/// finish their in-flight requests (the caller bounds that wait). With `kept`, each connection
+/// keeps its last request ([`Connection`]) within that budget.
 pub(super) async fn serve(
     listener: TcpListener,
     router: axum::Router,
     limits: Limits,
-    readers: Option<BodyBudget>,
+    kept: Option<BodyBudget>,
     stopping: impl Future<Output = ()>,
 ) {
     let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -54,7 +55,7 @@ pub(super) async fn serve(
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout)
-            .serve_connection(io, with_reader(router.clone(), readers.clone()));
+            .serve_connection(io, with_connection(router.clone(), kept.clone()));
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             // A connection's end (a reset, a timeout) concerns that client alone.
@@ -66,14 +67,62 @@ pub(super) async fn serve(
     graceful.shutdown().await;
 }
 
-/// A connection's own [`BodyReader`], which each of its requests carries as an extension: the
-/// Messages route reads a body from where it parts from the connection's last one (the other
-/// routes leave it alone).
+/// A connection's own [`BodyReader`] and [`RenderSketch`], which each of its requests carries
+/// as an extension: the Messages route reads a body from where it parts from the connection's
+/// last one, and the endpoint renders its prompt from there (the other routes leave them alone).
+/// HTTP/1 serves one request of a connection at a time, so neither lock is ever contended.
 #[derive(Clone)]
-pub(crate) struct ConnectionReader(pub(crate) Arc<std::sync::Mutex<BodyReader>>);
+pub(crate) struct Connection(pub(crate) Arc<LastRequest>);
 
-/// `router` for one connection: with a `budget`, every request carries the connection's reader.
-fn with_reader(
+/// What one connection keeps of its last request, within the server's [`BodyBudget`].
+pub(crate) struct LastRequest {
+    pub(crate) reader: std::sync::Mutex<BodyReader>,
+    pub(crate) sketch: std::sync::Mutex<KeptSketch>,
+}
+
+impl Connection {
+    fn new(budget: BodyBudget) -> Connection {
+        let sketch = KeptSketch { sketch: RenderSketch::default(), charged: 0, budget: budget.clone() };
+        let reader = std::sync::Mutex::new(BodyReader::new(budget));
+        Connection(Arc::new(LastRequest { reader, sketch: std::sync::Mutex::new(sketch) }))
+    }
+}
+
+/// A connection's [`RenderSketch`], counted against the budget its bodies are: past the budget
+/// the sketch is dropped, and the connection's next prompt is rendered whole.
+pub(crate) struct KeptSketch {
+    sketch: RenderSketch,
+    /// Bytes of the budget it holds.
+    charged: usize,
+    budget: BodyBudget,
+}
+
+impl KeptSketch {
+    /// The sketch, to render with; [`KeptSketch::recount`] after.
+    pub(crate) fn sketch(&mut self) -> &mut RenderSketch {
+        &mut self.sketch
+    }
+
+    /// Counts the sketch's new size against the budget, or drops it when there is no room.
+    pub(crate) fn recount(&mut self) {
+        self.budget.give_back(std::mem::take(&mut self.charged));
+        let size = self.sketch.heap_bytes();
+        if self.budget.take(size) {
+            self.charged = size;
+        } else {
+            self.sketch = RenderSketch::default();
+        }
+    }
+}
+
+impl Drop for KeptSketch {
+    fn drop(&mut self) {
+        self.budget.give_back(self.charged);
+    }
+}
+
+/// `router` for one connection: with a `budget`, every request carries the [`Connection`].
+fn with_connection(
     router: axum::Router,
     budget: Option<BodyBudget>,
 ) -> impl hyper::service::Service<
@@ -82,12 +131,11 @@ fn with_reader(
     Error = std::convert::Infallible,
     Future = impl Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send,
 > + Clone {
-    let reader =
-        budget.map(|budget| ConnectionReader(Arc::new(std::sync::Mutex::new(BodyReader::new(budget)))));
+    let connection = budget.map(Connection::new);
     let router = TowerToHyperService::new(router);
     hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
-        if let Some(reader) = &reader {
-            request.extensions_mut().insert(reader.clone());
+        if let Some(connection) = &connection {
+            request.extensions_mut().insert(connection.clone());
         }
         hyper::service::Service::call(&router, request)
     })

@@ -263,9 +263,9 @@ impl Server {
         if self.shared.config.compress {
             router = router.layer(axum::middleware::from_fn(compress::compress));
         }
-        let readers = Some(BodyBudget::new(BODY_BUDGET_BYTES));
+        let kept = Some(BodyBudget::new(BODY_BUDGET_BYTES));
         let config = &self.shared.config;
-        serve_until(self.listener, router, config.limits, readers, stopping, config.shutdown_grace_ms).await;
+        serve_until(self.listener, router, config.limits, kept, stopping, config.shutdown_grace_ms).await;
         // A request whose client hung up may still be waiting: it is priced and counted too.
         pricer::drained(&self.shared).await;
         let core = self.shared.lock();
@@ -275,13 +275,14 @@ impl Server {
 
 /// Serves `router` on `listener` within `limits` until `stopping` completes, then lets in-flight
 /// requests finish — but a client that never finishes its request may not hold the server up for
-/// longer than `grace_ms`. With `readers`, each connection reads its bodies from where they part
-/// from its last one, within that budget (`listen::ConnectionReader`).
+/// longer than `grace_ms`. With `kept`, each connection reads its bodies, and renders their
+/// prompts, from where they part from its last request, within that budget
+/// (`listen::Connection`).
 pub(crate) async fn serve_until(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     limits: Limits,
-    readers: Option<BodyBudget>,
+    kept: Option<BodyBudget>,
     stopping: impl Future<Output = ()> + Send + 'static,
     grace_ms: u64,
 ) {
@@ -297,7 +298,7 @@ pub(crate) async fn serve_until(
         }
     };
     tokio::select! {
-        () = listen::serve(listener, router, limits, readers, stopping) => {}
+        () = listen::serve(listener, router, limits, kept, stopping) => {}
         () = grace => {}
     }
 }

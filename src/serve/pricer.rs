@@ -30,7 +30,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError, Weak, mpsc};
 use axum::body::Bytes;
 use tokio::sync::oneshot;
 
-use super::listen::ConnectionReader;
+use super::listen::Connection;
 use super::script::Planned;
 use super::{Core, Settings, Shared, http, validate};
 use crate::prompt::BlockKeys;
@@ -72,10 +72,10 @@ impl ReadBody {
     /// script's plan and the blocks' keys — everything that needs no shared state. With the
     /// connection's `reader`, the body is read from where it parts from the connection's last
     /// one (the same answer).
-    pub(super) fn read(body: Bytes, config: &Settings, reader: Option<&ConnectionReader>) -> ReadBody {
+    pub(super) fn read(body: Bytes, config: &Settings, connection: Option<&Connection>) -> ReadBody {
         ReadBody::new(body, |body| match http::require_utf8(body) {
             Err(error) => Read::NotText(error),
-            Ok(text) => Read::Text(checked(body, text, config, reader)),
+            Ok(text) => Read::Text(checked(body, text, config, connection)),
         })
     }
 }
@@ -84,10 +84,10 @@ fn checked<'a>(
     body: &Bytes,
     text: &'a str,
     config: &Settings,
-    reader: Option<&ConnectionReader>,
+    connection: Option<&Connection>,
 ) -> Result<Checked<'a>, ApiError> {
     // A poisoned reader (a panic mid-read) is not used again: the body is read in one pass.
-    let mut reader = reader.and_then(|reader| reader.0.lock().ok());
+    let mut reader = connection.and_then(|connection| connection.0.reader.lock().ok());
     let (view, unknown, keys) = validate::read_checked(reader.as_deref_mut(), body, text, config.strict)?;
     let planned = config.script.plan(&view);
     Ok(Checked { view, unknown, planned, keys })
@@ -98,6 +98,8 @@ pub(super) struct Job {
     pub(super) body: ReadBody,
     pub(super) api_key: Option<String>,
     pub(super) betas: Betas,
+    /// The connection's, whose sketch the prompt is rendered from.
+    pub(super) connection: Option<Connection>,
     /// The answer, and the body back: it is freed on the worker that allocated it (a block
     /// freed on another thread costs the allocator more).
     reply: oneshot::Sender<(http::Answer, ReadBody)>,
@@ -119,11 +121,12 @@ const TURN: usize = 16;
 pub(super) async fn price(
     shared: &Shared,
     body: ReadBody,
-    api_key: Option<String>,
-    betas: Betas,
+    sender: (Option<String>, Betas),
+    connection: Option<Connection>,
 ) -> http::Answer {
+    let (api_key, betas) = sender;
     let (reply, answer) = oneshot::channel();
-    shared.pricer.hand_over(shared, Order::Price(Job { body, api_key, betas, reply }));
+    shared.pricer.hand_over(shared, Order::Price(Job { body, api_key, betas, connection, reply }));
     answer.await.map_or_else(|_| not_priced(), |(answer, _body)| answer)
 }
 

@@ -27,6 +27,7 @@ mod replay_cli;
 mod replay_stream;
 mod reports;
 mod resume_reader;
+mod resumed_render;
 mod runtimes;
 mod salts;
 mod scenario_engine;

@@ -202,12 +202,14 @@ impl LineReader {
     }
 }
 
-/// Bytes of request bodies that the [`BodyReader`]s sharing one [`BodyBudget`] keep, together,
+/// Bytes that the connections sharing one [`BodyBudget`] keep of their last requests, together,
 /// by default.
 pub const BODY_BUDGET_BYTES: usize = 64 << 20;
 
-/// What the [`BodyReader`]s of one server may keep of the bodies they read, together: past it a
-/// reader keeps nothing, and its next body is read in one pass.
+/// What the connections of one server may keep of their last requests, together: the bodies
+/// their [`BodyReader`]s read, and (`serve`'s) the prompts' render sketches. Past it a reader
+/// keeps nothing, and its next body is read in one pass; a sketch is dropped, and the next prompt
+/// rendered whole.
 #[derive(Clone, Debug)]
 pub struct BodyBudget {
     limit: usize,
@@ -225,7 +227,8 @@ impl BodyBudget {
         self.kept.load(Ordering::Relaxed)
     }
 
-    fn take(&self, bytes: usize) -> bool {
+    /// Takes `bytes` of the budget; false (nothing taken) when they do not fit.
+    pub(crate) fn take(&self, bytes: usize) -> bool {
         let before = self.kept.fetch_add(bytes, Ordering::Relaxed);
         if before + bytes > self.limit {
             self.give_back(bytes);
@@ -234,7 +237,8 @@ impl BodyBudget {
         true
     }
 
-    fn give_back(&self, bytes: usize) {
+    /// Gives back `bytes` taken before.
+    pub(crate) fn give_back(&self, bytes: usize) {
         self.kept.fetch_sub(bytes, Ordering::Relaxed);
     }
 }

@@ -1,0 +1,386 @@
+//! Rendering a request from where it parts from the last one rendered for the same client.
+//!
+//! A client's next request repeats its conversation: the same tools and system, the same
+//! messages, and a few new ones at the end (and, as the client moves its breakpoints, the last
+//! message or two again with their markers changed). Every block's memo key is computed before
+//! rendering (the server's reader takes most of them from the connection's last body), so the
+//! renderer can see, by comparing keys, how many whole messages the request shares with the last
+//! one it rendered for that client. A [`RenderSketch`] keeps what the prompt builder needs to go
+//! on from the end of any of those messages: where it stood there ([`Checkpoint`]), how many of
+//! the breakpoints before it were the blocks' own, and what the blocks before it told the salts.
+//!
+//! The prompt is the whole render's, position for position, because a prefix's positions depend
+//! on nothing but its blocks (keys, roles, message boundaries) and what [`Frame`] and the salts
+//! hold; the resumed path checks every one of them, and otherwise renders the whole request.
+//! Breakpoints are the other thing a request does not share with the last: the blocks' own
+//! markers travel with their keys, but a top-level `cache_control` marks the last eligible block,
+//! so the breakpoint it put in the last request is left out of what this one shares, and a
+//! request whose own automatic breakpoint would fall before the parting is rendered whole. Anything the API would refuse
+//! is rendered whole as well, so every error is the whole render's.
+
+use super::{
+    BlockKeys, KeyFeed, Renderer, SaltFacts, apply_automatic_marker, build_messages, salts, tool_prompt_size,
+    validate_breakpoints,
+};
+use super::{Item, ToolChanges, ToolPromptSize};
+use crate::billing::ModelPrice;
+use crate::prompt::{Breakpoint, Checkpoint, Position, Prompt, PromptBuilder};
+use crate::wire::{ContentView, RequestView, Role};
+
+/// What [`Renderer::render_resumed`] keeps of the last request it rendered for one client (one
+/// `serve` connection), to render the client's next request from where the two part. Its size
+/// grows with that request's blocks and messages ([`RenderSketch::heap_bytes`]).
+#[derive(Debug, Default)]
+pub struct RenderSketch {
+    last: Option<Last>,
+    /// Requests rendered from a parting so far.
+    resumed: u64,
+}
+
+/// The last request rendered.
+#[derive(Debug)]
+struct Last {
+    frame: Frame,
+    /// Its blocks' memo keys, in render order: tools, system, then each message's.
+    keys: Vec<u128>,
+    /// Each message's role and where its keys end in `keys`.
+    shapes: Vec<(Role, usize)>,
+    /// The builder at each message's end.
+    ends: Vec<MessageEnd>,
+    prompt: Prompt,
+}
+
+/// What a prompt's positions depend on besides its blocks and its salts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Frame {
+    /// The renderer's settings and tokenizer.
+    renderer: u128,
+    tool_prompt: ToolPromptSize,
+    tool_changes: ToolChanges,
+    /// Keys of the tools, then of the system blocks.
+    tools: usize,
+    system: usize,
+}
+
+impl Frame {
+    pub(super) fn of(
+        renderer: &Renderer,
+        request: &RequestView,
+        model: &ModelPrice,
+        tool_changes: ToolChanges,
+    ) -> Frame {
+        Frame {
+            renderer: renderer.fingerprint,
+            tool_prompt: tool_prompt_size(request.tool_choice.as_ref(), model),
+            tool_changes,
+            tools: request.tools.len(),
+            system: request.system.as_ref().map_or(0, content_len),
+        }
+    }
+
+    /// Keys before the first message's.
+    fn head_keys(&self) -> usize {
+        self.tools + self.system
+    }
+}
+
+/// Where the builder stood at the end of one message.
+#[derive(Clone, Copy, Debug)]
+struct MessageEnd {
+    checkpoint: Checkpoint,
+    /// Breakpoints through the message that blocks' own markers made (not a top-level
+    /// `cache_control`'s).
+    own_breakpoints: usize,
+    facts: SaltFacts,
+}
+
+/// Notes, while a prompt's items are built, where the builder stands at each message's end.
+pub(super) struct EndLog {
+    ends: Vec<MessageEnd>,
+    /// The next message to end.
+    next: usize,
+    own_breakpoints: usize,
+    facts: SaltFacts,
+    /// Items noted so far, and the one a top-level `cache_control` marked.
+    seen: usize,
+    automatic_item: Option<usize>,
+}
+
+impl EndLog {
+    /// A log of a whole render of `items`, the items before the messages noted.
+    pub(super) fn new(items: &[Item], automatic_item: Option<usize>) -> EndLog {
+        let mut log = EndLog::from(0, 0, SaltFacts::default(), automatic_item);
+        let head = items.iter().take_while(|item| !matches!(item.slot, crate::prompt::Slot::Message { .. }));
+        head.for_each(|item| log.note(item));
+        log
+    }
+
+    fn from(next: usize, own_breakpoints: usize, facts: SaltFacts, automatic_item: Option<usize>) -> EndLog {
+        EndLog { ends: Vec::new(), next, own_breakpoints, facts, seen: 0, automatic_item }
+    }
+
+    /// One more item, in build order.
+    pub(super) fn note(&mut self, item: &Item) {
+        if item.info.marker.is_some() && Some(self.seen) != self.automatic_item {
+            self.own_breakpoints += 1;
+        }
+        self.facts = self.facts.with(&item.info);
+        self.seen += 1;
+    }
+
+    /// Ends every message before `message` that has not ended yet, where `builder` stands.
+    pub(super) fn end_messages_before(&mut self, message: usize, builder: &mut PromptBuilder) {
+        while self.next < message {
+            let end = MessageEnd {
+                checkpoint: builder.checkpoint(),
+                own_breakpoints: self.own_breakpoints,
+                facts: self.facts,
+            };
+            self.ends.push(end);
+            self.next += 1;
+        }
+    }
+}
+
+impl RenderSketch {
+    /// Forgets the last request: the next is rendered whole.
+    pub fn clear(&mut self) {
+        self.last = None;
+    }
+
+    /// Whether a request is kept to resume from.
+    pub fn is_empty(&self) -> bool {
+        self.last.is_none()
+    }
+
+    /// Requests rendered from where they parted from the last one, so far (the others were
+    /// rendered whole).
+    pub fn resumed(&self) -> u64 {
+        self.resumed
+    }
+
+    /// Bytes it holds on the heap (capacities, not lengths: what it really keeps).
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.last.as_ref().map_or(0, |last| {
+            size_of::<Last>()
+                + last.keys.capacity() * size_of::<u128>()
+                + last.shapes.capacity() * size_of::<(Role, usize)>()
+                + last.ends.capacity() * size_of::<MessageEnd>()
+                + last.prompt.positions.capacity() * size_of::<Position>()
+                + last.prompt.breakpoints.capacity() * size_of::<Breakpoint>()
+        })
+    }
+
+    /// Keeps a request rendered whole, with the log of its build.
+    pub(super) fn keep(
+        &mut self,
+        frame: Frame,
+        request: &RequestView,
+        keys: &BlockKeys,
+        log: EndLog,
+        prompt: &Prompt,
+    ) {
+        let mut shapes = Vec::new();
+        let mut at = frame.head_keys();
+        for message in request.messages.iter().flatten() {
+            at += content_len(&message.content);
+            shapes.push((message.role, at));
+        }
+        // Keys that do not cover every block (fewer were given) cannot be compared.
+        if at != keys.0.len() || log.ends.len() != shapes.len() {
+            self.clear();
+            return;
+        }
+        self.last =
+            Some(Last { frame, keys: keys.0.clone(), shapes, ends: log.ends, prompt: prompt.clone() });
+    }
+}
+
+/// Keys a content holds: one for a string, one per block.
+fn content_len(content: &ContentView) -> usize {
+    match content {
+        ContentView::Text(_) => 1,
+        ContentView::Blocks(blocks) => blocks.len(),
+    }
+}
+
+/// How `request` parts from the last request: whole messages shared, and the first key after
+/// them.
+struct Parting<'l> {
+    last: &'l Last,
+    messages: usize,
+    key: usize,
+}
+
+impl<'l> Parting<'l> {
+    /// Where `request` parts from `last`: `None` unless they share their frame and at least one
+    /// whole message.
+    fn find(last: &'l Last, frame: &Frame, request: &RequestView, keys: &[u128]) -> Option<Parting<'l>> {
+        let head = frame.head_keys();
+        if last.frame != *frame || keys.len() < head || keys[..head] != last.keys[..head] {
+            return None;
+        }
+        let (mut messages, mut key) = (0, head);
+        for (message, &(role, end)) in request.messages.as_ref()?.iter().zip(&last.shapes) {
+            let next = key + content_len(&message.content);
+            if message.role != role || next != end || keys.get(key..next) != last.keys.get(key..next) {
+                break;
+            }
+            (messages, key) = (messages + 1, next);
+        }
+        (messages > 0).then_some(Parting { last, messages, key })
+    }
+
+    fn end(&self) -> &'l MessageEnd {
+        &self.last.ends[self.messages - 1]
+    }
+
+    /// The last request's breakpoints that this one shares: the blocks' own, up to the parting.
+    /// A top-level `cache_control`'s breakpoint is the last of a prompt's (every block after the
+    /// last eligible one is a thinking block, which may not carry a marker), so these are the
+    /// first of the last request's.
+    fn breakpoints(&self) -> &'l [Breakpoint] {
+        &self.last.prompt.breakpoints[..self.end().own_breakpoints]
+    }
+
+    /// The positions through the parting.
+    fn positions(&self) -> &'l [Position] {
+        &self.last.prompt.positions[..self.end().checkpoint.len() as usize]
+    }
+}
+
+impl Renderer {
+    /// The prompt of `request` built on from where it parts from the sketch's request, the
+    /// sketch moved on to it; `None` (the sketch as it was) when it cannot be resumed or the
+    /// whole render must give its answer (an error).
+    pub(super) fn resume(
+        &mut self,
+        request: &RequestView,
+        keys: &BlockKeys,
+        sketch: &mut RenderSketch,
+        frame: &Frame,
+        model: &ModelPrice,
+    ) -> Option<Prompt> {
+        let parting = Parting::find(sketch.last.as_ref()?, frame, request, &keys.0)?;
+        let mut tail = std::mem::take(&mut self.items);
+        tail.clear();
+        let resumed = self.resume_from(&parting, request, keys, &mut tail, model);
+        self.items = tail;
+        let (prompt, log) = resumed?;
+        let shared = parting.messages;
+        let last = sketch.last.as_mut()?;
+        last.keys.clear();
+        last.keys.extend_from_slice(&keys.0);
+        last.shapes.truncate(shared);
+        let mut at = last.shapes.last().map_or(frame.head_keys(), |&(_, end)| end);
+        for message in request.messages.iter().flatten().skip(shared) {
+            at += content_len(&message.content);
+            last.shapes.push((message.role, at));
+        }
+        last.ends.truncate(shared);
+        last.ends.extend(log.ends);
+        last.prompt.clone_from(&prompt);
+        sketch.resumed += 1;
+        Some(prompt)
+    }
+
+    /// The prompt and the log of the messages after the parting, their items collected into
+    /// `tail`.
+    fn resume_from(
+        &mut self,
+        parting: &Parting,
+        request: &RequestView,
+        keys: &BlockKeys,
+        tail: &mut Vec<Item>,
+        model: &ModelPrice,
+    ) -> Option<(Prompt, EndLog)> {
+        let mut feed = KeyFeed(keys.0[parting.key..].iter());
+        self.collect_messages(request, parting.messages, &mut feed, tail).ok()?;
+        // Message blocks are never ignored or deferred; were one, the whole render decides.
+        if tail.iter().any(|item| item.info.ignored || item.info.deferred) {
+            return None;
+        }
+        let end = parting.end();
+        let facts = tail.iter().fold(end.facts, |facts, item| facts.with(&item.info));
+        let salts = salts(request, model, facts, self.config.render_config_ahead);
+        if salts != parting.last.prompt.salts {
+            return None;
+        }
+        // The automatic breakpoint must fall after the parting, where it is built anew.
+        if request.cache_control.is_some() && !tail.iter().any(|item| item.info.auto_eligible) {
+            return None;
+        }
+        let automatic = apply_automatic_marker(request, tail).ok()?;
+        let head = parting.positions();
+        let shared = parting
+            .breakpoints()
+            .iter()
+            .map(|breakpoint| (head[breakpoint.position as usize].slot, breakpoint.ttl));
+        let own = tail.iter().filter_map(|item| item.info.marker.map(|ttl| (item.slot, ttl)));
+        validate_breakpoints(shared.chain(own)).ok()?;
+        let mut builder = PromptBuilder::resume(&end.checkpoint);
+        let mut log = EndLog::from(parting.messages, end.own_breakpoints, end.facts, automatic);
+        let messages = request.messages.as_ref().map_or(0, Vec::len);
+        build_messages(&mut builder, tail, messages, Some(&mut log));
+        let built = builder.finish();
+        let mut positions = Vec::with_capacity(head.len() + built.positions.len());
+        positions.extend_from_slice(head);
+        positions.extend_from_slice(&built.positions);
+        let mut breakpoints = Vec::with_capacity(parting.breakpoints().len() + built.breakpoints.len());
+        breakpoints.extend_from_slice(parting.breakpoints());
+        breakpoints.extend_from_slice(&built.breakpoints);
+        let prompt = Prompt {
+            positions,
+            breakpoints,
+            salts,
+            first_after_tools: built.first_after_tools,
+            first_message: built.first_message,
+        };
+        Some((prompt, log))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::billing::PriceTable;
+    use crate::prompt::PromptConfig;
+    use crate::tokenize::Bytes4;
+    use crate::wire::parse_request;
+
+    /// After every render, the sketch holds that request: every block's key, each message's
+    /// shape and end, and its prompt. A growing conversation whose breakpoint is a top-level
+    /// `cache_control`'s is resumed at every turn after its first.
+    #[test]
+    fn the_sketch_holds_the_last_request_whole() {
+        let prices = PriceTable::builtin();
+        let model = &prices.resolve("claude-sonnet-4-6").price;
+        let mut renderer = Renderer::new(PromptConfig::default(), Box::new(Bytes4));
+        let mut sketch = RenderSketch::default();
+        let mut messages = Vec::new();
+        for turn in 0..6 {
+            if turn > 0 {
+                messages.push(serde_json::json!({"role": "assistant", "content": format!("answer {turn}")}));
+            }
+            messages.push(serde_json::json!({"role": "user", "content": format!("question {turn}")}));
+            let body = serde_json::json!({"model": "claude-sonnet-4-6", "max_tokens": 8,
+                "system": [{"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}],
+                "messages": messages, "cache_control": {"type": "ephemeral"}})
+            .to_string();
+            let view = parse_request(body.as_bytes()).unwrap();
+            let keys = BlockKeys::of(&view);
+            let prompt =
+                renderer.render_resumed(&view, &keys, &mut sketch, model, ToolChanges::Invalidate).unwrap();
+            let last = sketch.last.as_ref().unwrap();
+            assert_eq!(last.keys, keys.0);
+            assert_eq!((last.shapes.len(), last.ends.len()), (messages.len(), messages.len()));
+            assert_eq!(last.shapes.last().map(|&(_, end)| end), Some(keys.0.len()));
+            assert_eq!(last.prompt, prompt);
+            assert_eq!(last.ends.last().unwrap().checkpoint.len() as usize, prompt.positions.len());
+            // The system block's own breakpoint, then the automatic one on the question.
+            assert_eq!((prompt.breakpoints.len(), last.ends.last().unwrap().own_breakpoints), (2, 1));
+        }
+        assert_eq!(sketch.resumed(), 5);
+    }
+}

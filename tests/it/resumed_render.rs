@@ -1,0 +1,354 @@
+//! A prompt rendered from where a request parts from the client's last one
+//! (`Renderer::render_resumed`, what each `serve` connection does) is the prompt the whole render
+//! gives: the same positions, hashes, tokens, breakpoints and salts, or the same error. Checked
+//! on generated clients whose requests grow, fork, compact, move and multiply their markers,
+//! switch models, tools and parameters, and hold every block kind the salts and runs care about.
+
+use forkcache::billing::PriceTable;
+use forkcache::prompt::{
+    BlockKeys, DeferredTools, IdentityMode, PromptConfig, RenderSketch, Renderer, ToolChanges,
+};
+use forkcache::tokenize::Bytes4;
+use forkcache::wire::parse_request;
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Map, Value, json};
+
+const WORDS: &[&str] = &["alpha", "beta", "file", "src/main.rs", "fix", "the", "test", "ok", "read", "café"];
+
+fn words(rng: &mut ChaCha8Rng, count: usize) -> String {
+    (0..count).map(|_| WORDS[rng.random_range(0..WORDS.len())]).collect::<Vec<_>>().join(" ")
+}
+
+/// A marker, now and then with a TTL (a 1h after a 5m one is an error the API names).
+fn marker(rng: &mut ChaCha8Rng) -> Value {
+    match rng.random_range(0..20) {
+        0 => json!({"type": "ephemeral", "ttl": "1h"}),
+        1 => json!({"type": "ephemeral", "ttl": "5m"}),
+        _ => json!({"type": "ephemeral"}),
+    }
+}
+
+/// One content block of any kind the prompt treats apart: text, runs of tool calls and results,
+/// images, cited documents, thinking, a tool search's reference, an empty text.
+fn block(rng: &mut ChaCha8Rng, role: &str, turn: usize) -> Value {
+    let id = format!("toolu_{turn}_{}", rng.random_range(0..3));
+    match (role, rng.random_range(0..10)) {
+        ("assistant", 0..=3) => {
+            json!({"type": "tool_use", "id": id, "name": "Tool0", "input": {"path": words(rng, 1)}})
+        }
+        ("assistant", 4) => json!({"type": "thinking", "thinking": words(rng, 5), "signature": "c2ln"}),
+        ("user", 0..=2) => json!({"type": "tool_result", "tool_use_id": id, "content": words(rng, 6)}),
+        ("user", 3) => {
+            json!({"type": "tool_result", "tool_use_id": id, "content": [{"type": "tool_reference", "tool_name": "Deferred"}]})
+        }
+        ("user", 4) => {
+            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}})
+        }
+        ("user", 5) => {
+            json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": words(rng, 8)}, "citations": {"enabled": true}})
+        }
+        _ => json!({"type": "text", "text": words(rng, 4)}),
+    }
+}
+
+/// One client conversation: fixed parts that change now and then, and a growing history.
+struct Conversation {
+    model: &'static str,
+    system: Value,
+    tools: Vec<Value>,
+    messages: Vec<Value>,
+    params: Map<String, Value>,
+    turn: usize,
+    /// Whether the model, tools, system and parameters change now and then, and the history
+    /// forks and compacts.
+    churn: bool,
+}
+
+impl Conversation {
+    fn new(rng: &mut ChaCha8Rng, churn: bool) -> Conversation {
+        let mut conversation = Conversation {
+            model: "claude-sonnet-4-6",
+            system: Value::Null,
+            tools: Vec::new(),
+            messages: Vec::new(),
+            params: Map::new(),
+            turn: 0,
+            churn,
+        };
+        conversation.new_system(rng);
+        conversation.new_tools(rng);
+        conversation
+    }
+
+    fn new_system(&mut self, rng: &mut ChaCha8Rng) {
+        self.system = match rng.random_range(0..4) {
+            0 => Value::Null,
+            1 => Value::from(words(rng, 10)),
+            2 => json!([{"type": "text", "text": words(rng, 12), "cache_control": marker(rng)}]),
+            _ => json!([
+                {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1"},
+                {"type": "text", "text": words(rng, 20)}
+            ]),
+        };
+    }
+
+    fn new_tools(&mut self, rng: &mut ChaCha8Rng) {
+        self.tools = (0..rng.random_range(0..4))
+            .map(|i| match rng.random_range(0..8) {
+                0 => json!({"type": "web_search_20250305", "name": "web_search"}),
+                1 => json!({"name": "Deferred", "description": words(rng, 3), "input_schema": {"type": "object"}, "defer_loading": true}),
+                2 => json!({"name": format!("Tool{i}"), "input_schema": {"type": "object"}, "cache_control": marker(rng)}),
+                _ => json!({"name": format!("Tool{i}"), "description": words(rng, 6), "input_schema": {"type": "object"}}),
+            })
+            .collect();
+    }
+
+    /// The next request: usually a turn more, with the markers moved to the end; sometimes a
+    /// fork, a compaction, the same request again, or a change of model, tools, system or
+    /// parameters.
+    fn next(&mut self, rng: &mut ChaCha8Rng) {
+        self.turn += 1;
+        let change = if self.churn { rng.random_range(0..40) } else { 40 };
+        match change {
+            0 => {
+                self.model =
+                    ["claude-sonnet-4-6", "claude-opus-4-8", "claude-haiku-4-5"][rng.random_range(0..3)]
+            }
+            1 => self.new_tools(rng),
+            2 => self.new_system(rng),
+            3 => {
+                let keep = rng.random_range(0..=self.messages.len());
+                self.messages.truncate(keep);
+            }
+            4 => {
+                self.messages =
+                    vec![json!({"role": "user", "content": format!("Summary: {}", words(rng, 9))})]
+            }
+            5 => return,
+            6 | 7 => self.reshape(rng),
+            _ => {}
+        }
+        if self.churn {
+            self.change_params(rng);
+        }
+        if rng.random_bool(0.85) {
+            self.drop_markers();
+        }
+        if self.turn > 1 {
+            self.push(rng, "assistant");
+        }
+        if rng.random_bool(0.05) {
+            self.messages.push(json!({"role": "system", "content": words(rng, 3)}));
+        }
+        self.push(rng, "user");
+    }
+
+    /// The same blocks in other messages: one message's role changed, or one message of blocks
+    /// split in two of the same role (the blocks' keys stay in the same order).
+    fn reshape(&mut self, rng: &mut ChaCha8Rng) {
+        if self.messages.is_empty() {
+            return;
+        }
+        let at = rng.random_range(0..self.messages.len());
+        let message = &mut self.messages[at];
+        let blocks = message["content"].as_array().filter(|blocks| blocks.len() > 1).cloned();
+        match blocks {
+            Some(mut first) if rng.random_bool(0.5) => {
+                let second = first.split_off(rng.random_range(1..first.len()));
+                message["content"] = Value::Array(first);
+                let role = message["role"].clone();
+                self.messages.insert(at + 1, json!({"role": role, "content": second}));
+            }
+            _ => {
+                let role = ["user", "assistant", "system"][rng.random_range(0..3)];
+                message["role"] = Value::from(role);
+            }
+        }
+    }
+
+    /// A parameter set, changed or dropped; now and then all of them dropped (some pairs are
+    /// refused together, such as thinking with a forced tool).
+    fn change_params(&mut self, rng: &mut ChaCha8Rng) {
+        if rng.random_bool(0.3) {
+            self.params.clear();
+        }
+        let (key, value) = match rng.random_range(0..30) {
+            0 => ("thinking", json!({"type": "enabled", "budget_tokens": 2048})),
+            1 => ("tool_choice", json!({"type": "any"})),
+            2 => ("tool_choice", json!({"type": "tool", "name": "Tool0"})),
+            3 => ("output_config", json!({"effort": "low"})),
+            4 => ("speed", json!("fast")),
+            5..=7 => ("cache_control", marker(rng)),
+            8 => ("cache_control", Value::Null),
+            _ => return,
+        };
+        if rng.random_bool(0.3) {
+            self.params.remove(key);
+        } else {
+            self.params.insert(key.into(), value);
+        }
+    }
+
+    fn drop_markers(&mut self) {
+        for message in &mut self.messages {
+            for block in message["content"].as_array_mut().into_iter().flatten() {
+                block.as_object_mut().map(|block| block.remove("cache_control"));
+            }
+        }
+    }
+
+    /// A message of `role`: a string, or one to four blocks, the last often marked.
+    fn push(&mut self, rng: &mut ChaCha8Rng, role: &str) {
+        let content = if rng.random_bool(0.3) {
+            Value::from(words(rng, 5))
+        } else {
+            let mut blocks: Vec<Value> =
+                (0..rng.random_range(1..5)).map(|_| block(rng, role, self.turn)).collect();
+            let last = blocks.last_mut().and_then(Value::as_object_mut).expect("a block");
+            // A marked thinking block is refused: now and then only.
+            let thinking = last["type"] == "thinking";
+            if rng.random_bool(if thinking { 0.05 } else { 0.7 }) {
+                last.insert("cache_control".into(), marker(rng));
+            }
+            Value::Array(blocks)
+        };
+        self.messages.push(json!({"role": role, "content": content}));
+    }
+
+    /// The request; now and then, this time only, ending with an empty assistant message (a
+    /// prefill the API accepts) or an empty text block (which it refuses).
+    fn body(&self, rng: &mut ChaCha8Rng) -> String {
+        let mut messages = self.messages.clone();
+        match rng.random_range(0..40) {
+            0 => messages.push(json!({"role": "user", "content": [{"type": "text", "text": ""}]})),
+            1 | 2 => messages.push(json!({"role": "assistant", "content": []})),
+            _ => {}
+        }
+        let mut body = Map::new();
+        body.insert("model".into(), Value::from(self.model));
+        body.insert("max_tokens".into(), Value::from(1024));
+        if !self.system.is_null() {
+            body.insert("system".into(), self.system.clone());
+        }
+        if !self.tools.is_empty() {
+            body.insert("tools".into(), Value::Array(self.tools.clone()));
+        }
+        body.insert("messages".into(), Value::Array(messages));
+        body.extend(self.params.clone());
+        Value::Object(body).to_string()
+    }
+}
+
+/// The settings a renderer may run under.
+fn config(rng: &mut ChaCha8Rng) -> PromptConfig {
+    PromptConfig {
+        identity: [IdentityMode::Semantic, IdentityMode::Wire][rng.random_range(0..2)],
+        collapse_tool_runs: rng.random_bool(0.8),
+        render_config_ahead: rng.random_bool(0.2),
+        deferred_tools: [DeferredTools::Documented, DeferredTools::Observed][rng.random_range(0..2)],
+        ..PromptConfig::default()
+    }
+}
+
+/// One client's requests: `count` bodies of 1 to 3 interleaved conversations (one without
+/// `churn`), each growing a turn at a time, changing as `churn` says.
+fn bodies(rng: &mut ChaCha8Rng, count: usize, churn: bool) -> Vec<String> {
+    let count_of_conversations = if churn { rng.random_range(1..4) } else { 1 };
+    let mut conversations: Vec<Conversation> =
+        (0..count_of_conversations).map(|_| Conversation::new(rng, churn)).collect();
+    (0..count)
+        .map(|_| {
+            let pick = rng.random_range(0..conversations.len());
+            conversations[pick].next(rng);
+            conversations[pick].body(rng)
+        })
+        .collect()
+}
+
+/// Renders one client's requests both ways and requires the same answer for each. Returns how
+/// many were resumed.
+fn check(seed: u64, count: usize, churn: bool) -> u64 {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let config = if churn { config(&mut rng) } else { PromptConfig::default() };
+    let prices = PriceTable::builtin();
+    let mut whole = Renderer::new(config.clone(), Box::new(Bytes4));
+    let mut resumed = Renderer::new(config, Box::new(Bytes4));
+    let mut sketch = RenderSketch::default();
+    for body in bodies(&mut rng, count, churn) {
+        let Ok(view) = parse_request(body.as_bytes()) else { continue };
+        let model = &prices.resolve(view.model.as_deref().unwrap_or("")).price;
+        // A client names the tool-changes beta from its first request on, or now and then.
+        let tool_changes =
+            [ToolChanges::Invalidate, ToolChanges::KeepCache][usize::from(churn && rng.random_bool(0.1))];
+        let keys = BlockKeys::of(&view);
+        let expected = whole.render_keyed(&view, Some(&keys), model, tool_changes);
+        let got = resumed.render_resumed(&view, &keys, &mut sketch, model, tool_changes);
+        assert_eq!(expected, got, "seed {seed}: rendered differently:\n{body}");
+        if got.is_err() {
+            assert!(sketch.is_empty(), "seed {seed}: a refused request is not resumed from");
+        }
+    }
+    sketch.resumed()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_resumed_render_is_the_whole_render(seed in any::<u64>(), count in 2usize..40) {
+        check(seed, count, true);
+        check(seed, count, false);
+    }
+}
+
+/// The checks reach the resumed path, not only the whole render: a conversation that only grows
+/// is resumed at most turns (not its first two, those after a refusal, nor those whose new
+/// blocks turn a salt on: a first image or cited document), and the churning clients still often.
+#[test]
+fn growing_conversations_are_resumed() {
+    let requests = 64 * 30;
+    let steady: u64 = (0..64).map(|seed| check(seed, 30, false)).sum();
+    assert!(steady * 10 > requests * 7, "{steady} of {requests} requests resumed");
+    let churning: u64 = (0..64).map(|seed| check(seed, 30, true)).sum();
+    assert!(churning * 5 > requests, "{churning} of {requests} requests resumed");
+}
+
+/// `serve` renders each connection's prompts from its last request: every request of a
+/// keep-alive client is priced as the server's own trace replays it, request by request
+/// (replay renders every prompt whole), refusals included.
+#[test]
+fn a_connection_is_priced_as_its_trace_replays() {
+    use forkcache::endpoint::EndpointConfig;
+    use forkcache::serve::ServeConfig;
+    use forkcache::{ReplayConfig, replay};
+
+    use crate::serve_harness::{Running, client, post};
+
+    for seed in 0..4 {
+        let trace = crate::serve::tempfile(&format!("resumed-render-{seed}"));
+        let config = ServeConfig { trace: Some(trace.clone()), ..ServeConfig::default() };
+        let server = Running::start(config, EndpointConfig::default());
+        let (agent, url) = (client(), server.url("/v1/messages"));
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let returned: Vec<Result<forkcache::Usage, String>> = bodies(&mut rng, 40, seed % 2 == 0)
+            .iter()
+            .map(|body| {
+                let answer = post(&agent, &url, Some("key"), body.as_bytes());
+                if answer.status == 200 { Ok(answer.usage()) } else { Err(answer.error().0) }
+            })
+            .collect();
+        server.stop();
+        let text = std::fs::read_to_string(&trace).unwrap();
+        let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
+        let replayed: Vec<Result<forkcache::Usage, String>> = report
+            .records
+            .iter()
+            .map(|r| r.result.as_ref().map(|record| record.usage).map_err(|e| e.kind.type_name().to_string()))
+            .collect();
+        assert_eq!(replayed, returned, "seed {seed}");
+        assert!(returned.iter().filter(|r| r.is_ok()).count() > 20, "seed {seed}: most requests priced");
+        let _ = std::fs::remove_file(trace);
+    }
+}
