@@ -25,7 +25,7 @@ use crate::cache::{CacheMissType, Miss, MissCause, StoreStats, layout_notes, mis
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
 use crate::ingest::trace::{BatchLine, ParsedBatch, TraceBody, TraceEntry, TraceLine, UnreadableLine};
-use crate::prompt::BlockKeys;
+use crate::prompt::{BlockKeys, RenderSketch};
 use crate::tokenize::TokenizerUnavailable;
 use crate::wire::{ApiError, Reply, parse_request};
 
@@ -342,6 +342,9 @@ struct Replayer<'c> {
     config: &'c ReplayConfig,
     prices: PriceTable,
     endpoint: MockEndpoint,
+    /// The run's last requests, each request's prompt rendered from where it parts from one of
+    /// them.
+    sketch: RenderSketch,
     run: Run,
     /// Server runs closed so far.
     runs: usize,
@@ -421,6 +424,7 @@ impl<'c> Replayer<'c> {
             config,
             prices,
             endpoint,
+            sketch: new_sketch(),
             run: Run::default(),
             runs: 0,
             next_index: 0,
@@ -506,7 +510,8 @@ impl<'c> Replayer<'c> {
         if let Some(BatchLine { entry: TraceEntry::Request(line), keys, .. }) =
             held.batch.entries().get(waiting.entry)
         {
-            let record = replay_line(&mut self.endpoint, waiting.index, line, keys.as_ref(), waiting.at);
+            let pricer = Pricer { endpoint: &mut self.endpoint, sketch: &mut self.sketch };
+            let record = replay_line(pricer, waiting.index, line, keys.as_ref(), waiting.at);
             self.records.push(record);
         }
     }
@@ -535,6 +540,7 @@ impl<'c> Replayer<'c> {
         if self.run.requests > 0 || self.runs > 0 {
             self.close_run();
             self.endpoint = MockEndpoint::new(self.config.endpoint.clone(), self.prices.clone())?;
+            self.sketch = new_sketch();
         }
         if self.config.endpoint.price_date.is_none() {
             self.endpoint.set_price_date(started);
@@ -618,9 +624,25 @@ fn add_store_stats(into: &mut StoreStats, session: &StoreStats) {
     into.evictions += session.evictions;
 }
 
-/// Prices one line; `keys` are its blocks' memo keys when the parsing thread hashed them.
+/// Requests a replay keeps to render the next from (the trace's interleaved conversations: a
+/// parent, its forks, side requests, sub-agents), and the bytes they may take.
+const SKETCH_REQUESTS: usize = 8;
+const SKETCH_LIMIT_BYTES: usize = 32 << 20;
+
+fn new_sketch() -> RenderSketch {
+    RenderSketch::with_limits(SKETCH_REQUESTS, SKETCH_LIMIT_BYTES)
+}
+
+/// The run's endpoint, and the sketch of its last requests.
+struct Pricer<'r> {
+    endpoint: &'r mut MockEndpoint,
+    sketch: &'r mut RenderSketch,
+}
+
+/// Prices one line; `keys` are its blocks' memo keys when the parsing thread hashed them (its
+/// prompt is then rendered from the run's sketch).
 fn replay_line(
-    endpoint: &mut MockEndpoint,
+    pricer: Pricer,
     index: usize,
     line: &TraceLine,
     keys: Option<&BlockKeys>,
@@ -636,9 +658,14 @@ fn replay_line(
         first_byte: line.first_byte_ms.map(SimTime),
         reply,
     };
+    let Pricer { endpoint, sketch } = pricer;
     let (model, result) = match &line.body {
         TraceBody::Parsed(view) => {
-            (view.model.as_deref().map(str::to_string), endpoint.handle_keyed(view, keys, &call))
+            let handled = match keys {
+                Some(keys) => endpoint.handle_resumed(view, keys, sketch, &call),
+                None => endpoint.handle_view(view, &call),
+            };
+            (view.model.as_deref().map(str::to_string), handled)
         }
         TraceBody::Text(text) => match parse_request(text.as_bytes()) {
             Ok(view) => (view.model.as_deref().map(str::to_string), endpoint.handle_view(&view, &call)),

@@ -19,7 +19,7 @@ use crate::wire::{ApiError, ContentView, RawJson, RequestView, Role, Thinking, T
 mod resume;
 
 pub use resume::RenderSketch;
-use resume::{EndLog, Frame};
+use resume::{EndLog, Frame, Keep};
 
 /// The documented maximum of breakpoints per request.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -166,25 +166,24 @@ impl Renderer {
         tool_changes: ToolChanges,
     ) -> Result<Prompt, ApiError> {
         let frame = Frame::of(self, request, model, tool_changes);
-        if let Some(prompt) = self.resume(request, keys, sketch, &frame, model) {
-            return Ok(prompt);
+        match self.resume(request, keys, sketch, &frame, model) {
+            Ok(prompt) => Ok(prompt),
+            Err(shapes) => {
+                let keep = Keep { sketch, frame, shapes: &shapes };
+                self.render_whole(request, Some(keys), model, tool_changes, Some(keep))
+            }
         }
-        let rendered = self.render_whole(request, Some(keys), model, tool_changes, Some(sketch));
-        if rendered.is_err() {
-            sketch.clear();
-        }
-        rendered
     }
 
-    /// Renders every block of `request`; with a sketch, keeps in it where the builder stood at
-    /// each message's end.
+    /// Renders every block of `request`; with a sketch to keep it in, keeps the request there,
+    /// with where the builder stood at each message's end.
     fn render_whole(
         &mut self,
         request: &RequestView,
         keys: Option<&BlockKeys>,
         model: &ModelPrice,
         tool_changes: ToolChanges,
-        sketch: Option<&mut RenderSketch>,
+        keep: Option<Keep>,
     ) -> Result<Prompt, ApiError> {
         let mut items = std::mem::take(&mut self.items);
         items.clear();
@@ -194,19 +193,12 @@ impl Renderer {
         let prompt = collected.and_then(|observed| {
             let automatic = apply_automatic_marker(request, &mut items)?;
             validate_markers(&items)?;
-            let mut log = sketch.as_ref().map(|_| EndLog::new(&items, automatic));
+            let mut log = keep.as_ref().map(|_| EndLog::new(&items, automatic));
             let prompt = build(request, model, &items, layout, log.as_mut());
-            if let (Some(sketch), Some(log), Some(keys)) = (sketch, log, keys) {
-                match observed {
-                    true => sketch.clear(),
-                    false => sketch.keep(
-                        Frame::of(self, request, model, tool_changes),
-                        request,
-                        keys,
-                        log,
-                        &prompt,
-                    ),
-                }
+            // A prompt whose tools the messages choose is never resumed from: a new message may
+            // load a tool.
+            if let (Some(keep), Some(log), Some(keys), false) = (keep, log, keys, observed) {
+                keep.sketch.keep(keep.frame, keep.shapes, keys, log, &prompt);
             }
             Ok(prompt)
         });

@@ -275,7 +275,8 @@ fn check(seed: u64, count: usize, churn: bool) -> u64 {
     let prices = PriceTable::builtin();
     let mut whole = Renderer::new(config.clone(), Box::new(Bytes4));
     let mut resumed = Renderer::new(config, Box::new(Bytes4));
-    let mut sketch = RenderSketch::default();
+    // One request kept, or a few: interleaved conversations then each resume from their own.
+    let mut sketch = RenderSketch::with_capacity(if churn { rng.random_range(1..5) } else { 1 });
     for body in bodies(&mut rng, count, churn) {
         let Ok(view) = parse_request(body.as_bytes()) else { continue };
         let model = &prices.resolve(view.model.as_deref().unwrap_or("")).price;
@@ -286,9 +287,6 @@ fn check(seed: u64, count: usize, churn: bool) -> u64 {
         let expected = whole.render_keyed(&view, Some(&keys), model, tool_changes);
         let got = resumed.render_resumed(&view, &keys, &mut sketch, model, tool_changes);
         assert_eq!(expected, got, "seed {seed}: rendered differently:\n{body}");
-        if got.is_err() {
-            assert!(sketch.is_empty(), "seed {seed}: a refused request is not resumed from");
-        }
     }
     sketch.resumed()
 }
@@ -315,14 +313,15 @@ fn growing_conversations_are_resumed() {
     assert!(churning * 5 > requests, "{churning} of {requests} requests resumed");
 }
 
-/// `serve` renders each connection's prompts from its last request: every request of a
-/// keep-alive client is priced as the server's own trace replays it, request by request
-/// (replay renders every prompt whole), refusals included.
+/// `serve` renders each connection's prompts from its last request, and `replay` each trace's
+/// from its last few: every request of a keep-alive client is priced as an endpoint rendering
+/// every prompt whole prices it (in the same order, at the times the server stamped), and as the
+/// server's own trace replays it, refusals included.
 #[test]
-fn a_connection_is_priced_as_its_trace_replays() {
-    use forkcache::endpoint::EndpointConfig;
+fn a_connection_and_its_trace_are_priced_as_whole_renders_price_them() {
+    use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
     use forkcache::serve::ServeConfig;
-    use forkcache::{ReplayConfig, replay};
+    use forkcache::{ReplayConfig, SimTime, replay};
 
     use crate::serve_harness::{Running, client, post};
 
@@ -332,7 +331,7 @@ fn a_connection_is_priced_as_its_trace_replays() {
         let server = Running::start(config, EndpointConfig::default());
         let (agent, url) = (client(), server.url("/v1/messages"));
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let returned: Vec<Result<forkcache::Usage, String>> = bodies(&mut rng, 40, seed % 2 == 0)
+        let served: Vec<Result<forkcache::Usage, String>> = bodies(&mut rng, 40, seed % 2 == 0)
             .iter()
             .map(|body| {
                 let answer = post(&agent, &url, Some("key"), body.as_bytes());
@@ -341,14 +340,34 @@ fn a_connection_is_priced_as_its_trace_replays() {
             .collect();
         server.stop();
         let text = std::fs::read_to_string(&trace).unwrap();
+
+        // Whole renders: each traced body priced by `handle_keyed` without keys, at its arrival.
+        let mut whole = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+        let input = |usage: &forkcache::Usage| {
+            (usage.input_tokens, usage.cache_creation, usage.cache_read_input_tokens)
+        };
+        for (index, line) in text.lines().skip(1).enumerate() {
+            let line: Value = serde_json::from_str(line).unwrap();
+            if line.get("error").is_some() {
+                assert!(served[index].is_err(), "seed {seed}, request {index}: refused at the edge");
+                continue;
+            }
+            let (body, at) = (line["body"].to_string(), SimTime(line["at_ms"].as_u64().unwrap()));
+            let call = Call { api_key: Some("key"), first_byte: Some(at), ..Call::new(body.as_bytes(), at) };
+            let priced = whole.handle(call).map(|exchange| exchange.record.usage);
+            let served = served[index].as_ref().map(input).map_err(String::as_str);
+            let priced = priced.as_ref().map(input).map_err(|error| error.kind.type_name());
+            assert_eq!(priced, served, "seed {seed}, request {index}");
+        }
+
         let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
         let replayed: Vec<Result<forkcache::Usage, String>> = report
             .records
             .iter()
             .map(|r| r.result.as_ref().map(|record| record.usage).map_err(|e| e.kind.type_name().to_string()))
             .collect();
-        assert_eq!(replayed, returned, "seed {seed}");
-        assert!(returned.iter().filter(|r| r.is_ok()).count() > 20, "seed {seed}: most requests priced");
+        assert_eq!(replayed, served, "seed {seed}");
+        assert!(served.iter().filter(|r| r.is_ok()).count() > 20, "seed {seed}: most requests priced");
         let _ = std::fs::remove_file(trace);
     }
 }

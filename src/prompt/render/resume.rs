@@ -18,6 +18,8 @@
 //! request whose own automatic breakpoint would fall before the parting is rendered whole. Anything the API would refuse
 //! is rendered whole as well, so every error is the whole render's.
 
+use std::collections::VecDeque;
+
 use super::{
     BlockKeys, KeyFeed, Renderer, SaltFacts, apply_automatic_marker, build_messages, salts, tool_prompt_size,
     validate_breakpoints,
@@ -27,18 +29,39 @@ use crate::billing::ModelPrice;
 use crate::prompt::{Breakpoint, Checkpoint, Position, Prompt, PromptBuilder};
 use crate::wire::{ContentView, RequestView, Role};
 
-/// What [`Renderer::render_resumed`] keeps of the last request it rendered for one client (one
-/// `serve` connection), to render the client's next request from where the two part. Its size
-/// grows with that request's blocks and messages ([`RenderSketch::heap_bytes`]).
-#[derive(Debug, Default)]
+/// What [`Renderer::render_resumed`] keeps of the last requests it rendered for one client (one
+/// `serve` connection, one replayed trace), to render the client's next request from where it
+/// parts from the one it shares most with. Its size grows with those requests' blocks and
+/// messages ([`RenderSketch::heap_bytes`]).
+#[derive(Debug)]
 pub struct RenderSketch {
-    last: Option<Last>,
+    /// Newest last.
+    recent: VecDeque<Last>,
+    capacity: usize,
+    /// Past this many bytes ([`RenderSketch::heap_bytes`]) the oldest requests are forgotten, all
+    /// but the newest.
+    limit_bytes: usize,
     /// Requests rendered from a parting so far.
     resumed: u64,
 }
 
-/// The last request rendered.
-#[derive(Debug)]
+impl Default for RenderSketch {
+    /// A sketch of the last request alone.
+    fn default() -> RenderSketch {
+        RenderSketch::with_capacity(1)
+    }
+}
+
+/// A sketch to keep a request rendered whole in, with the request's frame and the shapes of its
+/// messages.
+pub(super) struct Keep<'s> {
+    pub(super) sketch: &'s mut RenderSketch,
+    pub(super) frame: Frame,
+    pub(super) shapes: &'s [(Role, usize)],
+}
+
+/// A request rendered.
+#[derive(Debug, Default)]
 struct Last {
     frame: Frame,
     /// Its blocks' memo keys, in render order: tools, system, then each message's.
@@ -50,8 +73,20 @@ struct Last {
     prompt: Prompt,
 }
 
+impl Last {
+    fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        size_of::<Last>()
+            + self.keys.capacity() * size_of::<u128>()
+            + self.shapes.capacity() * size_of::<(Role, usize)>()
+            + self.ends.capacity() * size_of::<MessageEnd>()
+            + self.prompt.positions.capacity() * size_of::<Position>()
+            + self.prompt.breakpoints.capacity() * size_of::<Breakpoint>()
+    }
+}
+
 /// What a prompt's positions depend on besides its blocks and its salts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Frame {
     /// The renderer's settings and tokenizer.
     renderer: u128,
@@ -143,17 +178,34 @@ impl EndLog {
 }
 
 impl RenderSketch {
-    /// Forgets the last request: the next is rendered whole.
+    /// A sketch of the last `requests` requests (at least one): a client that interleaves
+    /// conversations (a parent and its forks, side requests) resumes each from its own.
+    pub fn with_capacity(requests: usize) -> RenderSketch {
+        RenderSketch {
+            recent: VecDeque::new(),
+            capacity: requests.max(1),
+            limit_bytes: usize::MAX,
+            resumed: 0,
+        }
+    }
+
+    /// [`RenderSketch::with_capacity`], keeping at most `limit_bytes` (and always the newest
+    /// request).
+    pub fn with_limits(requests: usize, limit_bytes: usize) -> RenderSketch {
+        RenderSketch { limit_bytes, ..RenderSketch::with_capacity(requests) }
+    }
+
+    /// Forgets every request: the next is rendered whole.
     pub fn clear(&mut self) {
-        self.last = None;
+        self.recent.clear();
     }
 
-    /// Whether a request is kept to resume from.
+    /// Whether no request is kept to resume from.
     pub fn is_empty(&self) -> bool {
-        self.last.is_none()
+        self.recent.is_empty()
     }
 
-    /// Requests rendered from where they parted from the last one, so far (the others were
+    /// Requests rendered from where they parted from an earlier one, so far (the others were
     /// rendered whole).
     pub fn resumed(&self) -> u64 {
         self.resumed
@@ -161,40 +213,74 @@ impl RenderSketch {
 
     /// Bytes it holds on the heap (capacities, not lengths: what it really keeps).
     pub fn heap_bytes(&self) -> usize {
-        use std::mem::size_of;
-        self.last.as_ref().map_or(0, |last| {
-            size_of::<Last>()
-                + last.keys.capacity() * size_of::<u128>()
-                + last.shapes.capacity() * size_of::<(Role, usize)>()
-                + last.ends.capacity() * size_of::<MessageEnd>()
-                + last.prompt.positions.capacity() * size_of::<Position>()
-                + last.prompt.breakpoints.capacity() * size_of::<Breakpoint>()
-        })
+        self.recent.iter().map(Last::heap_bytes).sum()
     }
 
-    /// Keeps a request rendered whole, with the log of its build.
+    /// Adds `last` as the newest, forgetting the oldest past the limits.
+    fn push(&mut self, last: Last) {
+        self.recent.push_back(last);
+        while self.recent.len() > self.capacity
+            || (self.recent.len() > 1 && self.heap_bytes() > self.limit_bytes)
+        {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Keeps a request rendered whole, with the log of its build, in place of the oldest kept
+    /// when the sketch is full (whose buffers it reuses).
     pub(super) fn keep(
         &mut self,
         frame: Frame,
-        request: &RequestView,
+        shapes: &[(Role, usize)],
         keys: &BlockKeys,
         log: EndLog,
         prompt: &Prompt,
     ) {
-        let mut shapes = Vec::new();
-        let mut at = frame.head_keys();
-        for message in request.messages.iter().flatten() {
-            at += content_len(&message.content);
-            shapes.push((message.role, at));
-        }
         // Keys that do not cover every block (fewer were given) cannot be compared.
-        if at != keys.0.len() || log.ends.len() != shapes.len() {
-            self.clear();
+        let covered = shapes.last().map_or(frame.head_keys(), |&(_, end)| end) == keys.0.len();
+        if !covered || log.ends.len() != shapes.len() {
             return;
         }
-        self.last =
-            Some(Last { frame, keys: keys.0.clone(), shapes, ends: log.ends, prompt: prompt.clone() });
+        let mut last = match self.recent.len() >= self.capacity {
+            true => self.recent.pop_front().unwrap_or_default(),
+            false => Last::default(),
+        };
+        last.frame = frame;
+        last.keys.clone_from(&keys.0);
+        last.shapes.clear();
+        last.shapes.extend_from_slice(shapes);
+        last.ends = log.ends;
+        last.prompt.clone_from(prompt);
+        self.push(last);
     }
+}
+
+/// Each message's role and where its keys end, counted from `head` keys (the tools' and the
+/// system's).
+fn shapes_of(request: &RequestView, head: usize) -> Vec<(Role, usize)> {
+    let mut at = head;
+    let messages = request.messages.iter().flatten();
+    messages
+        .map(|message| {
+            at += content_len(&message.content);
+            (message.role, at)
+        })
+        .collect()
+}
+
+/// How many leading keys `a` and `b` share (compared a chunk at a time: a long conversation's
+/// keys are mostly equal).
+fn common_keys(a: &[u128], b: &[u128]) -> usize {
+    const CHUNK: usize = 64;
+    let length = a.len().min(b.len());
+    let mut at = 0;
+    while at + CHUNK <= length && a[at..at + CHUNK] == b[at..at + CHUNK] {
+        at += CHUNK;
+    }
+    while at < length && a[at] == b[at] {
+        at += 1;
+    }
+    at
 }
 
 /// Keys a content holds: one for a string, one per block.
@@ -205,8 +291,7 @@ fn content_len(content: &ContentView) -> usize {
     }
 }
 
-/// How `request` parts from the last request: whole messages shared, and the first key after
-/// them.
+/// How a request parts from one kept: whole messages shared, and the first key after them.
 struct Parting<'l> {
     last: &'l Last,
     messages: usize,
@@ -214,22 +299,18 @@ struct Parting<'l> {
 }
 
 impl<'l> Parting<'l> {
-    /// Where `request` parts from `last`: `None` unless they share their frame and at least one
-    /// whole message.
-    fn find(last: &'l Last, frame: &Frame, request: &RequestView, keys: &[u128]) -> Option<Parting<'l>> {
-        let head = frame.head_keys();
-        if last.frame != *frame || keys.len() < head || keys[..head] != last.keys[..head] {
+    /// Where a request of `shapes` and `keys` parts from `last`: `None` unless they share their
+    /// frame and at least one whole message (its role, its keys, where it ends).
+    fn find(last: &'l Last, frame: &Frame, shapes: &[(Role, usize)], keys: &[u128]) -> Option<Parting<'l>> {
+        if last.frame != *frame {
             return None;
         }
-        let (mut messages, mut key) = (0, head);
-        for (message, &(role, end)) in request.messages.as_ref()?.iter().zip(&last.shapes) {
-            let next = key + content_len(&message.content);
-            if message.role != role || next != end || keys.get(key..next) != last.keys.get(key..next) {
-                break;
-            }
-            (messages, key) = (messages + 1, next);
-        }
-        (messages > 0).then_some(Parting { last, messages, key })
+        // A message shared ends within the keys both share, so the tools and system are shared.
+        let common = common_keys(keys, &last.keys);
+        let shared = |(new, old): &(&(Role, usize), &(Role, usize))| new == old && new.1 <= common;
+        let messages = shapes.iter().zip(&last.shapes).take_while(shared).count();
+        let key = shapes[..messages].last()?.1;
+        Some(Parting { last, messages, key })
     }
 
     fn end(&self) -> &'l MessageEnd {
@@ -251,9 +332,10 @@ impl<'l> Parting<'l> {
 }
 
 impl Renderer {
-    /// The prompt of `request` built on from where it parts from the sketch's request, the
-    /// sketch moved on to it; `None` (the sketch as it was) when it cannot be resumed or the
-    /// whole render must give its answer (an error).
+    /// The prompt of `request` built on from where it parts from the kept request it shares the
+    /// most messages with, that request replaced by this one; `None` (the sketch as it was) when
+    /// none can be resumed from or the whole render must give its answer (an error). The shapes
+    /// of `request`'s messages come back with the `None`, for the whole render to keep.
     pub(super) fn resume(
         &mut self,
         request: &RequestView,
@@ -261,28 +343,31 @@ impl Renderer {
         sketch: &mut RenderSketch,
         frame: &Frame,
         model: &ModelPrice,
-    ) -> Option<Prompt> {
-        let parting = Parting::find(sketch.last.as_ref()?, frame, request, &keys.0)?;
+    ) -> Result<Prompt, Vec<(Role, usize)>> {
+        let shapes = shapes_of(request, frame.head_keys());
+        // The most shared messages; of equals, the newest.
+        let partings = sketch.recent.iter().enumerate().rev();
+        let best = partings
+            .filter_map(|(index, last)| {
+                Parting::find(last, frame, &shapes, &keys.0).map(|parting| (index, parting))
+            })
+            .reduce(|best, next| if next.1.messages > best.1.messages { next } else { best });
+        let Some((index, parting)) = best else { return Err(shapes) };
         let mut tail = std::mem::take(&mut self.items);
         tail.clear();
         let resumed = self.resume_from(&parting, request, keys, &mut tail, model);
         self.items = tail;
-        let (prompt, log) = resumed?;
+        let Some((prompt, log)) = resumed else { return Err(shapes) };
         let shared = parting.messages;
-        let last = sketch.last.as_mut()?;
-        last.keys.clear();
-        last.keys.extend_from_slice(&keys.0);
-        last.shapes.truncate(shared);
-        let mut at = last.shapes.last().map_or(frame.head_keys(), |&(_, end)| end);
-        for message in request.messages.iter().flatten().skip(shared) {
-            at += content_len(&message.content);
-            last.shapes.push((message.role, at));
-        }
+        let Some(mut last) = sketch.recent.remove(index) else { return Err(shapes) };
+        last.keys.clone_from(&keys.0);
+        last.shapes = shapes;
         last.ends.truncate(shared);
         last.ends.extend(log.ends);
         last.prompt.clone_from(&prompt);
+        sketch.push(last);
         sketch.resumed += 1;
-        Some(prompt)
+        Ok(prompt)
     }
 
     /// The prompt and the log of the messages after the parting, their items collected into
@@ -372,7 +457,7 @@ mod tests {
             let keys = BlockKeys::of(&view);
             let prompt =
                 renderer.render_resumed(&view, &keys, &mut sketch, model, ToolChanges::Invalidate).unwrap();
-            let last = sketch.last.as_ref().unwrap();
+            let last = sketch.recent.back().unwrap();
             assert_eq!(last.keys, keys.0);
             assert_eq!((last.shapes.len(), last.ends.len()), (messages.len(), messages.len()));
             assert_eq!(last.shapes.last().map(|&(_, end)| end), Some(keys.0.len()));
@@ -382,5 +467,38 @@ mod tests {
             assert_eq!((prompt.breakpoints.len(), last.ends.last().unwrap().own_breakpoints), (2, 1));
         }
         assert_eq!(sketch.resumed(), 5);
+    }
+
+    /// Two conversations interleaved: a sketch of one request resumes neither (each request
+    /// parts from the other conversation's at its first message), a sketch of two resumes each
+    /// from its own.
+    #[test]
+    fn a_sketch_of_two_requests_resumes_two_interleaved_conversations() {
+        let prices = PriceTable::builtin();
+        let model = &prices.resolve("claude-sonnet-4-6").price;
+        let resumed_with = |capacity| {
+            let mut renderer = Renderer::new(PromptConfig::default(), Box::new(Bytes4));
+            let mut sketch = RenderSketch::with_capacity(capacity);
+            for turn in 0..4 {
+                for conversation in ["first", "second"] {
+                    let messages: Vec<serde_json::Value> = (0..=turn)
+                        .map(
+                            |t| serde_json::json!({"role": "user", "content": format!("{conversation} {t}")}),
+                        )
+                        .collect();
+                    let body = serde_json::json!({"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": messages})
+                        .to_string();
+                    let view = parse_request(body.as_bytes()).unwrap();
+                    let keys = BlockKeys::of(&view);
+                    renderer
+                        .render_resumed(&view, &keys, &mut sketch, model, ToolChanges::Invalidate)
+                        .unwrap();
+                }
+            }
+            (sketch.resumed(), sketch.recent.len())
+        };
+        assert_eq!(resumed_with(1), (0, 1));
+        // Turns 1 to 3 of each conversation.
+        assert_eq!(resumed_with(2), (6, 2));
     }
 }
