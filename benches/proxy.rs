@@ -20,9 +20,12 @@
 //! three rounds of 16 clients × 4 requests against an upstream that answers after its modelled
 //! latency, as the API does (the proxy must not lower an agent's throughput).
 
-/// The allocator the `forkcache` binary runs `proxy` and `serve` with.
+/// The allocator the `forkcache` binary runs `serve` and `proxy` with: its own module, switched
+/// to mimalloc first thing in `main`, as the binary does for those commands.
+#[path = "../src/allocator.rs"]
+mod allocator;
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::ByCommand = allocator::ByCommand;
 
 use std::net::SocketAddr;
 use std::sync::Barrier;
@@ -396,6 +399,7 @@ fn api_like_summary() {
 }
 
 fn main() {
+    allocator::use_mimalloc();
     // plotters is built without system-font lookup: criterion's plots need the embedded font.
     forkcache::report::chart::register_font();
     let upstream = serve();

@@ -3,6 +3,7 @@
 //! Exit codes: 0 success; 1 invalid input or a failure, named on stderr; 2 a usage error (clap's
 //! own, for flags it cannot parse); 3 finished, but some input lines were unreadable.
 
+mod allocator;
 mod cli;
 mod commands;
 mod import_command;
@@ -12,14 +13,16 @@ mod serve_command;
 
 use std::process::ExitCode;
 
-/// mimalloc, not the system allocator: `serve` and `proxy` allocate on several runtime workers
-/// and free on others, and glibc's arenas then contend (on the serve bench, a futex call per
-/// request went into malloc's arena locks). See benches/README.md.
+/// mimalloc for `serve` and `proxy`, the system allocator for the rest (see `allocator`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::ByCommand = allocator::ByCommand;
 
 fn main() -> ExitCode {
-    match commands::run(cli::parse()) {
+    let cli = cli::parse();
+    if matches!(cli.command, cli::Command::Serve(_) | cli::Command::Proxy(_)) {
+        allocator::use_mimalloc();
+    }
+    match commands::run(cli) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("forkcache: {err:#}");
