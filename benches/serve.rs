@@ -30,11 +30,16 @@
 //! this stack could reach with those clients on these cores.
 //!
 //! After criterion's figures, `serve/cpu` prints each row's process CPU time per request (the
-//! server's threads and the clients' together) and how many cores were busy on average.
+//! server's threads and the clients' together) and how many cores were busy on average, and
+//! `serve/paired` the ratios again, measured in paired rounds (in process and over HTTP one
+//! right after the other) so that a machine whose speed drifts moves both sides alike.
 
-/// The allocator the `forkcache` binary runs `serve` with.
+/// The allocator the `forkcache` binary runs `serve` and `proxy` with: its own module, switched
+/// to mimalloc first thing in `main`, as the binary does for those commands.
+#[path = "../src/allocator.rs"]
+mod allocator;
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::ByCommand = allocator::ByCommand;
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -507,6 +512,61 @@ fn slow_sockets_summary(rounds: usize) {
     );
 }
 
+/// Issue 14's ratios measured in paired rounds, as [`slow_sockets_summary`] measures its own:
+/// criterion times each row for a minute or so, one after another, and on a machine whose speed
+/// drifts (the in-process row of one run has taken 16 to 25 ms on this VM) a ratio of two rows
+/// measured minutes apart moves by more than any change to the server. Here each round prices
+/// the workload in process and over HTTP one right after the other (which goes first
+/// alternates), and keeps that round's ratio (in-process time ÷ HTTP time, the HTTP share of
+/// in-process throughput). Per workload (`serve/paired/<workload>`, as the filter asks) and
+/// client: the median ratio with a distribution-free 95% confidence interval of the median.
+fn paired_summary(rounds: usize) {
+    let wanted_workloads: Vec<_> =
+        workloads().into_iter().filter(|(name, _)| wanted(&format!("serve/paired/{name}"))).collect();
+    if wanted_workloads.is_empty() {
+        return;
+    }
+    println!("\nserve/paired: HTTP throughput as a share of in process, {rounds} paired rounds per row");
+    println!(
+        "  {:<22} {:<14} {:>9} {:>9} {:>8} {:>16}",
+        "workload", "client", "in proc.", "HTTP", "ratio", "95% interval"
+    );
+    for (name, requests) in wanted_workloads {
+        let (shared, encoded) = (as_bytes(&requests), encode(&requests));
+        let rows: [(&str, &dyn Fn() -> Window); 3] = [
+            ("raw client", &|| over_raw_http(&encoded)),
+            ("hyper client", &|| over_hyper_http(&shared)),
+            ("ureq", &|| over_http(&requests)),
+        ];
+        for (client, over) in rows {
+            let (mut ratios, mut inside, mut outside) = (Vec::new(), Vec::new(), Vec::new());
+            for round in 0..rounds {
+                let (in_process, http) = if round % 2 == 0 {
+                    let in_process = in_process(&requests).wall;
+                    (in_process, over().wall)
+                } else {
+                    let http = over().wall;
+                    (in_process(&requests).wall, http)
+                };
+                ratios.push(in_process.as_secs_f64() / http.as_secs_f64());
+                inside.push(in_process.as_secs_f64() * 1e3);
+                outside.push(http.as_secs_f64() * 1e3);
+            }
+            let (low, median, high) = median_interval(&mut ratios);
+            let (inside, outside) = (median_interval(&mut inside).1, median_interval(&mut outside).1);
+            println!(
+                "  {name:<22} {client:<14} {inside:>6.2} ms {outside:>6.2} ms {:>7.0}% [{:>5.0}%, {:>5.0}%]",
+                median * 100.0,
+                low * 100.0,
+                high * 100.0
+            );
+        }
+    }
+}
+
+/// Paired rounds per row of [`paired_summary`] (`FORKCACHE_PAIRED_ROUNDS` overrides).
+const PAIRED_ROUNDS: usize = 31;
+
 /// `conversations` dealt to `clients` keep-alive clients, each sending its share one
 /// conversation after another. (8 clients on `chat`'s 640 requests make a measurement long
 /// enough that one scheduling hiccup is a small part of it.)
@@ -624,12 +684,17 @@ fn print_cpu(rows: &[(String, Totals)]) {
 }
 
 fn main() {
+    allocator::use_mimalloc();
     // plotters is built without system-font lookup: criterion's plots need the embedded font.
     forkcache::report::chart::register_font();
     let mut criterion = Criterion::default().configure_from_args();
     let cpu = bench(&mut criterion);
     criterion.final_summary();
     print_cpu(&cpu);
+    if std::env::args().any(|arg| arg == "--bench") {
+        let rounds = std::env::var("FORKCACHE_PAIRED_ROUNDS").ok().and_then(|r| r.parse().ok());
+        paired_summary(rounds.unwrap_or(PAIRED_ROUNDS).max(1));
+    }
     if std::env::args().any(|arg| arg == "--bench") && wanted("serve/slow_sockets") {
         let rounds = std::env::var("FORKCACHE_SLOW_ROUNDS").ok().and_then(|r| r.parse().ok());
         slow_sockets_summary(rounds.unwrap_or(SLOW_ROUNDS).max(1));
