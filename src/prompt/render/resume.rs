@@ -1,22 +1,24 @@
-//! Rendering a request from where it parts from the last one rendered for the same client.
+//! Rendering a request from where it parts from one of the last rendered for the same client.
 //!
 //! A client's next request repeats its conversation: the same tools and system, the same
 //! messages, and a few new ones at the end (and, as the client moves its breakpoints, the last
 //! message or two again with their markers changed). Every block's memo key is computed before
-//! rendering (the server's reader takes most of them from the connection's last body), so the
-//! renderer can see, by comparing keys, how many whole messages the request shares with the last
-//! one it rendered for that client. A [`RenderSketch`] keeps what the prompt builder needs to go
-//! on from the end of any of those messages: where it stood there ([`Checkpoint`]), how many of
-//! the breakpoints before it were the blocks' own, and what the blocks before it told the salts.
+//! rendering (the server's reader takes most of them from the connection's last body, replay's
+//! workers hash them), so the renderer can see, by comparing keys, how many whole messages the
+//! request shares with each request it kept for that client. A [`RenderSketch`] keeps, for each,
+//! what the prompt builder needs to go on from the end of any of its messages: where it stood
+//! there ([`Checkpoint`]), how many of the breakpoints before it were the blocks' own, and what
+//! the blocks before it told the salts.
 //!
 //! The prompt is the whole render's, position for position, because a prefix's positions depend
 //! on nothing but its blocks (keys, roles, message boundaries) and what [`Frame`] and the salts
 //! hold; the resumed path checks every one of them, and otherwise renders the whole request.
-//! Breakpoints are the other thing a request does not share with the last: the blocks' own
-//! markers travel with their keys, but a top-level `cache_control` marks the last eligible block,
-//! so the breakpoint it put in the last request is left out of what this one shares, and a
-//! request whose own automatic breakpoint would fall before the parting is rendered whole. Anything the API would refuse
-//! is rendered whole as well, so every error is the whole render's.
+//! Breakpoints are the other thing a request does not share with the one it resumes from: the
+//! blocks' own markers travel with their keys, but a top-level `cache_control` marks the last
+//! eligible block, so the breakpoint it put in the kept request is left out of what this one
+//! shares, and a request whose own automatic breakpoint would fall before the parting is
+//! rendered whole. Anything the API would refuse is rendered whole as well, so every error is the
+//! whole render's.
 
 use std::collections::VecDeque;
 
@@ -333,9 +335,9 @@ impl<'l> Parting<'l> {
 
 impl Renderer {
     /// The prompt of `request` built on from where it parts from the kept request it shares the
-    /// most messages with, that request replaced by this one; `None` (the sketch as it was) when
-    /// none can be resumed from or the whole render must give its answer (an error). The shapes
-    /// of `request`'s messages come back with the `None`, for the whole render to keep.
+    /// most messages with, that request replaced by this one. When none can be resumed from, or
+    /// the whole render must give its answer (an error), the sketch is left as it was and the
+    /// shapes of `request`'s messages come back, for the whole render to keep.
     pub(super) fn resume(
         &mut self,
         request: &RequestView,
