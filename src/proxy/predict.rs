@@ -24,14 +24,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use axum::body::Bytes;
+use serde::de::IgnoredAny;
 
 use super::journal::{Entry, Exchange};
 use super::stats::{Comparison, ProxyStats};
 use crate::billing::{Cost, RecordedUsage};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, MockEndpoint, Record};
+use crate::ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, BodyReader, WalkValues};
+use crate::prompt::RenderSketch;
 use crate::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
-use crate::wire::Reply;
+use crate::wire::{MemberValues as _, Reply};
 
 /// The default bound of the prediction queue: 256 MiB of request bodies, a few hundred requests
 /// of a long agent conversation.
@@ -124,6 +127,8 @@ pub(super) fn start(
     let room = Room { queued: Arc::new(AtomicUsize::new(0)), limit: limit_bytes };
     let prediction = Prediction {
         endpoint,
+        reader: BodyReader::new(BodyBudget::new(BODY_BUDGET_BYTES)),
+        sketch: RenderSketch::with_limits(SKETCH_REQUESTS, SKETCH_LIMIT_BYTES),
         request_log,
         stats: Arc::clone(&stats),
         recent: Recent::default(),
@@ -156,6 +161,11 @@ fn yield_to_forwarding() {}
 
 struct Prediction {
     endpoint: MockEndpoint,
+    /// Reads each body from where it parts from the last one, and the endpoint renders its
+    /// prompt from where it parts from one of the last few (several agents, forks and side
+    /// requests share a proxy): the same usage, for less of the machine.
+    reader: BodyReader,
+    sketch: RenderSketch,
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
     recent: Recent,
@@ -232,9 +242,22 @@ impl Prediction {
                 ..Reply::input_only()
             },
         };
-        self.endpoint.handle(call).ok().map(|exchange| exchange.record)
+        // Members the view does not read are skipped: the upstream, not the proxy, checks them.
+        let skip = |_: &str, values: &mut WalkValues| values.next_value::<IgnoredAny>().ok().map(drop);
+        let read = std::str::from_utf8(&exchange.body)
+            .ok()
+            .and_then(|text| self.reader.read(&exchange.body, text, skip));
+        let handled = match read {
+            Some((view, keys)) => self.endpoint.handle_resumed(&view, &keys, &mut self.sketch, &call),
+            None => self.endpoint.handle(call),
+        };
+        handled.ok().map(|exchange| exchange.record)
     }
 }
+
+/// Requests the prediction keeps to render the next from, and the bytes they may take.
+const SKETCH_REQUESTS: usize = 8;
+const SKETCH_LIMIT_BYTES: usize = 32 << 20;
 
 /// The last few request bodies of each workspace: where a disagreement is explained from.
 #[derive(Default)]
