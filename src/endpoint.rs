@@ -534,7 +534,16 @@ impl MockEndpoint {
     /// `count_tokens`: the request's total input tokens. Never touches the cache.
     pub fn count_tokens(&mut self, body: &[u8]) -> Result<u64, ApiError> {
         let view = parse_request(body)?;
-        Ok(self.render_view(&view, Rendering::Whole(None), Betas::NONE)?.total_tokens())
+        self.count_tokens_keyed(&view, None)
+    }
+
+    /// [`MockEndpoint::count_tokens`] for a body parsed (and its blocks hashed) beforehand.
+    pub fn count_tokens_keyed(
+        &mut self,
+        view: &RequestView,
+        keys: Option<&BlockKeys>,
+    ) -> Result<u64, ApiError> {
+        Ok(self.render_view(view, Rendering::Whole(keys), Betas::NONE)?.total_tokens())
     }
 
     fn count_output(&self, reply: &Reply) -> u64 {

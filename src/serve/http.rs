@@ -385,9 +385,14 @@ async fn count_tokens(State(shared): SharedState, headers: HeaderMap, body: Body
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
         return error_response(&error, &shared.lock().next_request_id(), None);
     }
+    // Parsed and hashed before the lock: a large body would hold up every request being priced.
+    let parsed = crate::wire::parse_request(&body).map(|view| {
+        let keys = BlockKeys::of(&view);
+        (view, keys)
+    });
     let mut core = shared.lock();
     let request_id = core.next_request_id();
-    let counted = core.endpoint.count_tokens(&body);
+    let counted = parsed.and_then(|(view, keys)| core.endpoint.count_tokens_keyed(&view, Some(&keys)));
     core.stats.count_tokens_requests += 1;
     drop(core);
     match counted {
