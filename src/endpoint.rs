@@ -307,10 +307,9 @@ impl MockEndpoint {
         self.handle_rendering(view, Rendering::Whole(keys), call)
     }
 
-    /// [`MockEndpoint::handle_keyed`] for a client whose last request this endpoint rendered with
-    /// `sketch` (a `serve` connection's): the prompt is rendered from where the two part
-    /// ([`Renderer::render_resumed`]). The same answer; the sketch then holds this request. Use a
-    /// sketch with one endpoint only.
+    /// [`MockEndpoint::handle_keyed`] for a client whose last requests `sketch` keeps (a `serve`
+    /// connection's, a replay's): the prompt is rendered from where the request parts from one of
+    /// them ([`Renderer::render_resumed`]). The same answer; the sketch then holds this request.
     pub fn handle_resumed(
         &mut self,
         view: &RequestView,

@@ -153,10 +153,11 @@ impl Renderer {
         self.render_whole(request, keys, model, tool_changes, None)
     }
 
-    /// [`Renderer::render_keyed`] from where `request` parts from the last request rendered with
-    /// `sketch` (one client's previous request): the blocks they share are neither looked up nor
-    /// chained again. The same prompt, or the same error, as [`Renderer::render_keyed`]; the
-    /// sketch then holds this request. Use one sketch with one renderer.
+    /// [`Renderer::render_keyed`] from where `request` parts from the request kept in `sketch`
+    /// that it shares the most whole messages with (one client's last requests): the blocks they
+    /// share are neither looked up nor chained again. The same prompt, or the same error, as [`Renderer::render_keyed`]; the
+    /// sketch then holds this request. A request kept by a renderer of other settings or another
+    /// tokenizer is never resumed from.
     pub fn render_resumed(
         &mut self,
         request: &RequestView,
