@@ -11,7 +11,9 @@
 //! The choice is made once, in `main`, before any other thread starts: allocations before it
 //! (the parsed command line) are the system allocator's, every one after it the chosen one's.
 //! A block is freed or resized by the allocator that holds it, which mimalloc can tell from the
-//! address alone.
+//! address alone: mimalloc v3 (the `mimalloc` crate's default) answers from a page map over the
+//! whole address space. (v2's map stops at 48 TiB, past which a block of its own could read as
+//! the system's: do not switch the crate to its `v2` feature.)
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};

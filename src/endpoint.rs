@@ -309,7 +309,7 @@ impl MockEndpoint {
 
     /// [`MockEndpoint::handle_keyed`] for a client whose last requests `sketch` keeps (a `serve`
     /// connection's, a replay's): the prompt is rendered from where the request parts from one of
-    /// them ([`Renderer::render_resumed`]). The same answer; the sketch then holds this request.
+    /// them ([`Renderer::render_resumed`], which says what the sketch keeps). The same answer.
     pub fn handle_resumed(
         &mut self,
         view: &RequestView,

@@ -155,9 +155,12 @@ impl Renderer {
 
     /// [`Renderer::render_keyed`] from where `request` parts from the request kept in `sketch`
     /// that it shares the most whole messages with (one client's last requests): the blocks they
-    /// share are neither looked up nor chained again. The same prompt, or the same error, as [`Renderer::render_keyed`]; the
-    /// sketch then holds this request. A request kept by a renderer of other settings or another
-    /// tokenizer is never resumed from.
+    /// share are neither looked up nor chained again. The same prompt, or the same error, as
+    /// [`Renderer::render_keyed`]. A request that renders is kept, in place of the one it resumed
+    /// from (or of the oldest), unless the messages choose its tools (a deferred tool under
+    /// [`DeferredTools::Observed`]) or `keys` miss some of its blocks; a refused one leaves the
+    /// sketch as it was. A request kept by a renderer of other settings, or with a tokenizer of
+    /// another name, is never resumed from.
     pub fn render_resumed(
         &mut self,
         request: &RequestView,

@@ -39,6 +39,12 @@ fn block(rng: &mut ChaCha8Rng, role: &str, turn: usize) -> Value {
             json!({"type": "tool_use", "id": id, "name": "Tool0", "input": {"path": words(rng, 1)}})
         }
         ("assistant", 4) => json!({"type": "thinking", "thinking": words(rng, 5), "signature": "c2ln"}),
+        // A marker moved up from inner content: a thinking block takes it, after the last
+        // eligible block where a top-level `cache_control` puts its own.
+        ("assistant", 5) if rng.random_bool(0.3) => {
+            json!({"type": "thinking", "thinking": words(rng, 3), "signature": "c2ln",
+            "content": [{"type": "text", "text": words(rng, 2), "cache_control": marker(rng)}]})
+        }
         ("user", 0..=2) => json!({"type": "tool_result", "tool_use_id": id, "content": words(rng, 6)}),
         ("user", 3) => {
             json!({"type": "tool_result", "tool_use_id": id, "content": [{"type": "tool_reference", "tool_name": "Deferred"}]})
@@ -138,6 +144,17 @@ impl Conversation {
         }
         if self.turn > 1 {
             self.push(rng, "assistant");
+        }
+        // Now and then the request ends with the assistant's turn, its last block a thinking
+        // block holding a marker in its content: after the last eligible block, where a
+        // top-level `cache_control` puts its breakpoint.
+        if self.churn && rng.random_bool(0.1) {
+            let thinking = json!({"type": "thinking", "thinking": words(rng, 3), "signature": "c2ln",
+                "content": [{"type": "text", "text": words(rng, 2), "cache_control": marker(rng)}]});
+            self.messages.push(
+                json!({"role": "assistant", "content": [{"type": "text", "text": words(rng, 3)}, thinking]}),
+            );
+            return;
         }
         if rng.random_bool(0.05) {
             self.messages.push(json!({"role": "system", "content": words(rng, 3)}));
@@ -311,6 +328,39 @@ fn growing_conversations_are_resumed() {
     assert!(steady * 10 > requests * 7, "{steady} of {requests} requests resumed");
     let churning: u64 = (0..64).map(|seed| check(seed, 30, true)).sum();
     assert!(churning * 5 > requests, "{churning} of {requests} requests resumed");
+}
+
+/// Regression: a thinking block after the last eligible block takes a marker moved up from its
+/// inner content, so the breakpoint a top-level `cache_control` adds is not always the prompt's
+/// last. The resumed render took the kept request's first breakpoints as the blocks' own, and
+/// shared the automatic one instead of the thinking block's: another breakpoint (and another
+/// read) than the whole render's, and Ok where the whole render refuses a 1h after a 5m.
+#[test]
+fn a_moved_up_marker_after_the_automatic_breakpoint_is_shared_and_the_automatic_one_is_not() {
+    let thinking = json!({"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s",
+        "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}]});
+    let hello = json!({"role": "user", "content": "hello"});
+    let next = json!({"role": "user", "content": "next"});
+    let prices = PriceTable::builtin();
+    let model = &prices.resolve("claude-sonnet-4-6").price;
+    for automatic in [json!({"type": "ephemeral"}), json!({"type": "ephemeral", "ttl": "1h"})] {
+        let first = json!({"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": [hello, thinking], "cache_control": automatic});
+        let mut second =
+            json!({"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": [hello, thinking, next]});
+        if automatic.get("ttl").is_some() {
+            second["cache_control"] = automatic.clone();
+        }
+        let mut whole = Renderer::new(PromptConfig::default(), Box::new(Bytes4));
+        let mut resumed = Renderer::new(PromptConfig::default(), Box::new(Bytes4));
+        let mut sketch = RenderSketch::default();
+        for body in [first.to_string(), second.to_string()] {
+            let view = parse_request(body.as_bytes()).unwrap();
+            let keys = BlockKeys::of(&view);
+            let expected = whole.render_keyed(&view, Some(&keys), model, ToolChanges::Invalidate);
+            let got = resumed.render_resumed(&view, &keys, &mut sketch, model, ToolChanges::Invalidate);
+            assert_eq!(expected, got, "{body}");
+        }
+    }
 }
 
 /// `serve` renders each connection's prompts from its last request, and `replay` each trace's

@@ -73,6 +73,8 @@ struct Last {
     /// The builder at each message's end.
     ends: Vec<MessageEnd>,
     prompt: Prompt,
+    /// The index in `prompt.breakpoints` of the breakpoint a top-level `cache_control` added.
+    automatic: Option<usize>,
 }
 
 impl Last {
@@ -141,6 +143,8 @@ pub(super) struct EndLog {
     /// Items noted so far, and the one a top-level `cache_control` marked.
     seen: usize,
     automatic_item: Option<usize>,
+    /// The breakpoint that marker made: its index among the prompt's breakpoints.
+    automatic: Option<usize>,
 }
 
 impl EndLog {
@@ -153,12 +157,15 @@ impl EndLog {
     }
 
     fn from(next: usize, own_breakpoints: usize, facts: SaltFacts, automatic_item: Option<usize>) -> EndLog {
-        EndLog { ends: Vec::new(), next, own_breakpoints, facts, seen: 0, automatic_item }
+        EndLog { ends: Vec::new(), next, own_breakpoints, facts, seen: 0, automatic_item, automatic: None }
     }
 
-    /// One more item, in build order.
+    /// One more item, in build order. Every marked item makes one breakpoint; the one the
+    /// top-level `cache_control` marked comes after the blocks' own before it.
     pub(super) fn note(&mut self, item: &Item) {
-        if item.info.marker.is_some() && Some(self.seen) != self.automatic_item {
+        if Some(self.seen) == self.automatic_item {
+            self.automatic = Some(self.own_breakpoints);
+        } else if item.info.marker.is_some() {
             self.own_breakpoints += 1;
         }
         self.facts = self.facts.with(&item.info);
@@ -251,6 +258,7 @@ impl RenderSketch {
         last.keys.clone_from(&keys.0);
         last.shapes.clear();
         last.shapes.extend_from_slice(shapes);
+        last.automatic = log.automatic;
         last.ends = log.ends;
         last.prompt.clone_from(prompt);
         self.push(last);
@@ -319,12 +327,20 @@ impl<'l> Parting<'l> {
         &self.last.ends[self.messages - 1]
     }
 
-    /// The last request's breakpoints that this one shares: the blocks' own, up to the parting.
-    /// A top-level `cache_control`'s breakpoint is the last of a prompt's (every block after the
-    /// last eligible one is a thinking block, which may not carry a marker), so these are the
-    /// first of the last request's.
-    fn breakpoints(&self) -> &'l [Breakpoint] {
-        &self.last.prompt.breakpoints[..self.end().own_breakpoints]
+    /// The kept request's breakpoints that this one shares: the blocks' own, up to the parting,
+    /// leaving out the one its top-level `cache_control` added. (That one is not always the last:
+    /// a thinking block after the last eligible block still takes a marker moved up from its
+    /// inner content.)
+    fn breakpoints(&self) -> impl Iterator<Item = &'l Breakpoint> {
+        let automatic = self.last.automatic;
+        let own = self
+            .last
+            .prompt
+            .breakpoints
+            .iter()
+            .enumerate()
+            .filter(move |(index, _)| Some(*index) != automatic);
+        own.map(|(_, breakpoint)| breakpoint).take(self.end().own_breakpoints)
     }
 
     /// The positions through the parting.
@@ -366,6 +382,7 @@ impl Renderer {
         last.shapes = shapes;
         last.ends.truncate(shared);
         last.ends.extend(log.ends);
+        last.automatic = log.automatic;
         last.prompt.clone_from(&prompt);
         sketch.push(last);
         sketch.resumed += 1;
@@ -400,10 +417,8 @@ impl Renderer {
         }
         let automatic = apply_automatic_marker(request, tail).ok()?;
         let head = parting.positions();
-        let shared = parting
-            .breakpoints()
-            .iter()
-            .map(|breakpoint| (head[breakpoint.position as usize].slot, breakpoint.ttl));
+        let shared =
+            parting.breakpoints().map(|breakpoint| (head[breakpoint.position as usize].slot, breakpoint.ttl));
         let own = tail.iter().filter_map(|item| item.info.marker.map(|ttl| (item.slot, ttl)));
         validate_breakpoints(shared.chain(own)).ok()?;
         let mut builder = PromptBuilder::resume(&end.checkpoint);
@@ -414,8 +429,7 @@ impl Renderer {
         let mut positions = Vec::with_capacity(head.len() + built.positions.len());
         positions.extend_from_slice(head);
         positions.extend_from_slice(&built.positions);
-        let mut breakpoints = Vec::with_capacity(parting.breakpoints().len() + built.breakpoints.len());
-        breakpoints.extend_from_slice(parting.breakpoints());
+        let mut breakpoints: Vec<Breakpoint> = parting.breakpoints().copied().collect();
         breakpoints.extend_from_slice(&built.breakpoints);
         let prompt = Prompt {
             positions,
@@ -467,6 +481,7 @@ mod tests {
             assert_eq!(last.ends.last().unwrap().checkpoint.len() as usize, prompt.positions.len());
             // The system block's own breakpoint, then the automatic one on the question.
             assert_eq!((prompt.breakpoints.len(), last.ends.last().unwrap().own_breakpoints), (2, 1));
+            assert_eq!(last.automatic, Some(1));
         }
         assert_eq!(sketch.resumed(), 5);
     }
