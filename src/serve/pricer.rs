@@ -70,8 +70,8 @@ pub(super) struct Checked<'a> {
 impl ReadBody {
     /// Reads `body` as the API's edge does: UTF-8, the one-pass parse and check, the reply
     /// script's plan and the blocks' keys — everything that needs no shared state. With the
-    /// connection's `reader`, the body is read from where it parts from the connection's last
-    /// one (the same answer).
+    /// `connection`, the body is read from where it parts from the connection's last one (the
+    /// same answer).
     pub(super) fn read(body: Bytes, config: &Settings, connection: Option<&Connection>) -> ReadBody {
         ReadBody::new(body, |body| match http::require_utf8(body) {
             Err(error) => Read::NotText(error),
