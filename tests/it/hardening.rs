@@ -378,6 +378,58 @@ fn item9_half_sent_headers_are_closed_after_the_header_timeout_while_others_are_
     server.stop();
 }
 
+/// One response on a kept-alive connection, read by its `content-length`.
+fn read_response(stream: &mut std::net::TcpStream) -> String {
+    use std::io::Read as _;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut received = Vec::new();
+    let mut byte = [0u8; 1];
+    while !received.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            stream.read(&mut byte).unwrap(),
+            1,
+            "closed mid-head: {}",
+            String::from_utf8_lossy(&received)
+        );
+        received.push(byte[0]);
+    }
+    let head = String::from_utf8(received).unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_string))
+        .expect("a content-length")
+        .parse()
+        .unwrap();
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).unwrap();
+    head + &String::from_utf8(body).unwrap()
+}
+
+/// The header timeout runs from the end of each response, not from the connection's first
+/// wait: a connection's heads share one alarm, which rings early for a later head (here 400 ms
+/// after the first wait began, about 150 ms into the third) and must then wait on, closing the
+/// connection only once the third head is a whole timeout late.
+#[test]
+fn item9_each_head_on_a_kept_alive_connection_gets_the_whole_header_timeout() {
+    let server = limited_server(400, 10_000, 10_000, 64);
+    let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert!(read_response(&mut stream).starts_with("HTTP/1.1 200"));
+    std::thread::sleep(Duration::from_millis(250));
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert!(read_response(&mut stream).starts_with("HTTP/1.1 200"));
+    let answered = std::time::Instant::now();
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let (sent, _) = read_until_closed(&mut stream);
+    let waited = answered.elapsed();
+    assert!(sent.is_empty() || sent.starts_with("HTTP/1.1 408"), "{sent}");
+    // 400 ms less the time the last response took to arrive; the first wait's alarm would have
+    // closed it about 150 ms in, the idle timeout after 10 s.
+    assert!(waited >= Duration::from_millis(300), "closed {waited:?} after the last response");
+    assert!(waited < Duration::from_secs(5), "closed {waited:?} after the last response");
+    server.stop();
+}
+
 #[test]
 fn item9_a_half_sent_body_gets_a_408_after_the_body_timeout() {
     let server = limited_server(10_000, 300, 10_000, 64);
