@@ -691,12 +691,13 @@ fn main() {
     let cpu = bench(&mut criterion);
     criterion.final_summary();
     print_cpu(&cpu);
+    // Only when run as a bench (`cargo bench` passes `--bench`), not when a test run starts it.
     if std::env::args().any(|arg| arg == "--bench") {
         let rounds = std::env::var("FORKCACHE_PAIRED_ROUNDS").ok().and_then(|r| r.parse().ok());
         paired_summary(rounds.unwrap_or(PAIRED_ROUNDS).max(1));
-    }
-    if std::env::args().any(|arg| arg == "--bench") && wanted("serve/slow_sockets") {
-        let rounds = std::env::var("FORKCACHE_SLOW_ROUNDS").ok().and_then(|r| r.parse().ok());
-        slow_sockets_summary(rounds.unwrap_or(SLOW_ROUNDS).max(1));
+        if wanted("serve/slow_sockets") {
+            let rounds = std::env::var("FORKCACHE_SLOW_ROUNDS").ok().and_then(|r| r.parse().ok());
+            slow_sockets_summary(rounds.unwrap_or(SLOW_ROUNDS).max(1));
+        }
     }
 }

@@ -296,8 +296,8 @@ impl MockEndpoint {
         self.handle_keyed(view, None, call)
     }
 
-    /// [`MockEndpoint::handle_view`] with the body's [`BlockKeys`] computed beforehand (a replay
-    /// hashes the blocks on its parsing threads): the same answer.
+    /// [`MockEndpoint::handle_view`] with the body's [`BlockKeys`] computed beforehand (on a
+    /// server's worker, on a replay's parsing threads): the same answer.
     pub fn handle_keyed(
         &mut self,
         view: &RequestView,

@@ -424,7 +424,7 @@ impl<'c> Replayer<'c> {
             config,
             prices,
             endpoint,
-            sketch: new_sketch(),
+            sketch: RenderSketch::interleaved(),
             run: Run::default(),
             runs: 0,
             next_index: 0,
@@ -510,8 +510,8 @@ impl<'c> Replayer<'c> {
         if let Some(BatchLine { entry: TraceEntry::Request(line), keys, .. }) =
             held.batch.entries().get(waiting.entry)
         {
-            let pricer = Pricer { endpoint: &mut self.endpoint, sketch: &mut self.sketch };
-            let record = replay_line(pricer, waiting.index, line, keys.as_ref(), waiting.at);
+            let (endpoint, sketch) = (&mut self.endpoint, &mut self.sketch);
+            let record = replay_line(endpoint, sketch, waiting.index, line, keys.as_ref(), waiting.at);
             self.records.push(record);
         }
     }
@@ -540,7 +540,7 @@ impl<'c> Replayer<'c> {
         if self.run.requests > 0 || self.runs > 0 {
             self.close_run();
             self.endpoint = MockEndpoint::new(self.config.endpoint.clone(), self.prices.clone())?;
-            self.sketch = new_sketch();
+            self.sketch = RenderSketch::interleaved();
         }
         if self.config.endpoint.price_date.is_none() {
             self.endpoint.set_price_date(started);
@@ -624,25 +624,11 @@ fn add_store_stats(into: &mut StoreStats, session: &StoreStats) {
     into.evictions += session.evictions;
 }
 
-/// Requests a replay keeps to render the next from (the trace's interleaved conversations: a
-/// parent, its forks, side requests, sub-agents), and the bytes they may take.
-const SKETCH_REQUESTS: usize = 8;
-const SKETCH_LIMIT_BYTES: usize = 32 << 20;
-
-fn new_sketch() -> RenderSketch {
-    RenderSketch::with_limits(SKETCH_REQUESTS, SKETCH_LIMIT_BYTES)
-}
-
-/// The run's endpoint, and the sketch of its last requests.
-struct Pricer<'r> {
-    endpoint: &'r mut MockEndpoint,
-    sketch: &'r mut RenderSketch,
-}
-
 /// Prices one line; `keys` are its blocks' memo keys when the parsing thread hashed them (its
-/// prompt is then rendered from the run's sketch).
+/// prompt is then rendered from `sketch`, the run's last requests).
 fn replay_line(
-    pricer: Pricer,
+    endpoint: &mut MockEndpoint,
+    sketch: &mut RenderSketch,
     index: usize,
     line: &TraceLine,
     keys: Option<&BlockKeys>,
@@ -658,7 +644,6 @@ fn replay_line(
         first_byte: line.first_byte_ms.map(SimTime),
         reply,
     };
-    let Pricer { endpoint, sketch } = pricer;
     let (model, result) = match &line.body {
         TraceBody::Parsed(view) => {
             let handled = match keys {

@@ -291,9 +291,9 @@ pub fn common_prefix_bytes(a: &[Segment], b: &[Segment]) -> u64 {
     shared
 }
 
-/// How many first bytes `a` and `b` share (compared a chunk at a time first: memcmp speed, for
-/// the long prefixes a trace's requests share).
-pub(crate) fn common_len(a: &[u8], b: &[u8]) -> usize {
+/// How many first items (bytes, block keys) `a` and `b` share, compared a chunk at a time first:
+/// memcmp speed, for the long prefixes a trace's requests share.
+pub(crate) fn common_len<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     const CHUNK: usize = 256;
     let len = a.len().min(b.len());
     let mut shared = 0;

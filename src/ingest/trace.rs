@@ -34,7 +34,9 @@ use xxhash_rust::xxh3::xxh3_64;
 
 mod resume;
 
-pub use resume::{BODY_BUDGET_BYTES, BodyBudget, BodyReader, LineReader, SKETCH_BUDGET_BYTES, WalkValues};
+pub use resume::{
+    BODY_BUDGET_BYTES, BodyBudget, BodyReader, LineReader, SKETCH_BUDGET_BYTES, WalkValues, skip_member,
+};
 
 use crate::billing::{RecordedUsage, Usage};
 use crate::prompt::BlockKeys;

@@ -19,7 +19,7 @@ use crate::wire::{ApiError, ContentView, RawJson, RequestView, Role, Thinking, T
 mod resume;
 
 pub use resume::RenderSketch;
-use resume::{EndLog, Frame, Keep};
+use resume::{EndLog, Frame, Keep, shapes_of};
 
 /// The documented maximum of breakpoints per request.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -101,6 +101,15 @@ struct Item {
     role: Role,
     opens: bool,
     info: BlockInfo,
+    /// Its marker is the one a top-level `cache_control` added.
+    automatic: bool,
+}
+
+impl Item {
+    /// A block's item as collected (a message's role and opening are set after).
+    fn new(slot: Slot, info: BlockInfo) -> Item {
+        Item { slot, role: Role::System, opens: false, info, automatic: false }
+    }
 }
 
 /// Turns request views into prompts, remembering every block it has seen.
@@ -170,13 +179,12 @@ impl Renderer {
         tool_changes: ToolChanges,
     ) -> Result<Prompt, ApiError> {
         let frame = Frame::of(self, request, model, tool_changes);
-        match self.resume(request, keys, sketch, &frame, model) {
-            Ok(prompt) => Ok(prompt),
-            Err(shapes) => {
-                let keep = Keep { sketch, frame, shapes: &shapes };
-                self.render_whole(request, Some(keys), model, tool_changes, Some(keep))
-            }
+        let shapes = shapes_of(request, frame.head_keys());
+        if let Some(prompt) = self.resume(request, keys, sketch, &frame, &shapes, model) {
+            return Ok(prompt);
         }
+        let keep = Keep { sketch, frame, shapes: &shapes, keys };
+        self.render_whole(request, Some(keys), model, tool_changes, Some(keep))
     }
 
     /// Renders every block of `request`; with a sketch to keep it in, keeps the request there,
@@ -195,14 +203,14 @@ impl Renderer {
         let collected = self.collect(request, &mut feed, &mut items);
         let layout = self.layout(tool_changes);
         let prompt = collected.and_then(|observed| {
-            let automatic = apply_automatic_marker(request, &mut items)?;
+            apply_automatic_marker(request, &mut items)?;
             validate_markers(&items)?;
-            let mut log = keep.as_ref().map(|_| EndLog::new(&items, automatic));
+            let mut log = keep.as_ref().map(|_| EndLog::new(&items));
             let prompt = build(request, model, &items, layout, log.as_mut());
             // A prompt whose tools the messages choose is never resumed from: a new message may
             // load a tool.
-            if let (Some(keep), Some(log), Some(keys), false) = (keep, log, keys, observed) {
-                keep.sketch.keep(keep.frame, keep.shapes, keys, log, &prompt);
+            if let (Some(keep), Some(log), false) = (keep, log, observed) {
+                keep.sketch.keep(keep.frame, keep.shapes, keep.keys, log, &prompt);
             }
             Ok(prompt)
         });
@@ -265,7 +273,7 @@ impl Renderer {
     ) -> Result<(), ApiError> {
         for (index, raw) in request.tools.iter().enumerate() {
             let info = self.raw_info(*raw, BlockContext::Tool, keys, || format!("tools.{index}"), "tools")?;
-            items.push(Item { slot: Slot::Tool(index as u32), role: Role::System, opens: false, info });
+            items.push(Item::new(Slot::Tool(index as u32), info));
         }
         if let Some(system) = &request.system {
             self.collect_content(system, BlockContext::System, keys, items, Slot::System, "system")?;
@@ -313,12 +321,12 @@ impl Renderer {
         match content {
             ContentView::Text(text) => {
                 let info = self.text_info(text, context, keys, || path.to_string(), level)?;
-                items.push(Item { slot: slot(0), role: Role::System, opens: false, info });
+                items.push(Item::new(slot(0), info));
             }
             ContentView::Blocks(blocks) => {
                 for (index, raw) in blocks.iter().enumerate() {
                     let info = self.raw_info(*raw, context, keys, || format!("{path}.{index}"), level)?;
-                    items.push(Item { slot: slot(index as u32), role: Role::System, opens: false, info });
+                    items.push(Item::new(slot(index as u32), info));
                 }
             }
         }
@@ -478,21 +486,21 @@ fn api_path(slot: Slot) -> String {
 }
 
 /// A top-level `cache_control` puts a breakpoint on the last eligible block (walking back past
-/// thinking blocks); a no-op when that block already has one with the same TTL. The index of the
-/// item it gave a breakpoint, if it gave one.
-fn apply_automatic_marker(request: &RequestView, items: &mut [Item]) -> Result<Option<usize>, ApiError> {
-    let Some(raw) = request.cache_control else { return Ok(None) };
-    let Some(ttl) = automatic_ttl(raw)? else { return Ok(None) };
-    let Some(index) = items.iter().rposition(|item| item.info.auto_eligible) else {
-        return Ok(None);
+/// thinking blocks); a no-op when that block already has one with the same TTL. The item it
+/// gave a breakpoint is marked `automatic`.
+fn apply_automatic_marker(request: &RequestView, items: &mut [Item]) -> Result<(), ApiError> {
+    let Some(raw) = request.cache_control else { return Ok(()) };
+    let Some(ttl) = automatic_ttl(raw)? else { return Ok(()) };
+    let Some(last) = items.iter_mut().rev().find(|item| item.info.auto_eligible) else {
+        return Ok(());
     };
-    let last = &mut items[index];
     match last.info.marker {
         None => {
             last.info.marker = Some(ttl);
-            Ok(Some(index))
+            last.automatic = true;
+            Ok(())
         }
-        Some(existing) if existing == ttl => Ok(None),
+        Some(existing) if existing == ttl => Ok(()),
         Some(existing) => Err(ApiError::invalid(format!(
             "cache_control: the top-level cache_control ttl='{}' conflicts with the ttl='{}' cache_control already on {}, the last cacheable block",
             ttl.name(),

@@ -24,17 +24,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use axum::body::Bytes;
-use serde::de::IgnoredAny;
 
 use super::journal::{Entry, Exchange};
 use super::stats::{Comparison, ProxyStats};
 use crate::billing::{Cost, RecordedUsage};
 use crate::clock::SimTime;
 use crate::endpoint::{Call, MockEndpoint, Record};
-use crate::ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, BodyReader, WalkValues};
+use crate::ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, BodyReader, skip_member};
 use crate::prompt::RenderSketch;
 use crate::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
-use crate::wire::{MemberValues as _, Reply};
+use crate::wire::Reply;
 
 /// The default bound of the prediction queue: 256 MiB of request bodies, a few hundred requests
 /// of a long agent conversation.
@@ -128,7 +127,7 @@ pub(super) fn start(
     let prediction = Prediction {
         endpoint,
         reader: BodyReader::new(BodyBudget::new(BODY_BUDGET_BYTES)),
-        sketch: RenderSketch::with_limits(SKETCH_REQUESTS, SKETCH_LIMIT_BYTES),
+        sketch: RenderSketch::interleaved(),
         request_log,
         stats: Arc::clone(&stats),
         recent: Recent::default(),
@@ -243,10 +242,9 @@ impl Prediction {
             },
         };
         // Members the view does not read are skipped: the upstream, not the proxy, checks them.
-        let skip = |_: &str, values: &mut WalkValues| values.next_value::<IgnoredAny>().ok().map(drop);
         let read = std::str::from_utf8(&exchange.body)
             .ok()
-            .and_then(|text| self.reader.read(&exchange.body, text, skip));
+            .and_then(|text| self.reader.read(&exchange.body, text, skip_member));
         let handled = match read {
             Some((view, keys)) => self.endpoint.handle_resumed(&view, &keys, &mut self.sketch, &call),
             None => self.endpoint.handle(call),
@@ -254,10 +252,6 @@ impl Prediction {
         handled.ok().map(|exchange| exchange.record)
     }
 }
-
-/// Requests the prediction keeps to render the next from, and the bytes they may take.
-const SKETCH_REQUESTS: usize = 8;
-const SKETCH_LIMIT_BYTES: usize = 32 << 20;
 
 /// The last few request bodies of each workspace: where a disagreement is explained from.
 #[derive(Default)]

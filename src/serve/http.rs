@@ -140,14 +140,11 @@ pub(super) fn price(shared: &Shared, core: &mut Core, job: &Job) -> Answer {
     };
     let checked = match job.body.borrow_dependent() {
         Read::Text(Ok(checked)) => checked,
-        // Logged: the edge checks more than the engine does (non-empty contents, the documented
-        // fields' types, unknown fields under `strict`), so the bytes alone could replay as priced.
-        Read::Text(Err(error)) => {
-            return finish_rejected(shared, core, rejection(request_id, error.clone(), true));
-        }
-        // Logged with its error and without the bytes: replay must see the rejection, and a
-        // lossy copy would replay as a request that was never sent.
-        Read::NotText(error) => {
+        // Logged with its error. The edge checks more than the engine does (non-empty contents,
+        // the documented fields' types, unknown fields under `strict`), so the bytes alone could
+        // replay as priced; a body that is not UTF-8 goes without its bytes, as a lossy copy
+        // would replay as a request that was never sent.
+        Read::Text(Err(error)) | Read::NotText(error) => {
             return finish_rejected(shared, core, rejection(request_id, error.clone(), true));
         }
     };
@@ -194,9 +191,7 @@ fn handle(
 ) -> Result<Exchange, ApiError> {
     let kept = job.connection.as_ref().and_then(|connection| connection.0.sketch.lock().ok());
     let Some(mut kept) = kept else { return core.endpoint.handle_keyed(view, Some(keys), call) };
-    let handled = core.endpoint.handle_resumed(view, keys, kept.sketch(), call);
-    kept.recount();
-    handled
+    kept.render_with(|sketch| core.endpoint.handle_resumed(view, keys, sketch, call))
 }
 
 fn finish_priced(

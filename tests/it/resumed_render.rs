@@ -391,7 +391,8 @@ fn a_connection_and_its_trace_are_priced_as_whole_renders_price_them() {
         server.stop();
         let text = std::fs::read_to_string(&trace).unwrap();
 
-        // Whole renders: each traced body priced by `handle_keyed` without keys, at its arrival.
+        // Whole renders: each traced body priced by `handle` (every prompt rendered whole), at its
+        // arrival.
         let mut whole = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
         let input = |usage: &forkcache::Usage| {
             (usage.input_tokens, usage.cache_creation, usage.cache_read_input_tokens)

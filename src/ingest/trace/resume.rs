@@ -191,7 +191,7 @@ impl LineReader {
     /// An envelope's object `body`, at the walk's position.
     fn body<'a>(&self, walk: &mut Walk<'a>) -> Option<(RequestView<'a>, Option<Drawn>)> {
         let base = self.base(walk.text, walk.pos);
-        body_object(walk, base, |_, values| values.next_value::<IgnoredAny>().ok().map(drop))
+        body_object(walk, base, skip_member)
     }
 
     /// The recent body sharing the longest prefix with the body at `start` of `text`, and that
@@ -886,6 +886,13 @@ fn span_in(text: &str, origin: usize, inner: &str) -> Option<Range<usize>> {
 /// The values of a walk along a body, for the readers shared with the one-pass read: each is
 /// read by serde_json at its own offset.
 pub struct WalkValues<'w, 'a>(&'w mut Walk<'a>);
+
+/// Skips a top-level member the view does not read, for a reader that leaves such members to
+/// someone else (a trace's lines were checked by the server that wrote them, a proxy's bodies are
+/// checked by its upstream).
+pub fn skip_member(_: &str, values: &mut WalkValues<'_, '_>) -> Option<()> {
+    values.next_value::<IgnoredAny>().ok().map(drop)
+}
 
 impl<'a> MemberValues<'a> for WalkValues<'_, 'a> {
     type Error = serde_json::Error;

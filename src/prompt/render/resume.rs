@@ -3,12 +3,12 @@
 //! A client's next request repeats its conversation: the same tools and system, the same
 //! messages, and a few new ones at the end (and, as the client moves its breakpoints, the last
 //! message or two again with their markers changed). Every block's memo key is computed before
-//! rendering (the server's reader takes most of them from the connection's last body, replay's
-//! workers hash them), so the renderer can see, by comparing keys, how many whole messages the
-//! request shares with each request it kept for that client. A [`RenderSketch`] keeps, for each,
-//! what the prompt builder needs to go on from the end of any of its messages: where it stood
-//! there ([`Checkpoint`]), how many of the breakpoints before it were the blocks' own, and what
-//! the blocks before it told the salts.
+//! rendering (the readers of `serve` and the proxy take most of them from the last body,
+//! replay's workers hash them), so the renderer can see, by comparing keys, how many whole
+//! messages the request shares with each request it kept for that client. A [`RenderSketch`]
+//! keeps, for each, what the prompt builder needs to go on from the end of any of its messages:
+//! where it stood there ([`Checkpoint`]), how many of the breakpoints before it were the blocks'
+//! own, and what the blocks before it told the salts.
 //!
 //! The prompt is the whole render's, position for position, because a prefix's positions depend
 //! on nothing but its blocks (keys, roles, message boundaries) and what [`Frame`] and the salts
@@ -29,12 +29,13 @@ use super::{
 use super::{Item, ToolChanges, ToolPromptSize};
 use crate::billing::ModelPrice;
 use crate::prompt::{Breakpoint, Checkpoint, Position, Prompt, PromptBuilder};
+use crate::verify::common_len;
 use crate::wire::{ContentView, RequestView, Role};
 
 /// What [`Renderer::render_resumed`] keeps of the last requests it rendered for one client (one
-/// `serve` connection, one replayed trace), to render the client's next request from where it
-/// parts from the one it shares most with. Its size grows with those requests' blocks and
-/// messages ([`RenderSketch::heap_bytes`]).
+/// `serve` connection; one server run of a replayed trace; a proxy's traffic), to render the
+/// client's next request from where it parts from the one it shares most with. Its size grows
+/// with those requests' blocks and messages ([`RenderSketch::heap_bytes`]).
 #[derive(Debug)]
 pub struct RenderSketch {
     /// Newest last.
@@ -54,12 +55,13 @@ impl Default for RenderSketch {
     }
 }
 
-/// A sketch to keep a request rendered whole in, with the request's frame and the shapes of its
-/// messages.
+/// A sketch to keep a request rendered whole in, with the request's frame, the shapes of its
+/// messages and its blocks' keys.
 pub(super) struct Keep<'s> {
     pub(super) sketch: &'s mut RenderSketch,
     pub(super) frame: Frame,
     pub(super) shapes: &'s [(Role, usize)],
+    pub(super) keys: &'s BlockKeys,
 }
 
 /// A request rendered.
@@ -118,7 +120,7 @@ impl Frame {
     }
 
     /// Keys before the first message's.
-    fn head_keys(&self) -> usize {
+    pub(super) fn head_keys(&self) -> usize {
         self.tools + self.system
     }
 }
@@ -140,36 +142,32 @@ pub(super) struct EndLog {
     next: usize,
     own_breakpoints: usize,
     facts: SaltFacts,
-    /// Items noted so far, and the one a top-level `cache_control` marked.
-    seen: usize,
-    automatic_item: Option<usize>,
-    /// The breakpoint that marker made: its index among the prompt's breakpoints.
+    /// The breakpoint a top-level `cache_control` made: its index among the prompt's breakpoints.
     automatic: Option<usize>,
 }
 
 impl EndLog {
     /// A log of a whole render of `items`, the items before the messages noted.
-    pub(super) fn new(items: &[Item], automatic_item: Option<usize>) -> EndLog {
-        let mut log = EndLog::from(0, 0, SaltFacts::default(), automatic_item);
+    pub(super) fn new(items: &[Item]) -> EndLog {
+        let mut log = EndLog::from(0, 0, SaltFacts::default());
         let head = items.iter().take_while(|item| !matches!(item.slot, crate::prompt::Slot::Message { .. }));
         head.for_each(|item| log.note(item));
         log
     }
 
-    fn from(next: usize, own_breakpoints: usize, facts: SaltFacts, automatic_item: Option<usize>) -> EndLog {
-        EndLog { ends: Vec::new(), next, own_breakpoints, facts, seen: 0, automatic_item, automatic: None }
+    fn from(next: usize, own_breakpoints: usize, facts: SaltFacts) -> EndLog {
+        EndLog { ends: Vec::new(), next, own_breakpoints, facts, automatic: None }
     }
 
     /// One more item, in build order. Every marked item makes one breakpoint; the one the
     /// top-level `cache_control` marked comes after the blocks' own before it.
     pub(super) fn note(&mut self, item: &Item) {
-        if Some(self.seen) == self.automatic_item {
+        if item.automatic {
             self.automatic = Some(self.own_breakpoints);
         } else if item.info.marker.is_some() {
             self.own_breakpoints += 1;
         }
         self.facts = self.facts.with(&item.info);
-        self.seen += 1;
     }
 
     /// Ends every message before `message` that has not ended yet, where `builder` stands.
@@ -204,14 +202,16 @@ impl RenderSketch {
         RenderSketch { limit_bytes, ..RenderSketch::with_capacity(requests) }
     }
 
+    /// A sketch for a stream in which several conversations interleave (a replayed trace, a
+    /// proxy's traffic: a parent, its forks, side requests, sub-agents): the last 8 requests,
+    /// within 32 MiB.
+    pub fn interleaved() -> RenderSketch {
+        RenderSketch::with_limits(8, 32 << 20)
+    }
+
     /// Forgets every request: the next is rendered whole.
     pub fn clear(&mut self) {
         self.recent.clear();
-    }
-
-    /// Whether no request is kept to resume from.
-    pub fn is_empty(&self) -> bool {
-        self.recent.is_empty()
     }
 
     /// Requests rendered from where they parted from an earlier one, so far (the others were
@@ -247,9 +247,10 @@ impl RenderSketch {
     ) {
         // Keys that do not cover every block (fewer were given) cannot be compared.
         let covered = shapes.last().map_or(frame.head_keys(), |&(_, end)| end) == keys.0.len();
-        if !covered || log.ends.len() != shapes.len() {
+        if !covered {
             return;
         }
+        debug_assert_eq!(log.ends.len(), shapes.len(), "one end per message");
         let mut last = match self.recent.len() >= self.capacity {
             true => self.recent.pop_front().unwrap_or_default(),
             false => Last::default(),
@@ -267,7 +268,7 @@ impl RenderSketch {
 
 /// Each message's role and where its keys end, counted from `head` keys (the tools' and the
 /// system's).
-fn shapes_of(request: &RequestView, head: usize) -> Vec<(Role, usize)> {
+pub(super) fn shapes_of(request: &RequestView, head: usize) -> Vec<(Role, usize)> {
     let mut at = head;
     let messages = request.messages.iter().flatten();
     messages
@@ -276,21 +277,6 @@ fn shapes_of(request: &RequestView, head: usize) -> Vec<(Role, usize)> {
             (message.role, at)
         })
         .collect()
-}
-
-/// How many leading keys `a` and `b` share (compared a chunk at a time: a long conversation's
-/// keys are mostly equal).
-fn common_keys(a: &[u128], b: &[u128]) -> usize {
-    const CHUNK: usize = 64;
-    let length = a.len().min(b.len());
-    let mut at = 0;
-    while at + CHUNK <= length && a[at..at + CHUNK] == b[at..at + CHUNK] {
-        at += CHUNK;
-    }
-    while at < length && a[at] == b[at] {
-        at += 1;
-    }
-    at
 }
 
 /// Keys a content holds: one for a string, one per block.
@@ -316,7 +302,7 @@ impl<'l> Parting<'l> {
             return None;
         }
         // A message shared ends within the keys both share, so the tools and system are shared.
-        let common = common_keys(keys, &last.keys);
+        let common = common_len(keys, &last.keys);
         let shared = |(new, old): &(&(Role, usize), &(Role, usize))| new == old && new.1 <= common;
         let messages = shapes.iter().zip(&last.shapes).take_while(shared).count();
         let key = shapes[..messages].last()?.1;
@@ -350,47 +336,57 @@ impl<'l> Parting<'l> {
 }
 
 impl Renderer {
-    /// The prompt of `request` built on from where it parts from the kept request it shares the
-    /// most messages with, that request replaced by this one. When none can be resumed from, or
-    /// the whole render must give its answer (an error), the sketch is left as it was and the
-    /// shapes of `request`'s messages come back, for the whole render to keep.
+    /// The prompt of `request` (whose messages have `shapes`) built on from where it parts from
+    /// the kept request it shares the most messages with, that request replaced by this one.
+    /// `None`, the sketch left as it was, when none can be resumed from or the whole render must
+    /// give its answer (an error).
     pub(super) fn resume(
         &mut self,
         request: &RequestView,
         keys: &BlockKeys,
         sketch: &mut RenderSketch,
         frame: &Frame,
+        shapes: &[(Role, usize)],
         model: &ModelPrice,
-    ) -> Result<Prompt, Vec<(Role, usize)>> {
-        let shapes = shapes_of(request, frame.head_keys());
+    ) -> Option<Prompt> {
         // The most shared messages; of equals, the newest.
         let partings = sketch.recent.iter().enumerate().rev();
-        let best = partings
+        let (index, parting) = partings
             .filter_map(|(index, last)| {
-                Parting::find(last, frame, &shapes, &keys.0).map(|parting| (index, parting))
+                Parting::find(last, frame, shapes, &keys.0).map(|parting| (index, parting))
             })
-            .reduce(|best, next| if next.1.messages > best.1.messages { next } else { best });
-        let Some((index, parting)) = best else { return Err(shapes) };
+            .reduce(|best, next| if next.1.messages > best.1.messages { next } else { best })?;
         let mut tail = std::mem::take(&mut self.items);
         tail.clear();
         let resumed = self.resume_from(&parting, request, keys, &mut tail, model);
         self.items = tail;
-        let Some((prompt, log)) = resumed else { return Err(shapes) };
-        let shared = parting.messages;
-        let Some(mut last) = sketch.recent.remove(index) else { return Err(shapes) };
-        last.keys.clone_from(&keys.0);
-        last.shapes = shapes;
-        last.ends.truncate(shared);
+        let (built, log) = resumed?;
+        let (messages, key, head) = (parting.messages, parting.key, parting.positions().len());
+        // Built on in place: the kept request's keys and positions up to the parting are this
+        // one's.
+        let mut last = sketch.recent.remove(index)?;
+        last.keys.truncate(key);
+        last.keys.extend_from_slice(&keys.0[key..]);
+        last.shapes.clear();
+        last.shapes.extend_from_slice(shapes);
+        last.ends.truncate(messages);
         last.ends.extend(log.ends);
         last.automatic = log.automatic;
-        last.prompt.clone_from(&prompt);
+        let Prompt { positions, breakpoints, salts, first_after_tools, first_message } = built;
+        last.prompt.positions.truncate(head);
+        last.prompt.positions.extend_from_slice(&positions);
+        last.prompt.breakpoints = breakpoints;
+        last.prompt.salts = salts;
+        last.prompt.first_after_tools = first_after_tools;
+        last.prompt.first_message = first_message;
+        let prompt = last.prompt.clone();
         sketch.push(last);
         sketch.resumed += 1;
-        Ok(prompt)
+        Some(prompt)
     }
 
-    /// The prompt and the log of the messages after the parting, their items collected into
-    /// `tail`.
+    /// The prompt's part after the parting (its positions from there on; every breakpoint, the
+    /// salts) and the log of the messages after the parting, their items collected into `tail`.
     fn resume_from(
         &mut self,
         parting: &Parting,
@@ -415,30 +411,20 @@ impl Renderer {
         if request.cache_control.is_some() && !tail.iter().any(|item| item.info.auto_eligible) {
             return None;
         }
-        let automatic = apply_automatic_marker(request, tail).ok()?;
+        apply_automatic_marker(request, tail).ok()?;
         let head = parting.positions();
         let shared =
             parting.breakpoints().map(|breakpoint| (head[breakpoint.position as usize].slot, breakpoint.ttl));
         let own = tail.iter().filter_map(|item| item.info.marker.map(|ttl| (item.slot, ttl)));
         validate_breakpoints(shared.chain(own)).ok()?;
         let mut builder = PromptBuilder::resume(&end.checkpoint);
-        let mut log = EndLog::from(parting.messages, end.own_breakpoints, end.facts, automatic);
+        let mut log = EndLog::from(parting.messages, end.own_breakpoints, end.facts);
         let messages = request.messages.as_ref().map_or(0, Vec::len);
         build_messages(&mut builder, tail, messages, Some(&mut log));
         let built = builder.finish();
-        let mut positions = Vec::with_capacity(head.len() + built.positions.len());
-        positions.extend_from_slice(head);
-        positions.extend_from_slice(&built.positions);
         let mut breakpoints: Vec<Breakpoint> = parting.breakpoints().copied().collect();
         breakpoints.extend_from_slice(&built.breakpoints);
-        let prompt = Prompt {
-            positions,
-            breakpoints,
-            salts,
-            first_after_tools: built.first_after_tools,
-            first_message: built.first_message,
-        };
-        Some((prompt, log))
+        Some((Prompt { breakpoints, salts, ..built }, log))
     }
 }
 
