@@ -17,8 +17,8 @@ use crate::cache::{
 use crate::clock::SimTime;
 use crate::ingest::trace::key_fingerprint;
 use crate::prompt::{
-    BlockContext, BlockInfo, BlockKeys, BuildPassThrough, Prompt, PromptConfig, PromptRef, RenderSketch,
-    Renderer, ToolChanges, validate_breakpoints,
+    BlockContext, BlockInfo, BlockKeys, BuildPassThrough, Prompt, PromptConfig, PromptRef, RenderCounts,
+    RenderSketch, Renderer, ToolChanges, validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 use crate::wire::{
@@ -247,6 +247,11 @@ impl MockEndpoint {
     /// Cache entry counters.
     pub fn cache_stats(&self) -> StoreStats {
         self.cache.stats()
+    }
+
+    /// How the prompts priced so far were rendered: whole, or resumed from a kept request.
+    pub fn render_counts(&self) -> RenderCounts {
+        self.renderer.counts()
     }
 
     /// Drops the cache state of every workspace idle at `now` (its last entry expired, and 5

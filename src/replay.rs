@@ -25,7 +25,7 @@ use crate::cache::{CacheMissType, Miss, MissCause, StoreStats, layout_notes, mis
 use crate::clock::SimTime;
 use crate::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
 use crate::ingest::trace::{BatchLine, ParsedBatch, TraceBody, TraceEntry, TraceLine, UnreadableLine};
-use crate::prompt::{BlockKeys, RenderSketch};
+use crate::prompt::{BlockKeys, RenderCounts, RenderSketch};
 use crate::tokenize::TokenizerUnavailable;
 use crate::wire::{ApiError, Reply, parse_request};
 
@@ -265,6 +265,9 @@ pub struct ReplayReport {
     pub prices_date: String,
     /// Cache counters at the end, summed over the trace's sessions.
     pub cache: StoreStats,
+    /// How the prompts were rendered, summed over the trace's sessions: resumed from the trace's
+    /// last requests, or whole. The same records either way.
+    pub renders: RenderCounts,
     /// Recorded usage and agreement, when the trace recorded any usage.
     pub recorded: Option<RecordedTotals>,
     /// Lines that are not requests at all (not UTF-8, not JSON, not an object, a broken
@@ -356,6 +359,7 @@ struct Replayer<'c> {
     records: Vec<ReplayRecord>,
     unreadable: Vec<UnreadableLine>,
     cache: StoreStats,
+    renders: RenderCounts,
 }
 
 /// What the current server run has seen.
@@ -433,6 +437,7 @@ impl<'c> Replayer<'c> {
             records: Vec::new(),
             unreadable: Vec::new(),
             cache: StoreStats::default(),
+            renders: RenderCounts::default(),
         })
     }
 
@@ -551,6 +556,7 @@ impl<'c> Replayer<'c> {
     fn close_run(&mut self) {
         self.drain();
         add_store_stats(&mut self.cache, &self.endpoint.cache_stats());
+        self.renders += self.endpoint.render_counts();
         self.runs += 1;
         self.run = Run::default();
     }
@@ -568,6 +574,7 @@ impl<'c> Replayer<'c> {
             config: self.config.clone(),
             prices_date: self.prices.date.clone(),
             cache: self.cache,
+            renders: self.renders,
             recorded,
             unreadable: self.unreadable,
             sessions: self.runs,

@@ -112,12 +112,32 @@ impl Item {
     }
 }
 
+/// How a renderer's prompts were built: `resumed` from a request a [`RenderSketch`] kept
+/// ([`Renderer::render_resumed`]), `whole` block by block (refused requests included: the whole
+/// render is what refuses them). Answers are the same either way, so this is where a resume that
+/// stopped working shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RenderCounts {
+    /// Rendered block by block.
+    pub whole: u64,
+    /// Rendered from where the request parts from a kept one.
+    pub resumed: u64,
+}
+
+impl std::ops::AddAssign for RenderCounts {
+    fn add_assign(&mut self, other: RenderCounts) {
+        self.whole += other.whole;
+        self.resumed += other.resumed;
+    }
+}
+
 /// Turns request views into prompts, remembering every block it has seen.
 pub struct Renderer {
     config: PromptConfig,
     tokenizer: Box<dyn Tokenizer>,
     memo: BlockMemo,
     items: Vec<Item>,
+    counts: RenderCounts,
     /// The settings and tokenizer, hashed: a [`RenderSketch`] resumes only the renderer that
     /// wrote it, or one that renders alike.
     fingerprint: u128,
@@ -127,7 +147,13 @@ impl Renderer {
     /// A renderer with an empty memo.
     pub fn new(config: PromptConfig, tokenizer: Box<dyn Tokenizer>) -> Renderer {
         let fingerprint = content_hash(format!("{config:?}/{}", tokenizer.name()).as_bytes());
-        Renderer { config, tokenizer, memo: BlockMemo::default(), items: Vec::new(), fingerprint }
+        let (memo, items, counts) = (BlockMemo::default(), Vec::new(), RenderCounts::default());
+        Renderer { config, tokenizer, memo, items, counts, fingerprint }
+    }
+
+    /// How the prompts rendered so far were built.
+    pub fn counts(&self) -> RenderCounts {
+        self.counts
     }
 
     /// The settings.
@@ -181,6 +207,7 @@ impl Renderer {
         let frame = Frame::of(self, request, model, tool_changes);
         let shapes = shapes_of(request, frame.head_keys());
         if let Some(prompt) = self.resume(request, keys, sketch, &frame, &shapes, model) {
+            self.counts.resumed += 1;
             return Ok(prompt);
         }
         let keep = Keep { sketch, frame, shapes: &shapes, keys };
@@ -197,6 +224,7 @@ impl Renderer {
         tool_changes: ToolChanges,
         keep: Option<Keep>,
     ) -> Result<Prompt, ApiError> {
+        self.counts.whole += 1;
         let mut items = std::mem::take(&mut self.items);
         items.clear();
         let mut feed = KeyFeed(keys.map_or(&[][..], |keys| &keys.0).iter());

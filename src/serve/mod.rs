@@ -31,6 +31,7 @@ use crate::cache::StoreStats;
 use crate::clock::SimTime;
 use crate::endpoint::MockEndpoint;
 use crate::ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, SessionMarker, TraceWriter};
+use crate::prompt::RenderCounts;
 use crate::wire::Chunking;
 use pricer::Pricer;
 
@@ -167,12 +168,14 @@ pub struct Summary {
     pub stats: ServeStats,
     /// Cache counters (entries, writes, reads, evictions).
     pub cache: StoreStats,
+    /// How the prompts were rendered (whole, or resumed from the connection's last requests).
+    pub renders: RenderCounts,
 }
 
 impl Summary {
     /// The same document as `GET /forkcache/stats`.
     pub fn to_json(&self) -> String {
-        self.stats.to_json(&self.cache)
+        self.stats.to_json(&self.cache, self.renders)
     }
 
     /// A table for people.
@@ -269,7 +272,8 @@ impl Server {
         // A request whose client hung up may still be waiting: it is priced and counted too.
         pricer::drained(&self.shared).await;
         let core = self.shared.lock();
-        Ok(Summary { stats: core.stats.clone(), cache: core.endpoint.cache_stats() })
+        let (cache, renders) = (core.endpoint.cache_stats(), core.endpoint.render_counts());
+        Ok(Summary { stats: core.stats.clone(), cache, renders })
     }
 }
 
@@ -367,6 +371,11 @@ struct Core {
 }
 
 impl Core {
+    /// The server-wide `GET /forkcache/stats` document.
+    fn server_json(&self) -> String {
+        self.stats.to_json(&self.endpoint.cache_stats(), self.endpoint.render_counts())
+    }
+
     /// `req_fc…`, numbered in the order requests are answered.
     fn next_request_id(&mut self) -> String {
         self.next_request += 1;
@@ -497,8 +506,7 @@ mod tests {
             ),
             (4_000, 2_000, 21, 9)
         );
-        let json: serde_json::Value =
-            serde_json::from_str(&core.stats.to_json(&core.endpoint.cache_stats())).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&core.server_json()).unwrap();
         assert_eq!(json["idle_dropped"]["workspaces"], 2, "{json}");
         assert_eq!(json["idle_dropped"]["totals"]["requests"], 1, "{json}");
         assert_eq!(json["totals"]["requests"], 3, "{json}");

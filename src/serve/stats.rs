@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cache::StoreStats;
 use crate::endpoint::Record;
+use crate::prompt::RenderCounts;
 use crate::replay::{Totals, TotalsJson, describe_miss};
 use crate::wire::ApiError;
 
@@ -153,8 +154,8 @@ impl ServeStats {
     }
 
     /// The `GET /forkcache/stats` document (one line, ordered keys).
-    pub fn to_json(&self, cache: &StoreStats) -> String {
-        self.json(Some(cache))
+    pub fn to_json(&self, cache: &StoreStats, renders: RenderCounts) -> String {
+        self.json(Some((cache, renders)))
     }
 
     /// What one tenant may see: its workspace's totals only, no server-wide counter.
@@ -172,8 +173,9 @@ impl ServeStats {
     }
 
     #[allow(clippy::expect_used)] // the stats are strings, integers and finite floats: serializing them cannot fail
-    fn json(&self, cache: Option<&StoreStats>) -> String {
-        let server_wide = cache.is_some();
+    fn json(&self, server: Option<(&StoreStats, RenderCounts)>) -> String {
+        let server_wide = server.is_some();
+        let (cache, renders) = server.unzip();
         let json = StatsJson {
             workspaces: self
                 .workspaces
@@ -187,6 +189,7 @@ impl ServeStats {
                 reads: cache.reads,
                 evictions: cache.evictions,
             }),
+            renders,
             idle_dropped: (server_wide && self.idle_dropped_rows > 0).then(|| IdleDroppedJson {
                 workspaces: self.idle_dropped_rows,
                 totals: TotalsJson::from(&self.idle_dropped),
@@ -287,6 +290,9 @@ struct StatsJson<'s> {
     /// Server-wide: left out of a tenant's view.
     #[serde(skip_serializing_if = "Option::is_none")]
     cache: Option<CacheJson>,
+    /// Server-wide: how the prompts were rendered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    renders: Option<RenderCounts>,
     /// Server-wide, and only once a workspace was dropped.
     #[serde(skip_serializing_if = "Option::is_none")]
     idle_dropped: Option<IdleDroppedJson>,

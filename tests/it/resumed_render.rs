@@ -305,7 +305,7 @@ fn check(seed: u64, count: usize, churn: bool) -> u64 {
         let got = resumed.render_resumed(&view, &keys, &mut sketch, model, tool_changes);
         assert_eq!(expected, got, "seed {seed}: rendered differently:\n{body}");
     }
-    sketch.resumed()
+    resumed.counts().resumed
 }
 
 proptest! {
@@ -366,7 +366,7 @@ fn a_moved_up_marker_after_the_automatic_breakpoint_is_shared_and_the_automatic_
 /// `serve` renders each connection's prompts from its last request, and `replay` each trace's
 /// from its last few: every request of a keep-alive client is priced as an endpoint rendering
 /// every prompt whole prices it (in the same order, at the times the server stamped), and as the
-/// server's own trace replays it, refusals included.
+/// server's own trace replays it, refusals included; and both did resume (their render counts).
 #[test]
 fn a_connection_and_its_trace_are_priced_as_whole_renders_price_them() {
     use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
@@ -388,7 +388,7 @@ fn a_connection_and_its_trace_are_priced_as_whole_renders_price_them() {
                 if answer.status == 200 { Ok(answer.usage()) } else { Err(answer.error().0) }
             })
             .collect();
-        server.stop();
+        let renders = server.stop().renders;
         let text = std::fs::read_to_string(&trace).unwrap();
 
         // Whole renders: each traced body priced by `handle` (every prompt rendered whole), at its
@@ -418,6 +418,17 @@ fn a_connection_and_its_trace_are_priced_as_whole_renders_price_them() {
             .map(|r| r.result.as_ref().map(|record| record.usage).map_err(|e| e.kind.type_name().to_string()))
             .collect();
         assert_eq!(replayed, served, "seed {seed}");
+        // The answers cannot tell a resumed render from a whole one: the counts can. The same
+        // requests reach the renderer in both (the edge's and the endpoint's early refusals
+        // never do), and the resumed path is taken as often as `growing_conversations_are_resumed`
+        // requires of the renderer alone. A connection keeps its last request only, so a churning
+        // client's interleaved conversations resume less often on the server than in a replay.
+        let rendered = renders.whole + renders.resumed;
+        assert_eq!(report.renders.whole + report.renders.resumed, rendered, "seed {seed}");
+        let least_percent = if seed % 2 == 0 { 20 } else { 70 };
+        for (path, counts) in [("serve", renders), ("replay", report.renders)] {
+            assert!(counts.resumed * 100 > rendered * least_percent, "seed {seed}, {path}: {counts:?}");
+        }
         assert!(served.iter().filter(|r| r.is_ok()).count() > 20, "seed {seed}: most requests priced");
         let _ = std::fs::remove_file(trace);
     }

@@ -44,8 +44,6 @@ pub struct RenderSketch {
     /// Past this many bytes ([`RenderSketch::heap_bytes`]) the oldest requests are forgotten, all
     /// but the newest.
     limit_bytes: usize,
-    /// Requests rendered from a parting so far.
-    resumed: u64,
 }
 
 impl Default for RenderSketch {
@@ -188,12 +186,7 @@ impl RenderSketch {
     /// A sketch of the last `requests` requests (at least one): a client that interleaves
     /// conversations (a parent and its forks, side requests) resumes each from its own.
     pub fn with_capacity(requests: usize) -> RenderSketch {
-        RenderSketch {
-            recent: VecDeque::new(),
-            capacity: requests.max(1),
-            limit_bytes: usize::MAX,
-            resumed: 0,
-        }
+        RenderSketch { recent: VecDeque::new(), capacity: requests.max(1), limit_bytes: usize::MAX }
     }
 
     /// [`RenderSketch::with_capacity`], keeping at most `limit_bytes` (and always the newest
@@ -212,12 +205,6 @@ impl RenderSketch {
     /// Forgets every request: the next is rendered whole.
     pub fn clear(&mut self) {
         self.recent.clear();
-    }
-
-    /// Requests rendered from where they parted from an earlier one, so far (the others were
-    /// rendered whole).
-    pub fn resumed(&self) -> u64 {
-        self.resumed
     }
 
     /// Bytes it holds on the heap (capacities, not lengths: what it really keeps).
@@ -381,7 +368,6 @@ impl Renderer {
         last.prompt.first_message = first_message;
         let prompt = last.prompt.clone();
         sketch.push(last);
-        sketch.resumed += 1;
         Some(prompt)
     }
 
@@ -432,7 +418,7 @@ impl Renderer {
 mod tests {
     use super::*;
     use crate::billing::PriceTable;
-    use crate::prompt::PromptConfig;
+    use crate::prompt::{PromptConfig, RenderCounts};
     use crate::tokenize::Bytes4;
     use crate::wire::parse_request;
 
@@ -469,7 +455,7 @@ mod tests {
             assert_eq!((prompt.breakpoints.len(), last.ends.last().unwrap().own_breakpoints), (2, 1));
             assert_eq!(last.automatic, Some(1));
         }
-        assert_eq!(sketch.resumed(), 5);
+        assert_eq!(renderer.counts(), RenderCounts { whole: 1, resumed: 5 });
     }
 
     /// Two conversations interleaved: a sketch of one request resumes neither (each request
@@ -498,7 +484,7 @@ mod tests {
                         .unwrap();
                 }
             }
-            (sketch.resumed(), sketch.recent.len())
+            (renderer.counts().resumed, sketch.recent.len())
         };
         assert_eq!(resumed_with(1), (0, 1));
         // Turns 1 to 3 of each conversation.
