@@ -249,7 +249,8 @@ impl MockEndpoint {
         self.cache.stats()
     }
 
-    /// How the prompts priced so far were rendered: whole, or resumed from a kept request.
+    /// How the prompts rendered so far were built: whole, or resumed from a kept request. Every
+    /// render counts: priced requests, `count_tokens`, and requests the render refused.
     pub fn render_counts(&self) -> RenderCounts {
         self.renderer.counts()
     }

@@ -168,7 +168,7 @@ pub struct Summary {
     pub stats: ServeStats,
     /// Cache counters (entries, writes, reads, evictions).
     pub cache: StoreStats,
-    /// How the prompts were rendered (whole, or resumed from the connection's last requests).
+    /// How the prompts were rendered (whole, or resumed from the connection's last request).
     pub renders: RenderCounts,
 }
 
