@@ -434,7 +434,7 @@ async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
             let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
             error_response(&error, &core.next_request_id(), None)
         }
-        None => json_response(StatusCode::OK, core.server_json()),
+        None => json_response(StatusCode::OK, core.summary().to_json()),
     }
 }
 

@@ -171,12 +171,11 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(20);
 /// the time the runtime's driver last parked until, inserting it wakes the driver (a write to
 /// the driver's eventfd, and a wake-up on the other core): on the serve bench with 4
 /// connections, about 0.18 such writes per request and 4–8% of the CPU per request (server and
-/// clients). Here each head's
-/// sleep is a deadline checked against the clock, and the one alarm only has to ring no later
-/// than the deadline: it is moved when it would ring late or has rung, and is left alone when it
-/// rings early (a spurious wake of the connection's task, which its next poll re-arms), so a
-/// head costs no insertion into the wheel: a clock read, a small box and an uncontended lock. A
-/// connection's heads are read one at a time, by its one task.
+/// clients). Here each head's sleep is a deadline checked against the clock, and the one alarm
+/// only has to ring no later than the deadline: it is moved when it would ring late or has rung,
+/// and is left alone when it rings early (a spurious wake of the connection's task, which its
+/// next poll re-arms), so a head costs no insertion into the wheel: a clock read, a small box and
+/// an uncontended lock. A connection's heads are read one at a time, by its one task.
 #[derive(Clone)]
 struct HeaderClock {
     alarm: Arc<Mutex<Pin<Box<Sleep>>>>,

@@ -271,9 +271,7 @@ impl Server {
         serve_until(self.listener, router, config.limits, kept, stopping, config.shutdown_grace_ms).await;
         // A request whose client hung up may still be waiting: it is priced and counted too.
         pricer::drained(&self.shared).await;
-        let core = self.shared.lock();
-        let (cache, renders) = (core.endpoint.cache_stats(), core.endpoint.render_counts());
-        Ok(Summary { stats: core.stats.clone(), cache, renders })
+        Ok(self.shared.lock().summary())
     }
 }
 
@@ -371,9 +369,10 @@ struct Core {
 }
 
 impl Core {
-    /// The server-wide `GET /forkcache/stats` document.
-    fn server_json(&self) -> String {
-        self.stats.to_json(&self.endpoint.cache_stats(), self.endpoint.render_counts())
+    /// What was counted so far, server-wide: the `GET /forkcache/stats` document without a key.
+    fn summary(&self) -> Summary {
+        let (cache, renders) = (self.endpoint.cache_stats(), self.endpoint.render_counts());
+        Summary { stats: self.stats.clone(), cache, renders }
     }
 
     /// `req_fc…`, numbered in the order requests are answered.
@@ -506,7 +505,7 @@ mod tests {
             ),
             (4_000, 2_000, 21, 9)
         );
-        let json: serde_json::Value = serde_json::from_str(&core.server_json()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&core.summary().to_json()).unwrap();
         assert_eq!(json["idle_dropped"]["workspaces"], 2, "{json}");
         assert_eq!(json["idle_dropped"]["totals"]["requests"], 1, "{json}");
         assert_eq!(json["totals"]["requests"], 3, "{json}");
