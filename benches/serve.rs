@@ -32,7 +32,9 @@
 //! After criterion's figures, `serve/cpu` prints each row's process CPU time per request (the
 //! server's threads and the clients' together) and how many cores were busy on average, and
 //! `serve/paired` the ratios again, measured in paired rounds (in process and over HTTP one
-//! right after the other) so that a machine whose speed drifts moves both sides alike.
+//! right after the other) so that a machine whose speed drifts moves both sides alike, and
+//! `serve/warmth` (`serve/warmth.rs`) what the in-process pricing gains from caches no server's
+//! cores keep to themselves.
 
 /// The allocator the `forkcache` binary runs `serve` and `proxy` with: its own module, switched
 /// to mimalloc first thing in `main`, as the binary does for those commands.
@@ -40,6 +42,8 @@
 mod allocator;
 #[global_allocator]
 static ALLOCATOR: allocator::ByCommand = allocator::ByCommand;
+#[path = "serve/warmth.rs"]
+mod warmth;
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -175,13 +179,22 @@ impl Started {
     }
 }
 
-/// The CPU time every thread of this process has used so far (`CLOCK_PROCESS_CPUTIME_ID`).
+/// The CPU time every thread of this process has used so far.
 fn process_cpu() -> Duration {
+    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The CPU time the calling thread has used so far.
+fn thread_cpu() -> Duration {
+    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+fn cpu_clock(clock: libc::clockid_t) -> Duration {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid `timespec` for the call to fill, and the clock id is a constant
+    // SAFETY: `now` is a valid `timespec` for the call to fill, and both clock ids are constants
     // every Linux kernel knows.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
-    assert_eq!(status, 0, "the process CPU clock");
+    let status = unsafe { libc::clock_gettime(clock, &mut now) };
+    assert_eq!(status, 0, "the CPU clock {clock}");
     Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
@@ -323,7 +336,6 @@ fn over_raw_http(encoded: &Workload) -> Window {
 /// server sends every body whole, SSE included). The server sees the same requests on the same
 /// number of keep-alive connections; less of the two cores goes to the clients.
 fn run_raw_clients(addr: SocketAddr, encoded: &Workload) -> Window {
-    use std::io::{Read as _, Write as _};
     let ready = Barrier::new(encoded.len() + 1);
     let started = std::thread::scope(|scope| {
         for conversation in encoded {
@@ -334,38 +346,7 @@ fn run_raw_clients(addr: SocketAddr, encoded: &Workload) -> Window {
                 let mut buffer = vec![0u8; 64 << 10];
                 ready.wait();
                 for request in conversation {
-                    socket.write_all(request).unwrap();
-                    let mut filled = 0;
-                    let (head, length) = loop {
-                        let read = socket.read(&mut buffer[filled..]).unwrap();
-                        assert!(read > 0, "the server closed the connection");
-                        filled += read;
-                        let mut headers = [httparse::EMPTY_HEADER; 16];
-                        let mut response = httparse::Response::new(&mut headers);
-                        if let httparse::Status::Complete(head) = response.parse(&buffer[..filled]).unwrap() {
-                            assert_eq!(
-                                response.code,
-                                Some(200),
-                                "{}",
-                                String::from_utf8_lossy(&buffer[..filled])
-                            );
-                            let length = response
-                                .headers
-                                .iter()
-                                .find(|h| h.name.eq_ignore_ascii_case("content-length"));
-                            let length = std::str::from_utf8(length.expect("a whole body").value).unwrap();
-                            break (head, length.parse::<usize>().unwrap());
-                        }
-                        if filled == buffer.len() {
-                            buffer.resize(buffer.len() * 2, 0);
-                        }
-                    };
-                    if buffer.len() < head + length {
-                        buffer.resize(head + length, 0);
-                    }
-                    assert!(filled <= head + length, "one response at a time");
-                    socket.read_exact(&mut buffer[filled..head + length]).unwrap();
-                    std::hint::black_box(&buffer[head..head + length]);
+                    exchange(&mut socket, request, &mut buffer);
                 }
             });
         }
@@ -373,6 +354,36 @@ fn run_raw_clients(addr: SocketAddr, encoded: &Workload) -> Window {
         Started::now()
     });
     started.window()
+}
+
+/// Sends one pre-encoded request on `socket` in one write and reads its response by its
+/// `content-length` into `buffer` (grown as needed).
+fn exchange(socket: &mut std::net::TcpStream, request: &[u8], buffer: &mut Vec<u8>) {
+    use std::io::{Read as _, Write as _};
+    socket.write_all(request).unwrap();
+    let mut filled = 0;
+    let (head, length) = loop {
+        let read = socket.read(&mut buffer[filled..]).unwrap();
+        assert!(read > 0, "the server closed the connection");
+        filled += read;
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut response = httparse::Response::new(&mut headers);
+        if let httparse::Status::Complete(head) = response.parse(&buffer[..filled]).unwrap() {
+            assert_eq!(response.code, Some(200), "{}", String::from_utf8_lossy(&buffer[..filled]));
+            let length = response.headers.iter().find(|h| h.name.eq_ignore_ascii_case("content-length"));
+            let length = std::str::from_utf8(length.expect("a whole body").value).unwrap();
+            break (head, length.parse::<usize>().unwrap());
+        }
+        if filled == buffer.len() {
+            buffer.resize(buffer.len() * 2, 0);
+        }
+    };
+    if buffer.len() < head + length {
+        buffer.resize(head + length, 0);
+    }
+    assert!(filled <= head + length, "one response at a time");
+    socket.read_exact(&mut buffer[filled..head + length]).unwrap();
+    std::hint::black_box(&buffer[head..head + length]);
 }
 
 /// `requests` as shareable buffers for the hyper clients (once, outside the timed loops).
@@ -695,6 +706,9 @@ fn main() {
     if std::env::args().any(|arg| arg == "--bench") {
         let rounds = std::env::var("FORKCACHE_PAIRED_ROUNDS").ok().and_then(|r| r.parse().ok());
         paired_summary(rounds.unwrap_or(PAIRED_ROUNDS).max(1));
+        if wanted("serve/warmth") {
+            warmth::summary(rounds.unwrap_or(PAIRED_ROUNDS).max(1));
+        }
         if wanted("serve/slow_sockets") {
             let rounds = std::env::var("FORKCACHE_SLOW_ROUNDS").ok().and_then(|r| r.parse().ok());
             slow_sockets_summary(rounds.unwrap_or(SLOW_ROUNDS).max(1));
