@@ -254,16 +254,45 @@ fn marker_of(
         }
         Some(marker) => Some(parse_marker(marker, ".cache_control")?),
     };
-    let inner = inner_marker(block)?;
+    let inner = inner_marker(block, kind)?;
     Ok(own.or(inner))
 }
 
-fn inner_marker(block: &Map<String, Value>) -> Result<Option<Ttl>, BlockProblem> {
-    let (items, suffix) = match (block.get("content"), block.get("source").and_then(|s| s.get("content"))) {
-        (Some(Value::Array(items)), _) => (items, ".content"),
-        (_, Some(Value::Array(items))) => (items, ".source.content"),
-        _ => return Ok(None),
-    };
+/// The members whose inner blocks may hold a marker that moves up to the block.
+const INNER_BLOCKS: [(&str, &str); 2] = [(".content", "content"), (".source.content", "source")];
+
+/// The marker moved up from the last inner block of a `tool_result`'s `content` or a
+/// `document`'s `source.content`. A block kind the engine does not know may have either. The
+/// other kinds it knows have neither member: the API refuses a marker there (as any member they
+/// do not have), and so does the engine, rather than price a breakpoint the API would never set.
+fn inner_marker(block: &Map<String, Value>, kind: BlockKind) -> Result<Option<Ttl>, BlockProblem> {
+    let members = INNER_BLOCKS.iter().filter_map(|&(suffix, member)| {
+        let value = block.get(member)?;
+        let items = if member == "source" { value.get("content")? } else { value };
+        Some((suffix, items.as_array()?))
+    });
+    let mut moved = None;
+    for (suffix, items) in members {
+        let moves_up = match kind {
+            BlockKind::ToolResult => suffix == ".content",
+            BlockKind::Document => suffix == ".source.content",
+            // The first of the two it has, as the engine cannot know which one it means.
+            BlockKind::Other => moved.is_none(),
+            _ => false,
+        };
+        if moves_up {
+            moved = Some(moved_marker(items, suffix)?);
+        } else if kind != BlockKind::Other
+            && items.iter().any(|item| item.get("cache_control").is_some_and(|m| !m.is_null()))
+        {
+            return Err(BlockProblem::at(suffix, "Extra inputs are not permitted"));
+        }
+    }
+    Ok(moved.flatten())
+}
+
+/// The marker on the last of `items` (under `suffix`), refusing one on any other item.
+fn moved_marker(items: &[Value], suffix: &str) -> Result<Option<Ttl>, BlockProblem> {
     let mut moved = None;
     for (index, item) in items.iter().enumerate() {
         let Some(marker) = item.get("cache_control").filter(|m| !m.is_null()) else { continue };
@@ -606,6 +635,53 @@ mod tests {
             err.message("messages.2.content.0", "messages")
                 .starts_with("messages.2.content.0.content.0.cache_control: ")
         );
+    }
+
+    /// The API moves a marker up from a `tool_result`'s `content` and a `document`'s
+    /// `source.content` only. The kinds it defines without such a member refuse a marker there,
+    /// a thinking block included (it takes no marker at all); a kind the engine does not know
+    /// (a search result here) moves it up.
+    #[test]
+    fn inner_markers_move_up_only_where_the_api_moves_them() {
+        let marked_last = r#"[{"type":"text","text":"a"},{"type":"text","text":"b","cache_control":{"type":"ephemeral","ttl":"1h"}}]"#;
+        let document =
+            format!(r#"{{"type":"document","source":{{"type":"content","content":{marked_last}}}}}"#);
+        let search_result =
+            format!(r#"{{"type":"search_result","source":"s","title":"t","content":{marked_last}}}"#);
+        for moved in [document, search_result] {
+            let info = inspect(&moved, BlockContext::Message, IdentityMode::Semantic).unwrap();
+            assert_eq!(info.marker, Some(Ttl::OneHour), "{moved}");
+        }
+        let refused = [
+            (
+                format!(r#"{{"type":"thinking","thinking":"t","signature":"s","content":{marked_last}}}"#),
+                ".content",
+            ),
+            (format!(r#"{{"type":"redacted_thinking","data":"d","content":{marked_last}}}"#), ".content"),
+            (format!(r#"{{"type":"text","text":"x","content":{marked_last}}}"#), ".content"),
+            (
+                format!(
+                    r#"{{"type":"document","source":{{"type":"text","data":"x"}},"content":{marked_last}}}"#
+                ),
+                ".content",
+            ),
+            (
+                format!(r#"{{"type":"tool_result","tool_use_id":"t","source":{{"content":{marked_last}}}}}"#),
+                ".source.content",
+            ),
+        ];
+        for (block, member) in refused {
+            let err = inspect(&block, BlockContext::Message, IdentityMode::Semantic).unwrap_err();
+            assert_eq!(
+                err.message("messages.1.content.0", "messages"),
+                format!("messages.1.content.0{member}: Extra inputs are not permitted"),
+                "{block}"
+            );
+        }
+        // Without a marker in it, the member is the block's own content, as before.
+        let unmarked =
+            r#"{"type":"thinking","thinking":"t","signature":"s","content":[{"type":"text","text":"a"}]}"#;
+        assert_eq!(inspect(unmarked, BlockContext::Message, IdentityMode::Semantic).unwrap().marker, None);
     }
 
     #[test]

@@ -39,13 +39,12 @@ fn block(rng: &mut ChaCha8Rng, role: &str, turn: usize) -> Value {
             json!({"type": "tool_use", "id": id, "name": "Tool0", "input": {"path": words(rng, 1)}})
         }
         ("assistant", 4) => json!({"type": "thinking", "thinking": words(rng, 5), "signature": "c2ln"}),
-        // A marker moved up from inner content: a thinking block takes it, after the last
-        // eligible block where a top-level `cache_control` puts its own.
-        ("assistant", 5) if rng.random_bool(0.3) => {
-            json!({"type": "thinking", "thinking": words(rng, 3), "signature": "c2ln",
-            "content": [{"type": "text", "text": words(rng, 2), "cache_control": marker(rng)}]})
-        }
         ("user", 0..=2) => json!({"type": "tool_result", "tool_use_id": id, "content": words(rng, 6)}),
+        // A marker moved up from the result's last inner block.
+        ("user", 6) if rng.random_bool(0.3) => {
+            json!({"type": "tool_result", "tool_use_id": id,
+            "content": [{"type": "text", "text": words(rng, 3)}, {"type": "text", "text": words(rng, 2), "cache_control": marker(rng)}]})
+        }
         ("user", 3) => {
             json!({"type": "tool_result", "tool_use_id": id, "content": [{"type": "tool_reference", "tool_name": "Deferred"}]})
         }
@@ -146,11 +145,10 @@ impl Conversation {
             self.push(rng, "assistant");
         }
         // Now and then the request ends with the assistant's turn, its last block a thinking
-        // block holding a marker in its content: after the last eligible block, where a
-        // top-level `cache_control` puts its breakpoint.
+        // block: after the last eligible block, where a top-level `cache_control` puts its
+        // breakpoint.
         if self.churn && rng.random_bool(0.1) {
-            let thinking = json!({"type": "thinking", "thinking": words(rng, 3), "signature": "c2ln",
-                "content": [{"type": "text", "text": words(rng, 2), "cache_control": marker(rng)}]});
+            let thinking = json!({"type": "thinking", "thinking": words(rng, 3), "signature": "c2ln"});
             self.messages.push(
                 json!({"role": "assistant", "content": [{"type": "text", "text": words(rng, 3)}, thinking]}),
             );
@@ -208,10 +206,14 @@ impl Conversation {
         }
     }
 
+    /// Every block's marker, and its inner blocks', removed: the client moves them to the end.
     fn drop_markers(&mut self) {
         for message in &mut self.messages {
             for block in message["content"].as_array_mut().into_iter().flatten() {
                 block.as_object_mut().map(|block| block.remove("cache_control"));
+                for inner in block.get_mut("content").and_then(Value::as_array_mut).into_iter().flatten() {
+                    inner.as_object_mut().map(|inner| inner.remove("cache_control"));
+                }
             }
         }
     }
@@ -330,26 +332,21 @@ fn growing_conversations_are_resumed() {
     assert!(churning * 5 > requests, "{churning} of {requests} requests resumed");
 }
 
-/// Regression: a thinking block after the last eligible block takes a marker moved up from its
-/// inner content, so the breakpoint a top-level `cache_control` adds is not always the prompt's
-/// last. The resumed render took the kept request's first breakpoints as the blocks' own, and
-/// shared the automatic one instead of the thinking block's: another breakpoint (and another
-/// read) than the whole render's, and Ok where the whole render refuses a 1h after a 5m.
+/// A thinking block has no inner blocks to move a marker up from (the API moves one up only
+/// from a tool result's `content` and a document's `source.content`), so a marker in a thinking
+/// block's `content` is refused, by the resumed render as by the whole one, with a top-level
+/// `cache_control` or without. (It once gave the block a breakpoint after the automatic one.)
 #[test]
-fn a_moved_up_marker_after_the_automatic_breakpoint_is_shared_and_the_automatic_one_is_not() {
+fn a_marker_in_a_thinking_blocks_content_is_refused_by_both_renders() {
     let thinking = json!({"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s",
         "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}]});
     let hello = json!({"role": "user", "content": "hello"});
     let next = json!({"role": "user", "content": "next"});
     let prices = PriceTable::builtin();
     let model = &prices.resolve("claude-sonnet-4-6").price;
-    for automatic in [json!({"type": "ephemeral"}), json!({"type": "ephemeral", "ttl": "1h"})] {
+    for automatic in [Value::Null, json!({"type": "ephemeral"}), json!({"type": "ephemeral", "ttl": "1h"})] {
         let first = json!({"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": [hello, thinking], "cache_control": automatic});
-        let mut second =
-            json!({"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": [hello, thinking, next]});
-        if automatic.get("ttl").is_some() {
-            second["cache_control"] = automatic.clone();
-        }
+        let second = json!({"model": "claude-sonnet-4-6", "max_tokens": 8, "messages": [hello, thinking, next], "cache_control": automatic});
         let mut whole = Renderer::new(PromptConfig::default(), Box::new(Bytes4));
         let mut resumed = Renderer::new(PromptConfig::default(), Box::new(Bytes4));
         let mut sketch = RenderSketch::default();
@@ -358,6 +355,11 @@ fn a_moved_up_marker_after_the_automatic_breakpoint_is_shared_and_the_automatic_
             let keys = BlockKeys::of(&view);
             let expected = whole.render_keyed(&view, Some(&keys), model, ToolChanges::Invalidate);
             let got = resumed.render_resumed(&view, &keys, &mut sketch, model, ToolChanges::Invalidate);
+            let refused = expected.as_ref().expect_err(&body);
+            assert_eq!(
+                refused.message, "messages.1.content.0.content: Extra inputs are not permitted",
+                "{body}"
+            );
             assert_eq!(expected, got, "{body}");
         }
     }

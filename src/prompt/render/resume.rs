@@ -302,8 +302,7 @@ impl<'l> Parting<'l> {
 
     /// The kept request's breakpoints that this one shares: the blocks' own, up to the parting,
     /// leaving out the one its top-level `cache_control` added. (That one is not always the last:
-    /// a thinking block after the last eligible block still takes a marker moved up from its
-    /// inner content.)
+    /// a block after the last eligible one, such as an ignored system block, may have its own.)
     fn breakpoints(&self) -> impl Iterator<Item = &'l Breakpoint> {
         let automatic = self.last.automatic;
         let own = self
