@@ -216,6 +216,7 @@ impl Prediction {
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
         stats.add_predicted(&comparison);
         stats.predictions_pending = stats.predictions_pending.saturating_sub(1);
+        stats.renders = self.endpoint.render_counts();
     }
 
     /// What the recorded usage costs at the endpoint's prices (none for an unpriced or unknown

@@ -9,6 +9,7 @@ use crate::agreement::{Agreement, agreement};
 use crate::billing::{Cost, Usage};
 use crate::endpoint::Record;
 use crate::ingest::trace::LoggedError;
+use crate::prompt::RenderCounts;
 use crate::replay::{Totals, TotalsJson, describe_miss};
 use crate::verify::Divergence;
 
@@ -160,6 +161,9 @@ pub struct ProxyStats {
     /// Messages responses by `content-encoding` as received (`identity` for none): whether a
     /// client and its upstream compressed, which the copy had to decode.
     pub content_encodings: BTreeMap<String, u64>,
+    /// How the prediction's prompts were rendered so far: whole, or resumed from one of the last
+    /// few requests (a speed device that never changes a prediction).
+    pub renders: RenderCounts,
 }
 
 impl ProxyStats {
@@ -204,7 +208,12 @@ impl ProxyStats {
 
     /// The `GET /forkcache/stats` document (one line, ordered keys).
     pub fn to_json(&self) -> String {
-        self.json(|_| true, Some((self.trace_write_errors, self.predictions_pending)))
+        let proxy_wide = ProxyWide {
+            trace_write_errors: self.trace_write_errors,
+            predictions_pending: self.predictions_pending,
+            renders: self.renders,
+        };
+        self.json(|_| true, Some(proxy_wide))
     }
 
     /// The stats document as the key fingerprinted `key` sees it: its own workspaces alone, and
@@ -215,17 +224,15 @@ impl ProxyStats {
     }
 
     #[allow(clippy::expect_used)] // strings, integers and finite floats: serializing cannot fail
-    /// `proxy_wide` (trace write errors, predictions pending) is shown only to whoever sees every
-    /// workspace.
-    fn json(&self, shown: impl Fn(&str) -> bool, proxy_wide: Option<(u64, u64)>) -> String {
+    /// `proxy_wide` is shown only to whoever sees every workspace.
+    fn json(&self, shown: impl Fn(&str) -> bool, proxy_wide: Option<ProxyWide>) -> String {
         let workspaces: BTreeMap<&str, WorkspaceJson> = self
             .workspaces
             .iter()
             .filter(|(name, _)| shown(name))
             .map(|(name, totals)| (name.as_str(), WorkspaceJson::from(totals)))
             .collect();
-        let (trace_write_errors, predictions_pending) = proxy_wide.unzip();
-        let json = StatsJson { workspaces, trace_write_errors, predictions_pending };
+        let json = StatsJson { workspaces, proxy_wide };
         serde_json::to_string(&json).expect("stats serialize")
     }
 }
@@ -233,10 +240,16 @@ impl ProxyStats {
 #[derive(Serialize)]
 struct StatsJson<'s> {
     workspaces: BTreeMap<&'s str, WorkspaceJson>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    trace_write_errors: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    predictions_pending: Option<u64>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    proxy_wide: Option<ProxyWide>,
+}
+
+/// What the stats say of the whole proxy rather than of a workspace.
+#[derive(Serialize)]
+struct ProxyWide {
+    trace_write_errors: u64,
+    predictions_pending: u64,
+    renders: RenderCounts,
 }
 
 #[derive(Serialize)]

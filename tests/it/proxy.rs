@@ -177,6 +177,9 @@ fn proxy_trace_equals_the_servers_body_for_body_and_agrees_with_it() {
     }
     let workspace = &stats.workspaces[&key_fingerprint(KEY)];
     assert_eq!((workspace.exchanges, workspace.compared, workspace.agreed), (4, 4, 4), "{log}");
+    // Each turn is one user message of its own, so no two share a message to resume from.
+    let json: Value = serde_json::from_str(&stats.to_json()).unwrap();
+    assert_eq!(json["renders"], json!({"whole": 4, "resumed": 0}), "{json}");
     assert_eq!(workspace.recorded_usage, workspace.predicted.usage);
     assert_eq!(workspace.recorded_cost, workspace.predicted.cost);
     assert_eq!(
@@ -201,6 +204,35 @@ fn proxy_trace_equals_the_servers_body_for_body_and_agrees_with_it() {
         }
         assert_eq!(recorded.cost, report.totals.cost, "{trace}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An agent resends its conversation with a turn more each time: the prediction renders every
+/// request after the first from where it parts from the last (the stats say so), and predicts
+/// what the upstream billed all the same.
+#[test]
+fn the_prediction_resumes_a_growing_conversation_and_still_agrees() {
+    let dir = scratch("resumed");
+    let (server, proxy) = serve_and_proxy(&dir);
+    let agent = client();
+    let mut messages = Vec::new();
+    for step in 0..4 {
+        messages
+            .push(json!({"role": "user", "content": format!("question {step}: {}", "words ".repeat(40))}));
+        let body = json!({"model": MODEL, "max_tokens": 64, "messages": messages, "cache_control": {"type": "ephemeral"}});
+        let answer = post(&agent, &proxy.url("/v1/messages"), Some(KEY), body.to_string().as_bytes());
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        messages.push(json!({"role": "assistant", "content": format!("answer {step}")}));
+    }
+    let (stats, log) = proxy.stop();
+    drop(server);
+
+    let workspace = &stats.workspaces[&key_fingerprint(KEY)];
+    assert_eq!((workspace.exchanges, workspace.compared, workspace.agreed), (4, 4, 4), "{log}");
+    assert_eq!(workspace.recorded_usage, workspace.predicted.usage);
+    // The first request is rendered whole; the other three share its messages and more.
+    let json: Value = serde_json::from_str(&stats.to_json()).unwrap();
+    assert_eq!(json["renders"], json!({"whole": 1, "resumed": 3}), "{json}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -402,7 +434,9 @@ fn stats_asked_with_a_key_show_that_keys_workspace_alone() {
     let workspaces: Vec<&String> = mine["workspaces"].as_object().unwrap().keys().collect();
     assert_eq!(workspaces, [&key_fingerprint(KEY)], "{mine}");
     assert_eq!(mine["workspaces"][key_fingerprint(KEY)]["exchanges"], 1);
-    assert!(mine.get("trace_write_errors").is_none(), "nothing proxy-wide for one tenant: {mine}");
+    for proxy_wide in ["trace_write_errors", "predictions_pending", "renders"] {
+        assert!(mine.get(proxy_wide).is_none(), "nothing proxy-wide for one tenant: {mine}");
+    }
     let theirs = stats_for(OTHER);
     let workspaces: Vec<&String> = theirs["workspaces"].as_object().unwrap().keys().collect();
     assert_eq!(workspaces, [&key_fingerprint(OTHER)], "{theirs}");
