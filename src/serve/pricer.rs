@@ -262,10 +262,15 @@ fn run(shared: &Weak<Shared>, take_overs: &mpsc::Receiver<()>) {
 }
 
 fn fill(shared: &Shared, core: &mut Core, order: Order) {
+    fill_with(order, |job| http::price(shared, core, job));
+}
+
+/// Fills `order`, a request with `price`. A panic while pricing drops that job's reply (its
+/// client gets [`not_priced`], a 500) and spares the rest of the turn.
+fn fill_with(order: Order, price: impl FnOnce(&Job) -> http::Answer) {
     match order {
         Order::Price(job) => {
-            // A panic drops this job's reply (its client gets a 500) and spares the rest.
-            let priced = std::panic::catch_unwind(AssertUnwindSafe(|| http::price(shared, core, &job)));
+            let priced = std::panic::catch_unwind(AssertUnwindSafe(|| price(&job)));
             if let Ok(answer) = priced {
                 let _ = job.reply.send((answer, job.body));
             }
@@ -344,5 +349,43 @@ mod tests {
         assert!(fill_turn(&desk, usize::MAX, |order| filled.push(order)));
         assert_eq!(filled, [1, 2, 3, 4]);
         assert!(desk.leave(5), "free again");
+    }
+
+    /// A job whose body is one byte, `n`, and the receiving end of its reply.
+    fn job(n: u8) -> (Job, oneshot::Receiver<(http::Answer, ReadBody)>) {
+        let (reply, answer) = oneshot::channel();
+        let body = ReadBody::new(Bytes::from(vec![n]), |_| Read::NotText(ApiError::invalid("not read")));
+        (Job { body, api_key: None, betas: Betas::default(), connection: None, reply }, answer)
+    }
+
+    /// A fault planted in pricing the first of three orders of a turn: that job's reply is
+    /// dropped (so its client gets `not_priced`), the two after it are priced in the same turn,
+    /// and the desk is free at the end.
+    #[test]
+    fn a_panic_while_pricing_drops_that_reply_alone() {
+        let desk = Desk::default();
+        let mut answers = Vec::new();
+        for n in 0..3 {
+            let (job, answer) = job(n);
+            let first = desk.leave(Order::Price(job));
+            assert_eq!(first, n == 0, "the first order takes the desk");
+            answers.push(answer);
+        }
+        let priced = |job: &Job| {
+            let n = job.body.borrow_owner()[0];
+            assert_ne!(n, 0, "a fault planted in pricing");
+            let request_id = format!("req_{n}");
+            http::Answer::Error { request_id, error: ApiError::invalid("priced"), retry_after_s: None }
+        };
+        assert!(fill_turn(&desk, TURN, |order| fill_with(order, priced)), "the turn ends the desk's orders");
+        assert!(matches!(answers[0].try_recv(), Err(oneshot::error::TryRecvError::Closed)));
+        for (n, answer) in answers.iter_mut().enumerate().skip(1) {
+            let (answer, _body) = answer.try_recv().expect("priced after the panic");
+            let http::Answer::Error { request_id, .. } = answer else { panic!("the answer given") };
+            assert_eq!(request_id, format!("req_{n}"));
+        }
+        assert!(desk.leave(Order::Fence(oneshot::channel().0)), "the desk is free again");
+        let http::Answer::Error { error, .. } = not_priced() else { panic!("an error") };
+        assert_eq!((error.kind, error.kind.status()), (ErrorKind::Api, 500));
     }
 }
