@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use forkcache::billing::{PriceTable, Usage};
 use forkcache::clock::LatencyModel;
-use forkcache::endpoint::EndpointConfig;
+use forkcache::clock::SimTime;
+use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
 use forkcache::ingest::trace::key_fingerprint;
 use forkcache::replay::{ReplayConfig, replay};
 use forkcache::serve::{LatencyMode, Script, ServeConfig};
@@ -455,6 +456,20 @@ fn count_tokens_models_root_and_stats() {
     assert_eq!(k["cost_nanousd"], 7_701_000);
     assert_eq!(stats["totals"]["requests"], 1);
     assert_eq!(stats["cache"]["writes"], 1);
+}
+
+/// The library's `count_tokens` on the bytes counts what the route counts, and writes nothing
+/// either: the first request after it still writes the system block.
+#[test]
+fn the_endpoints_count_tokens_counts_as_the_route_and_writes_nothing() {
+    let mut endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+    let body = cached_request(MODEL, 2_000, "hi", false);
+    assert_eq!(endpoint.count_tokens(body.as_bytes()), Ok(2_000 + HI_TOKENS));
+    let first = endpoint.handle(Call::new(body.as_bytes(), SimTime(0))).unwrap();
+    let usage = first.record.usage;
+    assert_eq!((usage.input_tokens, usage.cache_creation_input_tokens), (HI_TOKENS, 2_000));
+    let refused = endpoint.count_tokens(br#"{"model": "claude-sonnet-4-6"}"#).unwrap_err();
+    assert_eq!(refused.kind, ErrorKind::InvalidRequest, "{refused:?}");
 }
 
 #[test]
