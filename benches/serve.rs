@@ -142,17 +142,27 @@ fn engine_trace() -> Workload {
 }
 
 fn in_process(requests: &Workload) -> Window {
-    let mut endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+    let mut endpoint = endpoint();
     let started = Started::now();
-    for turn in 0..requests[0].len() {
-        for (c, conversation) in requests.iter().enumerate() {
-            let mut call = Call::new(&conversation[turn], SimTime((turn * requests.len() + c) as u64));
-            let key = format!("bench-{c}");
-            call.api_key = Some(&key);
-            std::hint::black_box(endpoint.handle(call).unwrap());
-        }
+    for index in 0..requests.len() * requests[0].len() {
+        handle_nth(&mut endpoint, requests, index);
     }
     started.window()
+}
+
+/// An endpoint with default settings and the built-in prices, as `serve` starts one.
+fn endpoint() -> MockEndpoint {
+    MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap()
+}
+
+/// Prices the `index`th request of `requests` in the in-process order: turn by turn, each
+/// conversation in turn, at time `index`, under the conversation's key.
+fn handle_nth(endpoint: &mut MockEndpoint, requests: &Workload, index: usize) {
+    let (turn, conversation) = (index / requests.len(), index % requests.len());
+    let key = format!("bench-{conversation}");
+    let mut call = Call::new(&requests[conversation][turn], SimTime(index as u64));
+    call.api_key = Some(&key);
+    std::hint::black_box(endpoint.handle(call).unwrap());
 }
 
 /// The wall-clock and the process CPU time of one timed run. The CPU is every thread's in this
@@ -219,7 +229,7 @@ where
 /// `forkcache serve` on a free port (default settings, instant latency, no trace).
 fn start_server() -> (SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>) {
     on_runtime(|stopped, addr| async move {
-        let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+        let endpoint = endpoint();
         let config = ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
         let server = Server::bind(config, endpoint).await.unwrap();
         addr.send(server.local_addr()).unwrap();

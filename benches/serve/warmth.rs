@@ -14,12 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use forkcache::billing::PriceTable;
-use forkcache::clock::SimTime;
-use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
+use forkcache::endpoint::MockEndpoint;
 
 use super::{
-    Workload, chat, dealt, encode, exchange, in_process, median_interval, start_null_server, thread_cpu,
+    Workload, chat, dealt, encode, endpoint, exchange, handle_nth, in_process, median_interval,
+    start_null_server, thread_cpu,
 };
 
 /// Where the pricing core's caches stand when a request is priced.
@@ -100,20 +99,12 @@ pub(super) fn summary(rounds: usize) {
     }
 }
 
-/// Prices the `index`th request of `requests` in the `in_process` row's order (turn by turn,
-/// each conversation in turn): the calling thread's CPU time inside `handle`.
+/// Prices the `index`th request of `requests` ([`handle_nth`]): the calling thread's CPU time
+/// inside it.
 fn price(endpoint: &mut MockEndpoint, requests: &Workload, index: usize) -> Duration {
-    let (turn, conversation) = (index / requests.len(), index % requests.len());
-    let key = format!("bench-{conversation}");
-    let mut call = Call::new(&requests[conversation][turn], SimTime(index as u64));
-    call.api_key = Some(&key);
     let started = thread_cpu();
-    std::hint::black_box(endpoint.handle(call).unwrap());
+    handle_nth(endpoint, requests, index);
     thread_cpu() - started
-}
-
-fn endpoint() -> MockEndpoint {
-    MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap()
 }
 
 /// Every request priced on this thread, `before(index)` run before each one: the CPU time per

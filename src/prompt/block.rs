@@ -258,37 +258,33 @@ fn marker_of(
     Ok(own.or(inner))
 }
 
-/// The members whose inner blocks may hold a marker that moves up to the block.
-const INNER_BLOCKS: [(&str, &str); 2] = [(".content", "content"), (".source.content", "source")];
-
 /// The marker moved up from the last inner block of a `tool_result`'s `content` or a
-/// `document`'s `source.content`. A block kind the engine does not know may have either. The
-/// other kinds it knows have neither member: the API refuses a marker there (as any member they
-/// do not have), and so does the engine, rather than price a breakpoint the API would never set.
+/// `document`'s `source.content`. A block kind the engine does not know may have either (the
+/// first it has moves). The other kinds it knows have neither member: the API refuses a marker
+/// there (as any member they do not have), and so does the engine, rather than price a
+/// breakpoint the API would never set.
 fn inner_marker(block: &Map<String, Value>, kind: BlockKind) -> Result<Option<Ttl>, BlockProblem> {
-    let members = INNER_BLOCKS.iter().filter_map(|&(suffix, member)| {
-        let value = block.get(member)?;
-        let items = if member == "source" { value.get("content")? } else { value };
-        Some((suffix, items.as_array()?))
-    });
+    let content = block.get("content").and_then(Value::as_array);
+    let source_content = block.get("source").and_then(|s| s.get("content")).and_then(Value::as_array);
+    let members = [(".content", content), (".source.content", source_content)];
+    let moving = match kind {
+        BlockKind::ToolResult => Some(".content"),
+        BlockKind::Document => Some(".source.content"),
+        BlockKind::Other => members.iter().find(|(_, items)| items.is_some()).map(|(suffix, _)| *suffix),
+        _ => None,
+    };
     let mut moved = None;
     for (suffix, items) in members {
-        let moves_up = match kind {
-            BlockKind::ToolResult => suffix == ".content",
-            BlockKind::Document => suffix == ".source.content",
-            // The first of the two it has, as the engine cannot know which one it means.
-            BlockKind::Other => moved.is_none(),
-            _ => false,
-        };
-        if moves_up {
-            moved = Some(moved_marker(items, suffix)?);
+        let Some(items) = items else { continue };
+        if Some(suffix) == moving {
+            moved = moved_marker(items, suffix)?;
         } else if kind != BlockKind::Other
             && items.iter().any(|item| item.get("cache_control").is_some_and(|m| !m.is_null()))
         {
             return Err(BlockProblem::at(suffix, "Extra inputs are not permitted"));
         }
     }
-    Ok(moved.flatten())
+    Ok(moved)
 }
 
 /// The marker on the last of `items` (under `suffix`), refusing one on any other item.
