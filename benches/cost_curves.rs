@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
-use forkcache::PriceTable;
-use forkcache::report::{cost_curve_artifacts, write};
-use forkcache::sweep::{SweepOptions, SweepResult, SweepSpec, run};
+use forkcache_engine::PriceTable;
+use forkcache_report::sweep::{SweepOptions, SweepResult, SweepSpec, run};
+use forkcache_report::{cost_curve_artifacts, write};
 
 fn main() {
     let prices = PriceTable::builtin();

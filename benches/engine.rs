@@ -4,7 +4,7 @@
 //!   that reads the JSON must do.
 //! - `value_tree`: parse every line into `serde_json::Value` — what a naive simulator does first.
 //! - `replay`: forkcache's full path (parse, positions, hashes, tokens, cache, billing, miss
-//!   diagnosis, records) via `forkcache::replay`.
+//!   diagnosis, records) via `forkcache_ingest::replay::replay`.
 //!
 //! - `scenario/session_1000_turns_8_forks`: a 1,000-turn session with a ~200K-token history
 //!   (auto-compaction at 200K) spawning 8 forks every turn: 9,004 requests through the scenario
@@ -26,9 +26,10 @@ mod timing;
 use timing::median_secs;
 
 use criterion::{Criterion, Throughput};
-use forkcache::scenario::{RunConfig, ScenarioSpec, run};
-use forkcache::synth::{ConversationSpec, growing_conversation};
-use forkcache::{PriceTable, ReplayConfig, replay};
+use forkcache_engine::PriceTable;
+use forkcache_ingest::{replay::ReplayConfig, replay::replay};
+use forkcache_scenario::synth::{ConversationSpec, growing_conversation};
+use forkcache_scenario::{RunConfig, ScenarioSpec, run};
 
 fn trace() -> String {
     growing_conversation(&ConversationSpec::default()).iter().map(|body| format!("{body}\n")).collect()
@@ -150,7 +151,7 @@ fn print_ratios(trace: &str, prices: &PriceTable) {
 fn main() {
     let trace = trace();
     let prices = PriceTable::builtin();
-    forkcache::report::chart::register_font();
+    forkcache_report::chart::register_font();
     let mut criterion = Criterion::default().configure_from_args();
     replay_group(&mut criterion, &trace, &prices);
     scenario_group(&mut criterion, &prices);

@@ -14,9 +14,9 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput};
-use forkcache::billing::PriceTable;
-use forkcache::ingest::report::ImportOptions;
-use forkcache::ingest::transcript::TranscriptReader;
+use forkcache_engine::billing::PriceTable;
+use forkcache_ingest::report::ImportOptions;
+use forkcache_ingest::transcript::TranscriptReader;
 
 const REQUESTS_PER_SESSION: usize = 200;
 
@@ -99,7 +99,7 @@ fn import(text: &str, prices: &PriceTable) -> u64 {
     let mut reader = TranscriptReader::new();
     reader.read("bench.jsonl", text.as_bytes()).expect("reading memory cannot fail");
     let report =
-        forkcache::ingest::import(reader.finish(), &ImportOptions::default(), prices).expect("bytes4");
+        forkcache_ingest::import(reader.finish(), &ImportOptions::default(), prices).expect("bytes4");
     report.totals.requests
 }
 
@@ -108,7 +108,7 @@ fn import_json(text: &str, prices: &PriceTable) -> u64 {
     let mut reader = TranscriptReader::new().keep_raw_usage(true);
     reader.read("bench.jsonl", text.as_bytes()).expect("reading memory cannot fail");
     let report =
-        forkcache::ingest::import(reader.finish(), &ImportOptions::default(), prices).expect("bytes4");
+        forkcache_ingest::import(reader.finish(), &ImportOptions::default(), prices).expect("bytes4");
     report.write_json(&mut std::io::sink()).expect("a sink takes anything");
     report.totals.requests
 }
@@ -145,7 +145,7 @@ fn main() {
         }
         return;
     }
-    forkcache::report::chart::register_font();
+    forkcache_report::chart::register_font();
     let mut criterion = Criterion::default().configure_from_args();
     bench(&mut criterion);
     criterion.final_summary();

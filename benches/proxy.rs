@@ -33,10 +33,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use forkcache::billing::PriceTable;
-use forkcache::endpoint::{EndpointConfig, MockEndpoint};
-use forkcache::proxy::{Proxy, ProxyConfig};
-use forkcache::serve::{LatencyMode, ServeConfig, Server};
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::endpoint::{EndpointConfig, MockEndpoint};
+use forkcache_net::proxy::{Proxy, ProxyConfig};
+use forkcache_net::serve::{LatencyMode, ServeConfig, Server};
 use serde_json::json;
 
 /// A server (or proxy) on its own runtime thread until `stop` is sent or dropped.
@@ -401,7 +401,7 @@ fn api_like_summary() {
 fn main() {
     allocator::use_mimalloc();
     // plotters is built without system-font lookup: criterion's plots need the embedded font.
-    forkcache::report::chart::register_font();
+    forkcache_report::chart::register_font();
     let upstream = serve();
     let front = proxy(upstream.addr);
     let direct_url = format!("http://{}/v1/messages", upstream.addr);

@@ -3,7 +3,7 @@
 //!
 //! - `floor_ignored_any`: read the file and parse every line into `serde::de::IgnoredAny` on one
 //!   core — the least any tool that reads the JSON must do.
-//! - `threads/N`: `forkcache::replay::replay_stream` over the file with `threads: N` (reading,
+//! - `threads/N`: `forkcache_ingest::replay::replay_stream` over the file with `threads: N` (reading,
 //!   parsing, positions, hashes, tokens, cache, billing, miss diagnosis, records).
 //!
 //! After criterion's report, a summary prints each path's throughput as a ratio of the floor
@@ -19,9 +19,9 @@ mod timing;
 use timing::median_secs;
 
 use criterion::{Criterion, Throughput};
-use forkcache::PriceTable;
-use forkcache::replay::{ReplayConfig, replay_stream};
-use forkcache::synth::{ConversationSpec, growing_conversation};
+use forkcache_engine::PriceTable;
+use forkcache_ingest::replay::{ReplayConfig, replay_stream};
+use forkcache_scenario::synth::{ConversationSpec, growing_conversation};
 
 const THREADS: [usize; 4] = [1, 2, 4, 8];
 
@@ -99,7 +99,7 @@ fn main() {
     let path = trace_file();
     let prices = PriceTable::builtin();
     // Criterion's plots need a font the machine may lack; the project ships one.
-    forkcache::report::chart::register_font();
+    forkcache_report::chart::register_font();
     let mut criterion = Criterion::default().configure_from_args();
     let mut group = criterion.benchmark_group("replay_stream");
     group.throughput(Throughput::Bytes(std::fs::metadata(&path).expect("the trace exists").len()));

@@ -51,11 +51,11 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use forkcache::billing::PriceTable;
-use forkcache::clock::SimTime;
-use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
-use forkcache::serve::{ServeConfig, Server};
-use forkcache::synth::{ConversationSpec, growing_conversation};
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::clock::SimTime;
+use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint};
+use forkcache_net::serve::{ServeConfig, Server};
+use forkcache_scenario::synth::{ConversationSpec, growing_conversation};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
@@ -707,7 +707,7 @@ fn print_cpu(rows: &[(String, Totals)]) {
 fn main() {
     allocator::use_mimalloc();
     // plotters is built without system-font lookup: criterion's plots need the embedded font.
-    forkcache::report::chart::register_font();
+    forkcache_report::chart::register_font();
     let mut criterion = Criterion::default().configure_from_args();
     let cpu = bench(&mut criterion);
     criterion.final_summary();

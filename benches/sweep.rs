@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use forkcache::PriceTable;
-use forkcache::sweep::{self, Shard, SweepOptions, SweepSpec};
+use forkcache_engine::PriceTable;
+use forkcache_report::sweep::{self, Shard, SweepOptions, SweepSpec};
 
 const GROUP: &str = "sweep_cells";
 const THREADS: [usize; 2] = [1, 2];
@@ -31,7 +31,7 @@ fn main() {
     let cells = shard.range(spec.cells().len()).len();
     let out = scratch();
     // Criterion's charts need a font; the one the reports embed.
-    forkcache::report::chart::register_font();
+    forkcache_report::chart::register_font();
     let mut criterion = Criterion::default().configure_from_args();
     let mut group = criterion.benchmark_group(GROUP);
     group.sample_size(10);

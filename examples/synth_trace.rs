@@ -11,7 +11,7 @@
 
 use std::io::Write;
 
-use forkcache::synth::{ConversationSpec, growing_conversation_iter};
+use forkcache_scenario::synth::{ConversationSpec, growing_conversation_iter};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let spec = spec_from_args(std::env::args().skip(1))?;

@@ -5,11 +5,9 @@
 
 mod allocator;
 mod cli;
-mod commands;
-mod import_command;
+mod cmd;
+mod flags;
 mod progress;
-mod proxy_command;
-mod serve_command;
 
 use std::process::ExitCode;
 
@@ -22,7 +20,7 @@ fn main() -> ExitCode {
     if matches!(cli.command, cli::Command::Serve(_) | cli::Command::Proxy(_)) {
         allocator::use_mimalloc();
     }
-    match commands::run(cli) {
+    match cmd::run(cli) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("forkcache: {err:#}");

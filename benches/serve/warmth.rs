@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use forkcache::endpoint::MockEndpoint;
+use forkcache_engine::endpoint::MockEndpoint;
 
 use super::{
     Workload, chat, dealt, encode, endpoint, exchange, handle_nth, in_process, median_interval,

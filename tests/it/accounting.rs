@@ -3,9 +3,9 @@
 //! read = A, 1h = B − A, 5m = C − B, uncached = total − C. Then cost, and the cookbook's
 //! growing conversation (reference §6 G8).
 
-use forkcache::cache::MissCause::Expired;
-use forkcache::endpoint::EndpointConfig;
-use forkcache::{BillingProfile, TokenEquivalents};
+use forkcache_engine::cache::MissCause::Expired;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_engine::{BillingProfile, TokenEquivalents};
 use serde_json::{Value, json};
 
 use crate::support::{Body, Client, Opts, U, assistant, bp, bp_1h, text, u, user};
@@ -38,7 +38,7 @@ fn layout(markers: [M; 3], edit: &[&str]) -> Body {
 }
 
 /// Sends `first` at 0, then `second` at `at_ms`; checks both usages.
-fn check(first: (Body, U), second: (Body, u64, U)) -> forkcache::Record {
+fn check(first: (Body, U), second: (Body, u64, U)) -> forkcache_engine::Record {
     let mut client = Client::new();
     assert_eq!(U::of(&client.send(&first.0, 0)), first.1, "first request");
     let record = client.send(&second.0, second.1);

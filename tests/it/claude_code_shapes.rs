@@ -5,9 +5,9 @@
 //! load them — the documented rule by default, the observed break as a switch — and the
 //! model-specific parameter rules the API enforces, with its own error text.
 
-use forkcache::cache::MissCause;
-use forkcache::endpoint::EndpointConfig;
-use forkcache::prompt::{DeferredTools, Dimension};
+use forkcache_engine::cache::MissCause;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_engine::prompt::{DeferredTools, Dimension};
 use serde_json::{Value, json};
 
 use crate::support::{Body, Client, SONNET, assistant, bp, text, tool, u, user};
@@ -176,9 +176,12 @@ const FORKS_TRACE: &str = include_str!("../../fixtures/clients/claude-code-2.1.3
 
 #[test]
 fn a_captured_2_1_330_run_replays_to_claude_codes_own_bill() {
-    let report =
-        forkcache::replay(&forkcache::ReplayConfig::default(), forkcache::PriceTable::builtin(), FORKS_TRACE)
-            .unwrap();
+    let report = forkcache_ingest::replay::replay(
+        &forkcache_ingest::replay::ReplayConfig::default(),
+        forkcache_engine::PriceTable::builtin(),
+        FORKS_TRACE,
+    )
+    .unwrap();
     let causes: Vec<Option<MissCause>> =
         report.records.iter().map(|r| r.result.as_ref().unwrap().miss.as_ref().map(|m| m.cause)).collect();
     // Fork 1 reads the parent; fork 2 and the parent's next request part from fork 1 at their

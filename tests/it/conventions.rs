@@ -269,24 +269,24 @@ fn quiet_prints_nothing_on_stdout_and_json_conflicts_with_csv() {
 /// A Haiku 5.5 scenario (a 200,000-token context window in the shipped price table) whose
 /// history is generated to `target` tokens in steps of exactly 2,000: a 1,000-token reply with no
 /// tool call, then a 1,000-token prompt. `extra` is spliced into the top-level object.
-fn window_scenario(target: u64, turns: u32, extra: &str) -> forkcache::scenario::ScenarioSpec {
+fn window_scenario(target: u64, turns: u32, extra: &str) -> forkcache_scenario::ScenarioSpec {
     let json = format!(
         r#"{{"name": "window", "model": "claude-haiku-5-5", "seed": 1, {extra}
             "history": {{"target_tokens": {target}, "generate": {{"user_tokens": [1000, 1000],
               "assistant_tokens": [1000, 1000], "tool_calls": [0, 0]}}}},
             "timeline": [{{"turn": {{"count": {turns}}}}}]}}"#
     );
-    forkcache::scenario::ScenarioSpec::from_json(&json).expect("a valid scenario")
+    forkcache_scenario::ScenarioSpec::from_json(&json).expect("a valid scenario")
 }
 
 fn run_scenario(
-    spec: &forkcache::scenario::ScenarioSpec,
-) -> Result<forkcache::scenario::ScenarioReport, forkcache::scenario::ScenarioError> {
-    let config = forkcache::scenario::RunConfig::for_spec(spec);
-    forkcache::scenario::run(spec, &config, &forkcache::PriceTable::builtin())
+    spec: &forkcache_scenario::ScenarioSpec,
+) -> Result<forkcache_scenario::ScenarioReport, forkcache_scenario::ScenarioError> {
+    let config = forkcache_scenario::RunConfig::for_spec(spec);
+    forkcache_scenario::run(spec, &config, &forkcache_engine::PriceTable::builtin())
 }
 
-fn first_input_tokens(report: &forkcache::scenario::ScenarioReport) -> u64 {
+fn first_input_tokens(report: &forkcache_scenario::ScenarioReport) -> u64 {
     report.records[0].record.usage.total_input_tokens()
 }
 

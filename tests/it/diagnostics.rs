@@ -4,9 +4,9 @@
 //! tokens from there on. Streaming puts it on `message_start`. Sizes are declared
 //! (`forkcache_tokens`) on Sonnet 4.6.
 
-use forkcache::cache::{CacheMissType, miss_reason_type};
-use forkcache::endpoint::Call;
-use forkcache::{Reply, SimTime};
+use forkcache_engine::cache::{CacheMissType, miss_reason_type};
+use forkcache_engine::endpoint::Call;
+use forkcache_engine::{Reply, SimTime};
 use serde_json::{Value, json};
 
 use crate::serve_harness::{Running, client, post, sse_events};

@@ -2,11 +2,11 @@
 //! the fix with its saving. Sonnet 4.6: 5-minute writes $3.75, reads $0.30 per MTok, so a token
 //! read instead of written saves 3,750 − 300 = 3,450 nano-dollars.
 
-use forkcache::PriceTable;
-use forkcache::cache::MissCause;
-use forkcache::explain::{ExplainError, explain_request};
-use forkcache::replay::ReplayConfig;
-use forkcache::verify::DivergenceCause;
+use forkcache_engine::PriceTable;
+use forkcache_engine::cache::MissCause;
+use forkcache_engine::verify::DivergenceCause;
+use forkcache_ingest::explain::{ExplainError, explain_request};
+use forkcache_ingest::replay::ReplayConfig;
 use serde_json::{Value, json};
 
 use crate::support::{Body, bp, text, tool, user};
@@ -16,7 +16,7 @@ fn trace(bodies: &[Body]) -> String {
     bodies.iter().map(|body| format!("{}\n", body.0)).collect()
 }
 
-fn explain(bodies: &[Body], index: usize) -> forkcache::explain::RequestExplanation {
+fn explain(bodies: &[Body], index: usize) -> forkcache_ingest::explain::RequestExplanation {
     explain_request(&ReplayConfig::default(), PriceTable::builtin(), &trace(bodies), index).unwrap()
 }
 

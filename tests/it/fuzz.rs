@@ -7,13 +7,13 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use forkcache::billing::PriceTable;
-use forkcache::endpoint::EndpointConfig;
-use forkcache::ingest::trace::{TraceEntry, read_trace};
-use forkcache::replay::{ReplayConfig, replay};
-use forkcache::scenario::{RunConfig, ScenarioSpec, run};
-use forkcache::serve::ServeConfig;
-use forkcache::sweep::SweepSpec;
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_ingest::replay::{ReplayConfig, replay};
+use forkcache_ingest::trace::{TraceEntry, read_trace};
+use forkcache_net::serve::ServeConfig;
+use forkcache_report::sweep::SweepSpec;
+use forkcache_scenario::{RunConfig, ScenarioSpec, run};
 use rand::{RngExt as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 

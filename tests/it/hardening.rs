@@ -5,12 +5,12 @@ use std::io::Write as _;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use forkcache::billing::{PriceTable, Usage};
-use forkcache::clock::SimTime;
-use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
-use forkcache::ingest::trace::key_fingerprint;
-use forkcache::replay::{ReplayConfig, ReplayError, replay};
-use forkcache::serve::ServeConfig;
+use forkcache_engine::billing::{PriceTable, Usage};
+use forkcache_engine::clock::SimTime;
+use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint};
+use forkcache_ingest::replay::{ReplayConfig, ReplayError, replay};
+use forkcache_ingest::trace::key_fingerprint;
+use forkcache_net::serve::ServeConfig;
 use serde_json::Value;
 
 use crate::serve::tempfile;

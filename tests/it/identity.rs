@@ -5,9 +5,9 @@
 //!
 //! Bodies are written out as raw strings here: whitespace and key order are the point.
 
-use forkcache::IdentityMode::{self, Semantic, Wire};
-use forkcache::endpoint::EndpointConfig;
-use forkcache::prompt::PromptConfig;
+use forkcache_engine::IdentityMode::{self, Semantic, Wire};
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_engine::prompt::PromptConfig;
 
 use crate::support::{Client, SONNET, U, u};
 

@@ -3,9 +3,9 @@
 //! lookback limit, no minimum length; TTL and visibility as under `anthropic`. Writes take the
 //! request's largest marker TTL (5m without markers).
 
-use forkcache::cache::CacheConfig;
-use forkcache::endpoint::EndpointConfig;
-use forkcache::{Policy, SimTime};
+use forkcache_engine::cache::CacheConfig;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_engine::{Policy, SimTime};
 
 use crate::support::{Body, Client, U, bp, bp_1h, text, u};
 

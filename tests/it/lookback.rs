@@ -5,8 +5,8 @@
 //! block k is position k−1 and `T[k] = 1,000 × k`. Requests are 10 s apart: well past every
 //! writer's time to first token (at most 400 ms + 35,000 × 20 µs = 1.1 s) and well inside 5m.
 
-use forkcache::Dimension;
-use forkcache::cache::MissCause::{LookbackExceeded, PrefixChanged};
+use forkcache_engine::Dimension;
+use forkcache_engine::cache::MissCause::{LookbackExceeded, PrefixChanged};
 
 use crate::support::{Body, Client, Step, bp, check_steps, step, text, u};
 
@@ -36,7 +36,7 @@ fn thirty_block_history() -> Vec<Step> {
 }
 
 /// Runs the history, then `probe`; returns the probe's record.
-fn check_after_history(probe: Step) -> forkcache::Record {
+fn check_after_history(probe: Step) -> forkcache_engine::Record {
     let mut steps = thirty_block_history();
     steps.push(probe);
     check_steps(&mut Client::new(), &steps).pop().expect("the probe ran")

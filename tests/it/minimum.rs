@@ -1,7 +1,7 @@
 //! Minimum cacheable length (DESIGN §2.1.5, reference §1.5): a breakpoint whose *cumulative*
 //! prefix is below the model's minimum is silently dropped — no read, no write, no error.
 
-use forkcache::cache::MissCause;
+use forkcache_engine::cache::MissCause;
 
 use crate::support::{Body, Client, U, bp, text, u, user};
 

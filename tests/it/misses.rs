@@ -3,11 +3,11 @@
 //! entry, but no breakpoint at or after it; `compacted` — a summary replaced the history. Plus:
 //! new content is never a miss, and the server's log line names the cause.
 
-use forkcache::cache::MissCause::{
+use forkcache_engine::cache::MissCause::{
     self, Cold, Compacted, NoBreakpoint, NotWritten, OwnToolUse, PrefixChanged,
 };
-use forkcache::endpoint::EndpointConfig;
-use forkcache::serve::request_line;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_net::serve::request_line;
 
 use crate::support::{Body, Client, SONNET, assistant, bp, check_steps, step, text, tool_use, u, user};
 
@@ -231,9 +231,12 @@ fn sibling_forks_keeping_their_own_tool_use_are_that_layout_explained_once() {
     };
     let bodies = [Body::new(SONNET, vec![user(vec![bp(text("history", 2_000))])]), fork(1), fork(2), fork(3)];
     let trace: String = bodies.iter().map(|body| format!("{}\n", body.0)).collect();
-    let report =
-        forkcache::replay(&forkcache::ReplayConfig::default(), forkcache::PriceTable::builtin(), &trace)
-            .unwrap();
+    let report = forkcache_ingest::replay::replay(
+        &forkcache_ingest::replay::ReplayConfig::default(),
+        forkcache_engine::PriceTable::builtin(),
+        &trace,
+    )
+    .unwrap();
     let causes: Vec<Option<MissCause>> =
         report.records.iter().map(|r| r.result.as_ref().unwrap().miss.as_ref().map(|m| m.cause)).collect();
     assert_eq!(causes, [None, None, Some(OwnToolUse), Some(OwnToolUse)]);

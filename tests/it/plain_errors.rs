@@ -3,8 +3,8 @@
 //! words, and suggests the name meant. `UPDATE_GOLDEN=1 cargo test --test it plain_errors`
 //! rewrites the file after a deliberate change; review its diff.
 
-use forkcache::scenario::ScenarioSpec;
-use forkcache::sweep::SweepSpec;
+use forkcache_report::sweep::SweepSpec;
+use forkcache_scenario::ScenarioSpec;
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/errors.txt");
 

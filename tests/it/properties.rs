@@ -12,10 +12,10 @@
 //!
 //! `PROPTEST_CASES=10000 cargo test --release properties` runs more cases.
 
-use forkcache::cache::CacheConfig;
-use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
-use forkcache::wire::Betas;
-use forkcache::{PriceTable, Reply, SimTime};
+use forkcache_engine::cache::CacheConfig;
+use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint};
+use forkcache_engine::{PriceTable, Reply, SimTime};
+use forkcache_wire::Betas;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::Config;
@@ -369,8 +369,8 @@ fn case() -> impl Strategy<Value = Case> {
 
 fn endpoint(policy: Policy) -> MockEndpoint {
     let policy = match policy {
-        Policy::Anthropic => forkcache::Policy::Anthropic,
-        Policy::LongestPrefix => forkcache::Policy::LongestPrefix,
+        Policy::Anthropic => forkcache_engine::Policy::Anthropic,
+        Policy::LongestPrefix => forkcache_engine::Policy::LongestPrefix,
     };
     let config =
         EndpointConfig { cache: CacheConfig { policy, ..CacheConfig::default() }, ..Default::default() };
@@ -417,7 +417,7 @@ fn run(case: &Case, policy: Policy) -> Result<(), TestCaseError> {
 
 /// total = read + creation + uncached (compared above with the model's own total);
 /// creation = 5m + 1h; cost and token-equivalents from the price table by hand.
-fn check_invariants(request: &Request, record: &forkcache::Record) -> Result<(), TestCaseError> {
+fn check_invariants(request: &Request, record: &forkcache_engine::Record) -> Result<(), TestCaseError> {
     let usage = &record.usage;
     let split = &usage.cache_creation;
     prop_assert_eq!(

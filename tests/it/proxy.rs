@@ -10,13 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use forkcache::billing::{PriceTable, Usage};
-use forkcache::calibrate::calibrate;
-use forkcache::endpoint::{EndpointConfig, MockEndpoint};
-use forkcache::ingest::trace::key_fingerprint;
-use forkcache::proxy::{Proxy, ProxyConfig, ProxyStats};
-use forkcache::replay::{ReplayConfig, replay};
-use forkcache::serve::{LatencyMode, Script, ServeConfig};
+use forkcache_engine::billing::{PriceTable, Usage};
+use forkcache_engine::endpoint::{EndpointConfig, MockEndpoint};
+use forkcache_ingest::calibrate::calibrate;
+use forkcache_ingest::replay::{ReplayConfig, replay};
+use forkcache_ingest::trace::key_fingerprint;
+use forkcache_net::proxy::{Proxy, ProxyConfig, ProxyStats};
+use forkcache_net::serve::{LatencyMode, Script, ServeConfig};
 use serde_json::{Value, json};
 
 use crate::serve_harness::{Running, cached_request, client, on_own_runtime, post, sse_events};
@@ -1110,7 +1110,7 @@ fn compressed_exchange(proxy: &RunningProxy, encoding: &str, body: &str) -> (Str
 
 #[test]
 fn a_compressing_server_through_the_proxy_records_its_bodies_and_usage_in_every_encoding() {
-    use forkcache::proxy::Encodings;
+    use forkcache_net::proxy::Encodings;
     let dir = scratch("compress");
     let server = Running::start(
         ServeConfig { trace: Some(dir.join("serve.jsonl")), compress: true, ..ServeConfig::default() },
@@ -1160,7 +1160,7 @@ fn a_compressing_server_through_the_proxy_records_its_bodies_and_usage_in_every_
 
 #[test]
 fn a_compressed_stream_is_flushed_per_event_so_a_hang_up_keeps_its_usage() {
-    use forkcache::proxy::Encodings;
+    use forkcache_net::proxy::Encodings;
     let dir = scratch("compress-flush");
     // Modelled latency: a long reply streams for many seconds after message_start.
     let script = r#"{"rules": [], "default": {"text": "LONG", "output_tokens": 200000}}"#;

@@ -1,5 +1,5 @@
 //! A naive reference model of the prefix cache, written from DESIGN §2.1/§2.2 for the property
-//! test — it shares no code with `forkcache::prompt` or `forkcache::cache`.
+//! test — it shares no code with `forkcache_engine::prompt` or `forkcache_engine::cache`.
 //!
 //! Requests are plain structures (tools, system, messages of declared-size blocks); [`Request::body`]
 //! renders the JSON the engine is sent. The model walks the same structure itself:

@@ -6,14 +6,14 @@
 //! with its own breakpoint list; a fork resumes the hash chain from the conversation's checkpoint
 //! and adds only its own positions as a tail.
 
-use forkcache::billing::PriceTable;
-use forkcache::clock::SimTime;
-use forkcache::endpoint::{Call, EndpointConfig, Exchange, MockEndpoint, RenderedRequest};
-use forkcache::prompt::{
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::clock::SimTime;
+use forkcache_engine::endpoint::{Call, EndpointConfig, Exchange, MockEndpoint, RenderedRequest};
+use forkcache_engine::prompt::{
     BlockContext, Breakpoint, Checkpoint, Position, PromptBuilder, PromptRef, SaltInputs, Salts, Ttl,
     tool_prompt_size,
 };
-use forkcache::wire::{Role, Thinking};
+use forkcache_wire::{Role, Thinking};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 

@@ -2,9 +2,9 @@
 //! start order within the reorder window. The output is the same byte for byte on any number of
 //! threads; a line further out of order than the window is an error naming it.
 
-use forkcache::replay::{BATCH_BYTES, ReplayConfig, ReplayError, replay};
-use forkcache::synth::{ConversationSpec, growing_conversation};
-use forkcache::{PriceTable, Usage};
+use forkcache_engine::{PriceTable, Usage};
+use forkcache_ingest::replay::{BATCH_BYTES, ReplayConfig, ReplayError, replay};
+use forkcache_scenario::synth::{ConversationSpec, growing_conversation};
 use serde_json::{Value, json};
 
 use crate::support::{Body, bp, run_binary, text};
@@ -204,9 +204,9 @@ fn json_shape_is_unchanged_by_streaming() {
 
 #[test]
 fn blocks_hashed_beforehand_price_exactly_as_blocks_hashed_by_the_endpoint() {
-    use forkcache::prompt::BlockKeys;
-    use forkcache::wire::parse_request;
-    use forkcache::{Call, EndpointConfig, MockEndpoint, SimTime};
+    use forkcache_engine::prompt::BlockKeys;
+    use forkcache_engine::{Call, EndpointConfig, MockEndpoint, SimTime};
+    use forkcache_wire::parse_request;
 
     use crate::support::{SONNET, assistant, tool, user};
 

@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use forkcache::PriceTable;
-use forkcache::report::{Artifact, ReportOptions, build, chart, cost_curve_columns, suite_columns, write};
-use forkcache::sweep::SweepSpec;
+use forkcache_engine::PriceTable;
+use forkcache_report::sweep::SweepSpec;
+use forkcache_report::{Artifact, ReportOptions, build, chart, cost_curve_columns, suite_columns, write};
 
 const REPORTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/reports");
 
@@ -185,7 +185,7 @@ fn sweep_charts_have_titles_axes_legends_and_captions() {
 #[test]
 fn the_html_page_inlines_every_chart_and_the_small_tables() {
     let artifacts = shared_report();
-    let page = forkcache::report::html_page(artifacts).unwrap();
+    let page = forkcache_report::html_page(artifacts).unwrap();
     assert_eq!(page.name, "index.html");
     let html = String::from_utf8(page.bytes).unwrap();
     assert_eq!(html.matches("<svg").count(), CHARTS.len(), "one inline SVG per chart");
@@ -312,8 +312,8 @@ fn csvs_parse_and_have_the_documented_columns() {
         assert!(!rows.is_empty(), "{file} has rows");
     }
     // One row per fixture, one per request of the suite, one per mistake, one per cell.
-    assert_eq!(parse(text(artifacts, "summary.csv")).1.len(), forkcache::scenario::FIXTURES.len());
-    assert_eq!(parse(text(artifacts, "antipatterns.csv")).1.len(), forkcache::scenario::MISTAKES.len());
+    assert_eq!(parse(text(artifacts, "summary.csv")).1.len(), forkcache_scenario::FIXTURES.len());
+    assert_eq!(parse(text(artifacts, "antipatterns.csv")).1.len(), forkcache_scenario::MISTAKES.len());
     assert_eq!(parse(text(artifacts, "cost_curves.csv")).1.len(), 4);
     assert_eq!(parse(text(artifacts, "sweep.csv")).1.len(), 2 * 2 * (2 * 2 * 2 * 2 * 2 + 2 * 2 * 2));
     let requests = parse(text(artifacts, "requests.csv")).1;

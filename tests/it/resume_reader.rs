@@ -8,7 +8,7 @@
 
 use std::io::Cursor;
 
-use forkcache::ingest::trace::{BatchReader, LineReader, ParsedBatch};
+use forkcache_ingest::trace::{BatchReader, LineReader, ParsedBatch};
 use proptest::prelude::*;
 use rand::SeedableRng as _;
 use rand_chacha::ChaCha8Rng;
@@ -291,13 +291,15 @@ proptest! {
 
 #[test]
 fn an_agent_trace_reads_the_same_both_ways() {
-    let spec = forkcache::synth::ConversationSpec {
+    let spec = forkcache_scenario::synth::ConversationSpec {
         requests: 40,
         final_history_bytes: 200_000,
         ..Default::default()
     };
-    let trace: String =
-        forkcache::synth::growing_conversation(&spec).iter().map(|body| format!("{body}\n")).collect();
+    let trace: String = forkcache_scenario::synth::growing_conversation(&spec)
+        .iter()
+        .map(|body| format!("{body}\n"))
+        .collect();
     check_same(trace.as_bytes(), 1 << 18);
 }
 
@@ -420,13 +422,14 @@ fn body(rng: &mut ChaCha8Rng, conversation: &Conversation) -> String {
 /// Reads `bodies` in order with one `BodyReader` (as one connection's requests are read) and
 /// with `parse_checked`, and requires the same answer for each: the view (in its `Debug` form),
 /// the unknown fields, the block keys, or the same error.
-fn check_bodies_same(bodies: &[String], strict: bool, reader: &mut forkcache::ingest::trace::BodyReader) {
-    use forkcache::serve::validate::{parse_checked, read_checked};
+fn check_bodies_same(bodies: &[String], strict: bool, reader: &mut forkcache_ingest::trace::BodyReader) {
+    use forkcache_net::serve::validate::{parse_checked, read_checked};
     for text in bodies {
         let bytes = bytes::Bytes::from(text.clone());
         let text = std::str::from_utf8(&bytes).unwrap();
-        let expected = parse_checked(text, strict)
-            .map(|(view, unknown)| (format!("{view:?}"), unknown, forkcache::prompt::BlockKeys::of(&view)));
+        let expected = parse_checked(text, strict).map(|(view, unknown)| {
+            (format!("{view:?}"), unknown, forkcache_engine::prompt::BlockKeys::of(&view))
+        });
         let got = read_checked(Some(&mut *reader), &bytes, text, strict)
             .map(|(view, unknown, keys)| (format!("{view:?}"), unknown, keys));
         assert_eq!(expected, got, "a body read differently:\n{text}");
@@ -455,7 +458,7 @@ proptest! {
     /// serve's per-connection reader answers every body as the one-pass read and check does.
     #[test]
     fn resumed_bodies_read_and_check_as_the_one_pass_read(seed in any::<u64>(), count in 2usize..30) {
-        use forkcache::ingest::trace::{BodyBudget, BodyReader, BODY_BUDGET_BYTES};
+        use forkcache_ingest::trace::{BodyBudget, BodyReader, BODY_BUDGET_BYTES};
         let bodies = bodies(seed, count);
         for strict in [false, true] {
             check_bodies_same(&bodies, strict, &mut BodyReader::new(BodyBudget::new(BODY_BUDGET_BYTES)));
@@ -469,7 +472,7 @@ proptest! {
 /// gets them back when a reader moves on or is dropped; past it, nothing is kept.
 #[test]
 fn body_readers_keep_their_last_bodies_within_their_budget() {
-    use forkcache::ingest::trace::{BodyBudget, BodyReader};
+    use forkcache_ingest::trace::{BodyBudget, BodyReader};
     let first = r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
     let second = r#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},{"role":"user","content":"and?"}]}"#;
     let read = |reader: &mut BodyReader, text: &str| {

@@ -4,12 +4,12 @@
 //! on generated clients whose requests grow, fork, compact, move and multiply their markers,
 //! switch models, tools and parameters, and hold every block kind the salts and runs care about.
 
-use forkcache::billing::PriceTable;
-use forkcache::prompt::{
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::prompt::{
     BlockKeys, DeferredTools, IdentityMode, PromptConfig, RenderSketch, Renderer, ToolChanges,
 };
-use forkcache::tokenize::Bytes4;
-use forkcache::wire::parse_request;
+use forkcache_engine::tokenize::Bytes4;
+use forkcache_wire::parse_request;
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -371,9 +371,10 @@ fn a_marker_in_a_thinking_blocks_content_is_refused_by_both_renders() {
 /// server's own trace replays it, refusals included; and both did resume (their render counts).
 #[test]
 fn a_connection_and_its_trace_are_priced_as_whole_renders_price_them() {
-    use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
-    use forkcache::serve::ServeConfig;
-    use forkcache::{ReplayConfig, SimTime, replay};
+    use forkcache_engine::SimTime;
+    use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint};
+    use forkcache_ingest::{replay::ReplayConfig, replay::replay};
+    use forkcache_net::serve::ServeConfig;
 
     use crate::serve_harness::{Running, client, post};
 
@@ -383,7 +384,7 @@ fn a_connection_and_its_trace_are_priced_as_whole_renders_price_them() {
         let server = Running::start(config, EndpointConfig::default());
         let (agent, url) = (client(), server.url("/v1/messages"));
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let served: Vec<Result<forkcache::Usage, String>> = bodies(&mut rng, 40, seed % 2 == 0)
+        let served: Vec<Result<forkcache_engine::Usage, String>> = bodies(&mut rng, 40, seed % 2 == 0)
             .iter()
             .map(|body| {
                 let answer = post(&agent, &url, Some("key"), body.as_bytes());
@@ -396,7 +397,7 @@ fn a_connection_and_its_trace_are_priced_as_whole_renders_price_them() {
         // Whole renders: each traced body priced by `handle` (every prompt rendered whole), at its
         // arrival.
         let mut whole = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
-        let input = |usage: &forkcache::Usage| {
+        let input = |usage: &forkcache_engine::Usage| {
             (usage.input_tokens, usage.cache_creation, usage.cache_read_input_tokens)
         };
         for (index, line) in text.lines().skip(1).enumerate() {
@@ -414,7 +415,7 @@ fn a_connection_and_its_trace_are_priced_as_whole_renders_price_them() {
         }
 
         let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &text).unwrap();
-        let replayed: Vec<Result<forkcache::Usage, String>> = report
+        let replayed: Vec<Result<forkcache_engine::Usage, String>> = report
             .records
             .iter()
             .map(|r| r.result.as_ref().map(|record| record.usage).map_err(|e| e.kind.type_name().to_string()))

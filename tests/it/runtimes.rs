@@ -11,10 +11,10 @@
 //! its prompt 1,000 → 3,497. Each later turn adds a reply (text 200 + tool_use 100) and a tool
 //! result (1,000): 1,300.
 
-use forkcache::agent::AgentDefinition;
-use forkcache::billing::PriceTable;
-use forkcache::cache::{MissCause, Policy};
-use forkcache::scenario::{
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::cache::{MissCause, Policy};
+use forkcache_scenario::agent::AgentDefinition;
+use forkcache_scenario::{
     RequestRole, RunConfig, ScenarioRecord, ScenarioReport, ScenarioSpec, fixture, run,
 };
 use serde_json::Value;
@@ -205,7 +205,7 @@ fn the_fixtures_custom_agent_is_the_file_in_fixtures_agents() {
     let file = include_str!("../../fixtures/agents/code-reviewer.md");
     let spec = spec_of("agent-types");
     let inline = spec.timeline.iter().find_map(|event| match event {
-        forkcache::scenario::EventSpec::Named(named) => named.definition.clone(),
+        forkcache_scenario::EventSpec::Named(named) => named.definition.clone(),
         _ => None,
     });
     assert_eq!(inline.as_deref(), Some(file));
@@ -385,7 +385,7 @@ fn a_teammate_woken_after_its_ttl_pays_its_whole_context_again() {
 
 #[test]
 fn five_ways_to_delegate_one_unit_of_work() {
-    use forkcache::scenario::{WAYS, Way, baseline_spec, delegation_spec};
+    use forkcache_scenario::{WAYS, Way, baseline_spec, delegation_spec};
     // The default agent: tools 12,000 + hidden 497, system 8,000; a 10,000-token history.
     let delegate = |way| {
         let report = run_spec(&delegation_spec(way, 10_000, 1_000));
@@ -426,14 +426,14 @@ mod properties {
     //! `FORKCACHE_SLOW=1` runs many more cases.
 
     use super::*;
-    use forkcache::agent::{MemoryPosition, MemoryScope, NamedAgent};
-    use forkcache::endpoint::{Call, MockEndpoint};
-    use forkcache::scenario::{
+    use forkcache_engine::endpoint::{Call, MockEndpoint};
+    use forkcache_scenario::agent::{MemoryPosition, MemoryScope, NamedAgent};
+    use forkcache_scenario::{
         ContentMode, EventSpec, GenerateSpec, IdleSpec, MemoryRefreshSpec, MemorySpec, NamedLaunch,
         NamedSpec, ResumeSpec, TaskSpec, TeamSpec, TurnSpec,
     };
-    use forkcache::wire::Betas;
-    use forkcache::wire::Reply;
+    use forkcache_wire::Betas;
+    use forkcache_wire::Reply;
     use proptest::prelude::*;
 
     fn config() -> ProptestConfig {

@@ -11,9 +11,9 @@
 //!   system-level change    → read 1,500 (T1), write 6,497 − 1,500 = 4,997;
 //!   change ahead of tools  → read 0, write 6,497.
 
-use forkcache::Dimension;
-use forkcache::endpoint::EndpointConfig;
-use forkcache::prompt::PromptConfig;
+use forkcache_engine::Dimension;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_engine::prompt::PromptConfig;
 use serde_json::{Value, json};
 
 use crate::support::{Body, Client, SONNET, U, assistant, bp, text, tool, u, user};
@@ -110,13 +110,15 @@ fn effort_invalidates_messages_and_its_default_equals_omitting_it() {
 fn speed_invalidates_system_but_not_tools() {
     // The layout's sizes are Sonnet 4.6's; the shipped table gives it no fast mode (the API
     // would refuse `speed: "fast"`), so this table lends it Opus 4.6's fast rates.
-    let mut table: Value = serde_json::from_str(forkcache::billing::BUILTIN_PRICES_JSON).expect("JSON");
+    let mut table: Value =
+        serde_json::from_str(forkcache_engine::billing::BUILTIN_PRICES_JSON).expect("JSON");
     let models = table["models"].as_array_mut().expect("models");
     let sonnet = models.iter_mut().find(|m| m["ids"][0] == SONNET).expect("Sonnet 4.6");
     sonnet["fast"] =
         json!({"input": 30, "cache_write_5m": 37.5, "cache_write_1h": 60, "cache_read": 3, "output": 150});
-    let prices = forkcache::PriceTable::from_json(&table.to_string()).expect("a valid table");
-    let endpoint = forkcache::endpoint::MockEndpoint::new(EndpointConfig::default(), prices).expect("bytes4");
+    let prices = forkcache_engine::PriceTable::from_json(&table.to_string()).expect("a valid table");
+    let endpoint =
+        forkcache_engine::endpoint::MockEndpoint::new(EndpointConfig::default(), prices).expect("bytes4");
     check_on(Client { endpoint }, &[], &[("speed", json!("fast"))], SYSTEM, Some("speed"));
 }
 
@@ -199,7 +201,7 @@ fn thinking_turn(turn: usize, document_in_system: bool) -> Body {
     }
 }
 
-fn thinking_conversation(document_in_system: bool) -> Vec<forkcache::Record> {
+fn thinking_conversation(document_in_system: bool) -> Vec<forkcache_engine::Record> {
     let mut client = Client::new();
     (0..3).map(|turn| client.send(&thinking_turn(turn, document_in_system), turn as u64 * 60_000)).collect()
 }
@@ -227,7 +229,7 @@ fn g6_the_budget_change_is_the_reported_miss() {
     // changed in its config (`thinking`), not new content.
     let third = thinking_conversation(false).pop().unwrap();
     let miss = third.miss.expect("1,370 cached tokens were lost to the budget change");
-    assert_eq!(miss.cause, forkcache::MissCause::PrefixChanged);
+    assert_eq!(miss.cause, forkcache_engine::MissCause::PrefixChanged);
     assert_eq!((miss.dimension, miss.path.as_str()), (Some(Dimension::Config), "thinking"));
     assert_eq!(miss.tokens_missed, 1_370);
 }
@@ -247,6 +249,9 @@ fn a_tool_choice_change_at_the_cached_block_is_the_reported_miss() {
     let record = client.send(&body("none"), 10_000);
     assert_eq!(U::of(&record), u(2_000, 1_000, 0, 0));
     let miss = record.miss.expect("1,000 cached tokens were lost to the tool_choice change");
-    assert_eq!((miss.cause, miss.dimension), (forkcache::MissCause::PrefixChanged, Some(Dimension::Config)));
+    assert_eq!(
+        (miss.cause, miss.dimension),
+        (forkcache_engine::MissCause::PrefixChanged, Some(Dimension::Config))
+    );
     assert_eq!((miss.path.as_str(), miss.tokens_missed), ("tool_choice", 1_000));
 }

@@ -2,12 +2,12 @@
 //! runs repeat byte for byte, the recursion guard, spec errors that name the field, and what
 //! verification finds for each fork variant.
 
-use forkcache::billing::PriceTable;
-use forkcache::cache::MissCause;
-use forkcache::endpoint::{Call, MockEndpoint};
-use forkcache::scenario::{FIXTURES, RunConfig, ScenarioReport, ScenarioSpec, fixture, run};
-use forkcache::verify::DivergenceCause;
-use forkcache::wire::{Betas, Reply};
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::cache::MissCause;
+use forkcache_engine::endpoint::{Call, MockEndpoint};
+use forkcache_engine::verify::DivergenceCause;
+use forkcache_scenario::{FIXTURES, RunConfig, ScenarioReport, ScenarioSpec, fixture, run};
+use forkcache_wire::{Betas, Reply};
 
 fn spec_of(name: &str) -> ScenarioSpec {
     ScenarioSpec::from_json(fixture(name).unwrap().json).unwrap()
@@ -229,10 +229,10 @@ fn explain_shows_where_the_second_request_leaves_the_first() {
     // The parent's request and fork 1's, from `forks`: fork 1 extends the parent.
     let report = run_with(&spec_of("forks"), true);
     let bodies: Vec<&str> = report.records.iter().map(|r| r.body.as_deref().unwrap()).collect();
-    let parent_vs_fork = forkcache::verify::explain(bodies[0], bodies[1]).unwrap();
+    let parent_vs_fork = forkcache_engine::verify::explain(bodies[0], bodies[1]).unwrap();
     assert_eq!(parent_vs_fork.divergence.as_ref().unwrap().cause, DivergenceCause::Extension);
     assert_eq!(parent_vs_fork.common_prefix_bytes, parent_vs_fork.a_bytes);
-    let siblings = forkcache::verify::explain(bodies[1], bodies[2]).unwrap();
+    let siblings = forkcache_engine::verify::explain(bodies[1], bodies[2]).unwrap();
     let text = siblings.to_text();
     assert!(text.contains("first divergence at byte"), "{text}");
     assert!(text.contains("messages[4].content[2].text (dimension messages, cause directive)"), "{text}");
@@ -282,12 +282,12 @@ fn runs_on_two_threads_match_a_run_on_one() {
     // threads give the same bytes as one after the other.
     let prices = PriceTable::builtin();
     let serial: Vec<String> =
-        forkcache::scenario::run_suite(&prices).unwrap().iter().map(|r| r.report.to_json()).collect();
+        forkcache_scenario::run_suite(&prices).unwrap().iter().map(|r| r.report.to_json()).collect();
     let threads: Vec<_> = (0..2)
         .map(|_| {
             std::thread::spawn(|| {
                 let prices = PriceTable::builtin();
-                forkcache::scenario::run_suite(&prices)
+                forkcache_scenario::run_suite(&prices)
                     .unwrap()
                     .iter()
                     .map(|r| r.report.to_json())
@@ -313,7 +313,7 @@ fn verification_over_shared_blocks_matches_verification_of_the_bytes() {
                 .filter(|r| r.spawn == Some(spawn.spawn) && r.agent.ends_with("turn 1") && r.fork.is_some())
                 .map(|r| r.body.clone().unwrap())
                 .collect();
-            let mut from_bytes = forkcache::verify::check_sibling_bodies(&bodies, None).unwrap();
+            let mut from_bytes = forkcache_engine::verify::check_sibling_bodies(&bodies, None).unwrap();
             let mut engine = spawn.verification.clone().unwrap();
             engine.extends_parent = None;
             from_bytes.extends_parent = None;
@@ -337,9 +337,9 @@ fn named_agents_run_on_their_own_model_and_share_nothing_with_the_parent() {
 #[test]
 fn a_sidecar_is_a_strict_extension_of_the_last_main_loop_request() {
     let report = run_with(&spec_of("sidecar"), true);
-    let parent = forkcache::verify::cache_order(report.records[0].body.as_deref().unwrap()).unwrap();
-    let sidecar = forkcache::verify::cache_order(report.records[1].body.as_deref().unwrap()).unwrap();
-    assert!(forkcache::verify::strict_extension(&parent, &sidecar));
+    let parent = forkcache_engine::verify::cache_order(report.records[0].body.as_deref().unwrap()).unwrap();
+    let sidecar = forkcache_engine::verify::cache_order(report.records[1].body.as_deref().unwrap()).unwrap();
+    assert!(forkcache_engine::verify::strict_extension(&parent, &sidecar));
 }
 
 #[test]

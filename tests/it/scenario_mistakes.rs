@@ -12,9 +12,9 @@
 //!   (1,300 tokens, 3 positions).
 //! - Time to first token = 400 ms + 20 µs per token not read.
 
-use forkcache::billing::PriceTable;
-use forkcache::cache::MissCause;
-use forkcache::scenario::{MISTAKES, RunConfig, ScenarioReport, ScenarioSpec, fixture, run};
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::cache::MissCause;
+use forkcache_scenario::{MISTAKES, RunConfig, ScenarioReport, ScenarioSpec, fixture, run};
 
 /// What one request should show: token-equivalents, and its miss (cause, path, tokens missed).
 type Request = (f64, Option<(MissCause, &'static str, u64)>);

@@ -2,14 +2,14 @@
 //! forks. A failing case prints the whole scenario as JSON: save it to a file and
 //! `forkcache run` it. `FORKCACHE_SLOW=1` runs many more cases.
 
-use forkcache::agent::{ForkVariant, directive_text};
-use forkcache::billing::PriceTable;
-use forkcache::cache::Policy;
-use forkcache::scenario::{
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::cache::Policy;
+use forkcache_engine::verify::DivergenceCause;
+use forkcache_scenario::agent::{ForkVariant, directive_text};
+use forkcache_scenario::{
     ContentMode, EventSpec, ForkSpec, GenerateSpec, Launch, RunConfig, ScenarioReport, ScenarioSpec,
     TurnSpec, run,
 };
-use forkcache::verify::DivergenceCause;
 use proptest::prelude::*;
 
 fn config() -> ProptestConfig {

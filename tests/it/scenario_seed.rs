@@ -3,9 +3,9 @@
 //! Sizes: history H = 100,000; the parent's assistant message with 3 tool_use blocks = 500;
 //! 3 placeholders = 200; directive = 100. A fork's request is 100,800 tokens.
 
-use forkcache::billing::{BillingProfile, PriceTable};
-use forkcache::cache::{MissCause, Policy};
-use forkcache::scenario::{RequestRole, RunConfig, ScenarioReport, ScenarioSpec, fixture, run};
+use forkcache_engine::billing::{BillingProfile, PriceTable};
+use forkcache_engine::cache::{MissCause, Policy};
+use forkcache_scenario::{RequestRole, RunConfig, ScenarioReport, ScenarioSpec, fixture, run};
 
 fn run_fixture(name: &str, policy: Policy, billing: BillingProfile) -> ScenarioReport {
     let mut spec = ScenarioSpec::from_json(fixture(name).expect("fixture exists").json).unwrap();

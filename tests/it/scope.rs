@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use forkcache::cache::MissCause::ModelChanged;
-use forkcache::endpoint::EndpointConfig;
+use forkcache_engine::cache::MissCause::ModelChanged;
+use forkcache_engine::endpoint::EndpointConfig;
 
 use crate::support::{Body, Client, Opts, U, bp, text, u};
 
@@ -16,7 +16,7 @@ fn doc(model: &str) -> Body {
 }
 
 /// Sends the steps `(model, api key, expected usage)` 10 s apart.
-fn check(config: EndpointConfig, steps: &[(&str, &str, U)]) -> Vec<forkcache::Record> {
+fn check(config: EndpointConfig, steps: &[(&str, &str, U)]) -> Vec<forkcache_engine::Record> {
     let mut client = Client::with_config(config);
     let mut records = Vec::new();
     for (index, &(model, key, expect)) in steps.iter().enumerate() {

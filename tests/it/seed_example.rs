@@ -4,10 +4,10 @@
 //! Sizes: history H = 100,000; assistant message with 3 tool_use blocks = 500; 3 placeholder
 //! results = 200; directive = 100. A fork's request is H + 500 + 200 + 100 = 100,800 tokens.
 
-use forkcache::billing::{BillingProfile, PriceTable};
-use forkcache::cache::{MissCause, Policy};
-use forkcache::demo::{SeedCase, SeedRun, seed_example};
-use forkcache::prompt::Dimension;
+use forkcache_engine::billing::{BillingProfile, PriceTable};
+use forkcache_engine::cache::{MissCause, Policy};
+use forkcache_engine::prompt::Dimension;
+use forkcache_report::demo::{SeedCase, SeedRun, seed_example};
 
 fn runs() -> Vec<SeedRun> {
     seed_example(&PriceTable::builtin()).expect("the example replays")

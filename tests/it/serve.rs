@@ -9,14 +9,14 @@
 use std::io::Read as _;
 use std::time::{Duration, Instant};
 
-use forkcache::billing::{PriceTable, Usage};
-use forkcache::clock::LatencyModel;
-use forkcache::clock::SimTime;
-use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint};
-use forkcache::ingest::trace::key_fingerprint;
-use forkcache::replay::{ReplayConfig, replay};
-use forkcache::serve::{LatencyMode, Script, ServeConfig};
-use forkcache::{ErrorKind, MissCause};
+use forkcache_engine::billing::{PriceTable, Usage};
+use forkcache_engine::clock::LatencyModel;
+use forkcache_engine::clock::SimTime;
+use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint};
+use forkcache_engine::{ErrorKind, MissCause};
+use forkcache_ingest::replay::{ReplayConfig, replay};
+use forkcache_ingest::trace::key_fingerprint;
+use forkcache_net::serve::{LatencyMode, Script, ServeConfig};
 use serde_json::{Value, json};
 
 use crate::serve_harness::{Running, cached_request, client, get, post, sse_events};

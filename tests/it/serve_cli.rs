@@ -45,7 +45,7 @@ fn serve_prints_its_address_stops_after_max_requests_and_its_trace_replays() {
     let request_lines = rest.lines().filter(|l| l.starts_with("req_")).count();
     assert_eq!(request_lines, 3, "{rest}");
     // The summary row: 2 priced, 1 rejected; read 2,000, written 2,000, uncached 7 + 7.
-    let workspace = format!("{} ", forkcache::ingest::trace::key_fingerprint("cli"));
+    let workspace = format!("{} ", forkcache_ingest::trace::key_fingerprint("cli"));
     let row = rest.lines().find(|l| l.starts_with(&workspace)).unwrap_or_else(|| panic!("{rest}"));
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cells[1..6], ["2", "1", "2000", "2000", "14"], "{row}");

@@ -3,9 +3,9 @@
 //! message, a complete stream, or an error in the API's shape whose type matches its status),
 //! and the server must still answer a valid request afterwards.
 
-use forkcache::ErrorKind;
-use forkcache::endpoint::EndpointConfig;
-use forkcache::serve::ServeConfig;
+use forkcache_engine::ErrorKind;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_net::serve::ServeConfig;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
@@ -185,7 +185,7 @@ fn mutated_requests_always_get_a_well_formed_answer() {
         post(&agent, &url, Some("fuzz"), cached_request("claude-sonnet-4-6", 2_000, "hi", false).as_bytes());
     assert_eq!(valid.status, 200);
     let summary = server.stop();
-    let fuzz = &summary.stats.workspaces[&forkcache::ingest::trace::key_fingerprint("fuzz")];
+    let fuzz = &summary.stats.workspaces[&forkcache_ingest::trace::key_fingerprint("fuzz")];
     assert!(fuzz.requests + fuzz.rejected > 160, "{fuzz:?}");
     assert!(fuzz.requests > 0 && fuzz.rejected > 0, "the mutations produce both outcomes: {fuzz:?}");
 }

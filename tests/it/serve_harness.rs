@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use forkcache::billing::{PriceTable, Usage};
-use forkcache::endpoint::{EndpointConfig, MockEndpoint};
-use forkcache::serve::{ServeConfig, Server, Summary};
+use forkcache_engine::billing::{PriceTable, Usage};
+use forkcache_engine::endpoint::{EndpointConfig, MockEndpoint};
+use forkcache_net::serve::{ServeConfig, Server, Summary};
 use serde_json::Value;
 
 /// A running server; `stop` shuts it down and returns its summary.

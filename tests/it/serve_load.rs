@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use forkcache::billing::Usage;
-use forkcache::endpoint::EndpointConfig;
-use forkcache::serve::ServeConfig;
+use forkcache_engine::billing::Usage;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_net::serve::ServeConfig;
 use serde_json::json;
 
 use crate::serve_harness::{Running, client, post};
@@ -78,7 +78,7 @@ fn thirty_two_clients_two_hundred_requests_each_and_totals_add_up() {
     let mut expected: BTreeMap<String, Usage> = BTreeMap::new();
     let mut overall = Usage::default();
     for (key, usage, _) in &per_client {
-        expected.entry(forkcache::ingest::trace::key_fingerprint(key)).or_default().add(usage);
+        expected.entry(forkcache_ingest::trace::key_fingerprint(key)).or_default().add(usage);
         overall.add(usage);
     }
     let served: BTreeMap<String, Usage> =

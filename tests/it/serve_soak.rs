@@ -6,8 +6,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use forkcache::endpoint::EndpointConfig;
-use forkcache::serve::ServeConfig;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_net::serve::ServeConfig;
 use serde_json::json;
 
 use crate::serve::tempfile;

@@ -6,10 +6,10 @@
 
 use std::fmt;
 
-use forkcache::cache::MissCause;
-use forkcache::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
-use forkcache::wire::Betas;
-use forkcache::{ApiError, PriceTable, Reply, SimTime};
+use forkcache_engine::cache::MissCause;
+use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
+use forkcache_engine::{ApiError, PriceTable, Reply, SimTime};
+use forkcache_wire::Betas;
 use serde_json::{Value, json};
 
 /// Sonnet 4.6: minimum cacheable prefix 1,024 tokens, hidden tool prompt 497 (auto) / 589 (any).

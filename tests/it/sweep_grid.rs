@@ -4,8 +4,8 @@
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use forkcache::PriceTable;
-use forkcache::sweep::{COLUMNS, Shard, SweepError, SweepOptions, SweepResult, SweepSpec, run};
+use forkcache_engine::PriceTable;
+use forkcache_report::sweep::{COLUMNS, Shard, SweepError, SweepOptions, SweepResult, SweepSpec, run};
 
 /// The seed articles' example (DESIGN §2.5) as a grid: no system prompt, no tools, 100,000
 /// tokens of history; the parent's turn adds a 200-token reply and a 100-token prompt; then 3

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use forkcache::PriceTable;
-use forkcache::sweep::{
+use forkcache_engine::PriceTable;
+use forkcache_report::sweep::{
     MergeError, Shard, SweepError, SweepOptions, SweepSpec, merge_shards, run, stream, write,
 };
 

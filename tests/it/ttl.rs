@@ -4,7 +4,7 @@
 //! The document is one 10,000-token block on Sonnet 4.6: a cold request's time to first token is
 //! 400 ms + 10,000 × 20 µs = 600 ms, far below every gap used here.
 
-use forkcache::cache::MissCause::{self, Expired};
+use forkcache_engine::cache::MissCause::{self, Expired};
 
 use crate::support::{Body, Client, FIVE_MIN_MS, HOUR_MS, Step, U, bp, bp_1h, check_steps, text, u};
 

@@ -2,9 +2,9 @@
 //! response has begun — at `t0 + ttft`, `ttft = 400 ms + 20 µs × (total − read)` rounded up to a
 //! whole millisecond — or at the real first byte when that is known.
 
-use forkcache::cache::MissCause::NotYetVisible;
-use forkcache::endpoint::EndpointConfig;
-use forkcache::{SimTime, Visibility};
+use forkcache_engine::cache::MissCause::NotYetVisible;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_engine::{SimTime, Visibility};
 
 use crate::support::{Body, Client, Opts, U, bp, text, u};
 

@@ -1,0 +1,183 @@
+//! Blocks serialized once, shared by every request that carries them.
+//!
+//! An agent resends its whole history on every request, and every fork resends the parent's. A
+//! block is therefore turned into compact JSON exactly once, and requests hold `Arc`s to it; the
+//! only per-request bytes are the few marked copies (a block with `cache_control` appended),
+//! which are built lazily and kept with the block.
+
+use std::sync::{Arc, OnceLock};
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use forkcache_engine::prompt::{DECLARED_TOKENS_KEY, Ttl};
+use forkcache_wire::{RawJson, Role};
+
+/// What a block is, as the agent runtime cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockKind {
+    /// A `text` block.
+    Text,
+    /// A `tool_use` block.
+    ToolUse,
+    /// A `tool_result` block.
+    ToolResult,
+    /// A tool definition.
+    Tool,
+    /// Anything else, kept as given.
+    Other,
+}
+
+/// One content block, system block or tool definition, serialized once.
+#[derive(Debug)]
+pub struct Block {
+    raw: Box<RawValue>,
+    marked: [OnceLock<Box<RawValue>>; 2],
+    /// What it is.
+    pub kind: BlockKind,
+    /// Its size: declared (`forkcache_tokens`), or estimated as ⌈bytes ÷ 4⌉.
+    pub tokens: u64,
+    /// For a full `tool_result` the content-replacement budget may stub out: the stub.
+    pub stub: Option<BlockRef>,
+}
+
+/// A shared block.
+pub type BlockRef = Arc<Block>;
+
+impl Block {
+    /// A block from a JSON object (compact, key order kept). `cache_control` must not be in it:
+    /// requests decide where their markers go.
+    #[allow(clippy::expect_used)] // the agent serializes its own JSON values, which always form valid JSON
+    pub fn from_value(value: &Value) -> BlockRef {
+        let text = serde_json::to_string(value).expect("a JSON value serializes");
+        let kind = kind_of(value);
+        let tokens = value
+            .get(DECLARED_TOKENS_KEY)
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| (text.len() as u64).div_ceil(4));
+        let raw = RawValue::from_string(text).expect("serialized JSON is valid");
+        Arc::new(Block { raw, marked: Default::default(), kind, tokens, stub: None })
+    }
+
+    /// A text block; `tokens` declares its size instead of counting it.
+    pub fn text(text: &str, tokens: Option<u64>) -> BlockRef {
+        Block::from_value(&with_tokens(json!({"type": "text", "text": text}), tokens))
+    }
+
+    /// The same block with a stub the content-replacement budget may use instead.
+    pub fn with_stub(block: BlockRef, stub: BlockRef) -> BlockRef {
+        let block = Arc::try_unwrap(block).unwrap_or_else(|shared| shared.duplicate());
+        Arc::new(Block { stub: Some(stub), ..block })
+    }
+
+    fn duplicate(&self) -> Block {
+        Block {
+            raw: self.raw.clone(),
+            marked: Default::default(),
+            kind: self.kind,
+            tokens: self.tokens,
+            stub: self.stub.clone(),
+        }
+    }
+
+    /// The block's JSON, without a marker.
+    pub fn json(&self) -> &str {
+        self.raw.get()
+    }
+
+    /// The block as sent: with `cache_control` appended when `marker` is set.
+    pub fn raw(&self, marker: Option<Ttl>) -> RawJson<'_> {
+        let raw: &RawValue = match marker {
+            None => &self.raw,
+            Some(ttl) => {
+                let slot = &self.marked[usize::from(ttl == Ttl::OneHour)];
+                slot.get_or_init(|| marked_copy(self.raw.get(), ttl))
+            }
+        };
+        raw.into()
+    }
+
+    /// Whether its text contains `needle` (a cheap byte search over the serialized block).
+    pub fn contains(&self, needle: &str) -> bool {
+        self.raw.get().contains(needle)
+    }
+}
+
+/// Adds `forkcache_tokens` to a block when a size is declared.
+pub fn with_tokens(mut block: Value, tokens: Option<u64>) -> Value {
+    if let Some(tokens) = tokens {
+        block[DECLARED_TOKENS_KEY] = json!(tokens);
+    }
+    block
+}
+
+fn kind_of(value: &Value) -> BlockKind {
+    match value.get("type").and_then(Value::as_str) {
+        Some("text") => BlockKind::Text,
+        Some("tool_use") => BlockKind::ToolUse,
+        Some("tool_result") => BlockKind::ToolResult,
+        _ if value.get("input_schema").is_some() => BlockKind::Tool,
+        _ => BlockKind::Other,
+    }
+}
+
+/// `{…}` → `{…,"cache_control":{"type":"ephemeral"}}`.
+#[allow(clippy::expect_used)] // the agent marks blocks it serialized itself: always one JSON object
+fn marked_copy(raw: &str, ttl: Ttl) -> Box<RawValue> {
+    let marker = match ttl {
+        Ttl::FiveMinutes => r#""cache_control":{"type":"ephemeral"}"#,
+        Ttl::OneHour => r#""cache_control":{"type":"ephemeral","ttl":"1h"}"#,
+    };
+    let body = raw.strip_suffix('}').expect("a block is a JSON object");
+    let separator = if body.trim_end().ends_with('{') { "" } else { "," };
+    RawValue::from_string(format!("{body}{separator}{marker}}}")).expect("a marked object is valid JSON")
+}
+
+/// One message: a role and its blocks.
+#[derive(Clone, Debug)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its content blocks.
+    pub blocks: Vec<BlockRef>,
+}
+
+impl Message {
+    /// A user message.
+    pub fn user(blocks: Vec<BlockRef>) -> Message {
+        Message { role: Role::User, blocks }
+    }
+
+    /// An assistant message.
+    pub fn assistant(blocks: Vec<BlockRef>) -> Message {
+        Message { role: Role::Assistant, blocks }
+    }
+
+    /// Declared or estimated tokens of its blocks.
+    pub fn tokens(&self) -> u64 {
+        self.blocks.iter().map(|b| b.tokens).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marked_copy_appends_the_marker_and_keeps_the_rest() {
+        let block = Block::text("hi", Some(7));
+        assert_eq!(block.json(), r#"{"type":"text","text":"hi","forkcache_tokens":7}"#);
+        assert_eq!(
+            block.raw(Some(Ttl::FiveMinutes)).get(),
+            r#"{"type":"text","text":"hi","forkcache_tokens":7,"cache_control":{"type":"ephemeral"}}"#
+        );
+        assert!(block.raw(Some(Ttl::OneHour)).get().ends_with(r#""ttl":"1h"}}"#));
+        assert_eq!(block.tokens, 7);
+    }
+
+    #[test]
+    fn undeclared_size_is_a_bytes_over_four_estimate() {
+        // {"type":"text","text":"abcd"} is 29 bytes → ⌈29 / 4⌉ = 8.
+        assert_eq!(Block::text("abcd", None).tokens, 8);
+    }
+}

@@ -1,0 +1,275 @@
+//! Teams (seed 002): the parent leads; teammates run their own conversations on the same
+//! clock. A teammate's permission request and its idle notification reach the leader's mailbox,
+//! which the leader reads on its next poll tick (every `poll_ms`) once its previous turn is done;
+//! what the leader reads becomes a user turn of its conversation. Its answer returns to the
+//! teammate: a permission as the waiting tool's result, a mailbox message as a new user turn when
+//! the teammate next wakes, `idle_gap_ms` later.
+//!
+//! Teammates start from the leader's snapshot (system prompt and tools, byte for byte) plus
+//! their own addendum, so each one's first request can read the leader's cached system prefix.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{Engine, extended, generate_spec};
+use crate::ScenarioError;
+use crate::agent::{AgentRequest, Block, BlockRef, Mark, Message};
+use crate::generate::Generator;
+use crate::record::{RequestRole, Who};
+use crate::spec::TeamSpec;
+use forkcache_engine::clock::SimTime;
+use forkcache_wire::Role;
+
+struct Teammate {
+    name: String,
+    next: AgentRequest,
+    generator: Generator,
+    messages_left: u32,
+    asked_permission: bool,
+    requests: u32,
+    /// The reply whose tool call waits for the leader's permission.
+    waiting: Option<Message>,
+}
+
+/// What the leader's mailbox holds.
+enum Mail {
+    /// Teammate `i` waits for a permission: the leader must answer.
+    Permission(usize),
+    /// Teammate `i` went idle with messages left: the leader sends the next.
+    Idle(usize),
+    /// Teammate `i` went idle for good: read on the leader's next turn, nothing to answer.
+    Done(usize),
+}
+
+enum Step {
+    Wake(usize),
+    Lead,
+}
+
+struct Team<'t> {
+    spec: &'t TeamSpec,
+    mates: Vec<Teammate>,
+    steps: BTreeMap<(SimTime, u64), Step>,
+    seq: u64,
+    /// (arrival, the block the leader reads, what it asks for).
+    mailbox: Vec<(SimTime, BlockRef, Mail)>,
+    leader_free_at: SimTime,
+    ends_at: SimTime,
+}
+
+impl Team<'_> {
+    fn schedule(&mut self, at: SimTime, step: Step) {
+        self.seq += 1;
+        self.steps.insert((at, self.seq), step);
+        self.ends_at = self.ends_at.max(at);
+    }
+
+    /// The leader reads at its first poll tick at or after `at`, once its last turn is done.
+    fn schedule_lead(&mut self, at: SimTime) {
+        let earliest = at.max(self.leader_free_at).ms();
+        let tick = earliest.div_ceil(self.spec.poll_ms) * self.spec.poll_ms;
+        self.schedule(SimTime(tick), Step::Lead);
+    }
+
+    fn post(&mut self, at: SimTime, template: &str, tokens: Option<u64>, mail: Mail) {
+        let mate = match mail {
+            Mail::Permission(i) | Mail::Idle(i) | Mail::Done(i) => i,
+        };
+        let block = Block::text(&self.spec.fill(template, &self.mates[mate].name), tokens);
+        let answer_needed = !matches!(mail, Mail::Done(_));
+        self.mailbox.push((at, block, mail));
+        if answer_needed {
+            self.schedule_lead(at);
+        }
+    }
+}
+
+impl Engine<'_> {
+    pub(super) fn team(&mut self, spec: &TeamSpec) -> Result<(), ScenarioError> {
+        self.drain(Some(self.now))?;
+        let names: Vec<String> = (1..=spec.size).map(|i| format!("teammate-{i}")).collect();
+        let id = format!("toolu_team{}", self.records.len());
+        let input = json!({"team_name": spec.name, "teammates": names});
+        let (call, sent) = self.parent_calls(&id, "TeamCreate", input, "TeamCreate")?;
+        let created = format!("Team \"{}\" created with {} teammates.", spec.name, spec.size);
+        self.parent_gets(call, &id, created, 0, sent.completes_at);
+        let mut team = Team {
+            spec,
+            mates: names.iter().map(|name| self.teammate(spec, name)).collect(),
+            steps: BTreeMap::new(),
+            seq: 0,
+            mailbox: Vec::new(),
+            leader_free_at: self.now,
+            ends_at: self.now,
+        };
+        let start = self.now.plus_ms(spec.start_overhead_ms);
+        for mate in 0..team.mates.len() {
+            team.schedule(start, Step::Wake(mate));
+        }
+        while let Some(((at, _), step)) = team.steps.pop_first() {
+            // Other background agents that start first go first: requests stay in start order.
+            self.drain(Some(at))?;
+            match step {
+                Step::Wake(mate) => self.teammate_wakes(&mut team, mate, at)?,
+                Step::Lead => self.leader_reads(&mut team, at)?,
+            }
+        }
+        // The last notifications wait for the leader's next turn.
+        let unread: Vec<BlockRef> = team.mailbox.drain(..).map(|(_, block, _)| block).collect();
+        self.leader_receives(unread);
+        self.now = self.now.max(team.ends_at);
+        Ok(())
+    }
+
+    /// A teammate's first request: the leader's system prompt and tools, its addendum, its task.
+    fn teammate(&self, spec: &TeamSpec, name: &str) -> Teammate {
+        let snapshot = &self.snapshot;
+        let mut system = snapshot.system.to_vec();
+        system.push(Block::text(&spec.fill(&spec.addendum, name), spec.addendum_tokens));
+        let prompt = Block::text(&spec.fill(&spec.prompt, name), spec.prompt_tokens);
+        let mut next = AgentRequest {
+            model: snapshot.model.clone(),
+            max_tokens: snapshot.max_tokens,
+            thinking: snapshot.thinking,
+            system: Arc::new(system),
+            tools: Arc::clone(&snapshot.tools),
+            head: Arc::new(vec![Message::user(vec![prompt])]),
+            tail: Vec::new(),
+            marks: Vec::new(),
+            ttl: self.spec.ttl,
+        };
+        next.marks.push(Mark::System(next.system.len() as u32 - 1));
+        next.mark_last_block();
+        let label = format!("{name}@{}", spec.name);
+        Teammate {
+            name: name.to_string(),
+            next,
+            generator: Generator::new(&generate_spec(self.spec), self.spec.seed, &label, None),
+            messages_left: spec.messages,
+            asked_permission: false,
+            requests: 0,
+            waiting: None,
+        }
+    }
+
+    /// One request of a teammate: it asks for a permission (first wake), or it finishes and goes
+    /// idle.
+    fn teammate_wakes(
+        &mut self,
+        team: &mut Team<'_>,
+        index: usize,
+        at: SimTime,
+    ) -> Result<(), ScenarioError> {
+        let spec = team.spec;
+        let mate = &mut team.mates[index];
+        let asks = spec.permission_request && !mate.asked_permission;
+        let reply = if asks {
+            mate.asked_permission = true;
+            mate.generator.reply(Some(2))
+        } else {
+            Message::assistant(vec![mate.generator.text("summary", spec.summary_tokens)])
+        };
+        mate.requests += 1;
+        let who =
+            Who::new(RequestRole::Teammate, format!("{}@{} turn {}", mate.name, spec.name, mate.requests));
+        let request = mate.next.clone();
+        let sent = self.send(&request, who, at, reply.tokens())?;
+        team.ends_at = team.ends_at.max(sent.completes_at);
+        let mate = &mut team.mates[index];
+        if asks {
+            mate.waiting = Some(reply);
+            team.post(sent.completes_at, &spec.permission, spec.permission_tokens, Mail::Permission(index));
+        } else {
+            mate.next = extended(&mate.next, vec![reply]);
+            let mail = if mate.messages_left > 0 { Mail::Idle(index) } else { Mail::Done(index) };
+            team.post(sent.completes_at, &spec.notification, spec.notification_tokens, mail);
+        }
+        Ok(())
+    }
+
+    /// The leader reads what has arrived, answers in one turn, and the answers go out.
+    fn leader_reads(&mut self, team: &mut Team<'_>, at: SimTime) -> Result<(), ScenarioError> {
+        if at < team.leader_free_at {
+            team.schedule_lead(team.leader_free_at);
+            return Ok(());
+        }
+        let (arrived, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut team.mailbox).into_iter().partition(|(arrival, _, _)| *arrival <= at);
+        team.mailbox = later;
+        if arrived.iter().all(|(_, _, mail)| matches!(mail, Mail::Done(_))) {
+            team.mailbox.extend(arrived);
+            return Ok(());
+        }
+        let mut mails = Vec::new();
+        let blocks = arrived
+            .into_iter()
+            .map(|(_, block, mail)| {
+                mails.push(mail);
+                block
+            })
+            .collect();
+        self.now = at;
+        self.leader_receives(blocks);
+        let request = self.main_request();
+        let reply =
+            Message::assistant(vec![self.parent_generator.text("lead reply", team.spec.leader_reply_tokens)]);
+        let who =
+            Who::new(RequestRole::Parent, format!("parent {} (lead reads mail)", self.parent_turns + 1));
+        let sent = self.send(&request, who, at, reply.tokens())?;
+        self.after_main_request(request, reply.clone(), &sent);
+        Arc::make_mut(&mut self.pending).push(reply);
+        team.leader_free_at = sent.completes_at;
+        team.ends_at = team.ends_at.max(sent.completes_at);
+        for mail in mails {
+            self.answer(team, mail, sent.completes_at);
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::expect_used)] // a permission request is answered only while its call waits
+    fn answer(&mut self, team: &mut Team<'_>, mail: Mail, at: SimTime) {
+        let spec = team.spec;
+        match mail {
+            Mail::Permission(index) => {
+                let mate = &mut team.mates[index];
+                let call = mate.waiting.take().expect("a permission request waits on its call");
+                let answer = spec.fill(&spec.permission_answer, &mate.name);
+                let results = call
+                    .blocks
+                    .iter()
+                    .filter_map(crate::agent::tool_use_id)
+                    .map(|id| {
+                        Block::from_value(
+                            &json!({"type": "tool_result", "tool_use_id": id, "content": answer}),
+                        )
+                    })
+                    .collect();
+                mate.next = extended(&mate.next, vec![call, Message::user(results)]);
+                team.schedule(at.plus_ms(self.spec.agent.tool_ms), Step::Wake(index));
+            }
+            Mail::Idle(index) => {
+                let mate = &mut team.mates[index];
+                mate.messages_left -= 1;
+                let message = Block::text(&spec.fill(&spec.message, &mate.name), spec.message_tokens);
+                mate.next = extended(&mate.next, vec![Message::user(vec![message])]);
+                team.schedule(at.plus_ms(spec.idle_gap_ms), Step::Wake(index));
+            }
+            Mail::Done(_) => {}
+        }
+    }
+
+    /// What the leader reads joins its conversation: the open user message, or a new one after
+    /// its last reply.
+    fn leader_receives(&mut self, blocks: Vec<BlockRef>) {
+        if blocks.is_empty() {
+            return;
+        }
+        let pending = Arc::make_mut(&mut self.pending);
+        match pending.last_mut() {
+            Some(last) if last.role == Role::User => last.blocks.extend(blocks),
+            _ => pending.push(Message::user(blocks)),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! One module per subcommand: its flags (clap) and its run, which builds library configs,
+//! calls the library and prints. No domain logic lives here.
+
+pub mod demo;
+pub mod explain;
+pub mod import;
+pub mod merge_shards;
+pub mod prices;
+pub mod proxy;
+pub mod replay;
+pub mod report;
+pub mod run;
+pub mod serve;
+pub mod sweep;
+
+use std::io::Read as _;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::cli::{Cli, Command};
+use crate::progress;
+
+/// Runs one command; the exit code says whether it succeeded.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Demo(args) => demo::run(&args),
+        Command::Replay(args) => replay::run(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Explain(args) => explain::run(&args),
+        Command::Sweep(args) => sweep::run(&args),
+        Command::Report(args) => report::run(&args),
+        Command::Serve(args) => serve::run(&args),
+        Command::Proxy(args) => proxy::run(&args),
+        Command::Prices(args) => prices::run(&args),
+        Command::Import(source) => import::run(&source),
+        Command::MergeShards(args) => merge_shards::run(&args),
+        Command::Completions(args) => print_bytes(&crate::cli::completions(args.shell)),
+        Command::Man => print_bytes(&crate::cli::man_page()?),
+    }
+}
+
+/// Exit code of a command that finished but skipped unreadable input lines.
+pub(crate) const EXIT_SOME_LINES_UNREADABLE: u8 = 3;
+
+/// Exit code of invalid input.
+pub(crate) const EXIT_INVALID_INPUT: u8 = 1;
+
+/// A progress bar, or a hidden one under `--quiet` and `--json`.
+pub(crate) fn progress_bar(chatty: bool, total: u64, what: &str) -> indicatif::ProgressBar {
+    if chatty { progress::bar(total, what) } else { indicatif::ProgressBar::hidden() }
+}
+
+/// The `--json` document of a command whose result is files written.
+pub(crate) fn files_json(out: &std::path::Path, files: &[String]) -> serde_json::Value {
+    serde_json::json!({"out": out.display().to_string(), "files": files})
+}
+
+/// A file (or `-`, standard input) as bytes: a trace may hold lines that are not UTF-8.
+pub(crate) fn read_input_bytes(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).context("reading standard input")?;
+        return Ok(bytes);
+    }
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
+pub(crate) fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).context("reading standard input")?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Writes generated text (a completion script, the man page) to standard output as is.
+pub(crate) fn print_bytes(bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    use std::io::Write as _;
+    std::io::stdout().write_all(bytes).context("writing to standard output")?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,38 @@
+//! `forkcache prices`: the price table as people and programs read it.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use forkcache_engine::PriceTable;
+
+use crate::flags::{CsvFlag, JsonFlag, PricesFlag};
+
+/// `prices`.
+#[derive(Args, Debug)]
+pub struct PricesArgs {
+    #[command(flatten)]
+    pub output: JsonFlag,
+    #[command(flatten)]
+    pub table: CsvFlag,
+    #[command(flatten)]
+    pub price_file: PricesFlag,
+}
+
+impl PricesArgs {
+    /// The price table named by `--prices`.
+    pub fn prices(&self) -> anyhow::Result<PriceTable> {
+        self.price_file.load()
+    }
+}
+
+pub fn run(args: &PricesArgs) -> anyhow::Result<ExitCode> {
+    let table = args.prices()?;
+    if args.output.json {
+        println!("{}", table.to_json());
+    } else if args.table.csv {
+        print!("{}", table.to_csv());
+    } else {
+        print!("{}", table.to_table());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,77 @@
+//! `forkcache proxy`: flags → proxy settings, a runtime, the bound address, the summary.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use forkcache_engine::endpoint::MockEndpoint;
+use forkcache_net::proxy::{Proxy, ProxyConfig};
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::serve::{on_runtime, shutdown_signal};
+use crate::flags::{EngineArgs, QuietFlag};
+
+/// `proxy`.
+#[derive(Args, Debug)]
+pub struct ProxyArgs {
+    /// Where to forward: the API's base URL (`https://api.anthropic.com`) or a mock's.
+    #[arg(long)]
+    pub upstream: String,
+    /// PEM file of extra CA certificates to trust for an https upstream (a private CA).
+    #[arg(long)]
+    pub upstream_ca: Option<PathBuf>,
+    /// Address to listen on; port 0 picks a free port (the bound address is printed first).
+    #[arg(long, default_value = "127.0.0.1:8766")]
+    pub addr: SocketAddr,
+    /// Append every Messages exchange to this JSONL trace, created mode 0600 (`forkcache replay`
+    /// reads it).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Write every text of a request to the trace as a hash with its declared size
+    /// (`forkcache_tokens`): the trace can be shared and still replays to the same usage.
+    #[arg(long)]
+    pub redact: bool,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
+    /// `GET /forkcache/stats` needs a key (`x-api-key` or a bearer token) and shows only the
+    /// workspaces that key's requests were counted in.
+    #[arg(long)]
+    pub require_key: bool,
+    /// Request bodies (MiB) that may wait for their prediction, which runs at the lowest CPU
+    /// priority; past it an exchange is recorded but not predicted (its line says so).
+    #[arg(long, default_value_t = forkcache_net::proxy::PREDICTION_QUEUE_BYTES >> 20)]
+    pub prediction_queue_mb: usize,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Forwards until Ctrl-C or SIGTERM, then prints the recorded and predicted totals.
+pub fn run(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
+    let endpoint = MockEndpoint::new(args.engine.endpoint_config(), args.engine.prices()?)?;
+    let mut config = ProxyConfig::new(args.upstream.clone());
+    config.addr = args.addr;
+    config.trace = args.trace.clone();
+    config.redact = args.redact;
+    config.require_key = args.require_key;
+    config.prediction_queue_bytes = args.prediction_queue_mb.saturating_mul(1 << 20);
+    if let Some(path) = &args.upstream_ca {
+        let pem = std::fs::read(path).with_context(|| format!("reading --upstream-ca {}", path.display()))?;
+        config.upstream_ca_pem = Some(pem);
+    }
+    if !args.quiet.quiet {
+        config.request_log = Some(Box::new(std::io::stdout()));
+    }
+    on_runtime(async {
+        let proxy = Proxy::bind(config, endpoint).await?;
+        println!("forkcache proxy listening on http://{} → {}", proxy.local_addr(), args.upstream);
+        std::io::stdout().flush().context("writing to standard output")?;
+        let stats = proxy.run(shutdown_signal()).await?;
+        println!("\n{}", stats.to_table().trim_end());
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,124 @@
+//! `forkcache replay`: a recorded trace priced request by request (and `--calibrate`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use forkcache_ingest::replay::{ReplayConfig, replay_stream};
+
+use super::{EXIT_INVALID_INPUT, EXIT_SOME_LINES_UNREADABLE, read_input_bytes};
+use crate::flags::{CsvFlag, EngineArgs, JsonFlag, QuietFlag};
+
+/// `replay`.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The trace; `-` reads standard input.
+    pub trace: PathBuf,
+    #[command(flatten)]
+    pub output: JsonFlag,
+    #[command(flatten)]
+    pub table: CsvFlag,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
+    /// Milliseconds between lines that carry no `at_ms`.
+    #[arg(long, default_value_t = 30_000)]
+    pub gap_ms: u64,
+    /// Fit token counts per model to the trace's recorded usage and report the held-out
+    /// agreement of each candidate minimum cacheable length and first-token delay.
+    #[arg(long)]
+    pub calibrate: bool,
+    /// Stop at the first unreadable line (exit 1) instead of reporting it and going on (exit 3).
+    #[arg(long)]
+    pub strict: bool,
+    /// Threads that read and parse the trace (the cache runs on one more); the output is the
+    /// same on any number. Default: the machine's cores.
+    #[arg(long, value_parser = clap::value_parser!(usize))]
+    pub threads: Option<usize>,
+    /// Lines run in start order as far as this many lines (and 32 KiB of line bytes per line)
+    /// reach; a line starting before one that already ran is an error (exit 1) naming it.
+    #[arg(long, default_value_t = forkcache_ingest::replay::DEFAULT_REORDER_WINDOW)]
+    pub reorder_window: usize,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Exit 0 when every line was read (requests the API would reject are results); 3 when some
+/// lines were unreadable (each named on stderr); 1 when `--strict` stopped at one.
+pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
+    let config = ReplayConfig {
+        endpoint: args.engine.endpoint_config(),
+        gap_ms: args.gap_ms,
+        strict: args.strict,
+        threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
+        reorder_window: args.reorder_window,
+    };
+    if args.calibrate {
+        return run_calibrate(args, &config, &read_input_bytes(&args.trace)?);
+    }
+    // The trace streams through the replay: it is never held whole.
+    let replayed = if args.trace.as_os_str() == "-" {
+        replay_stream(&config, args.engine.prices()?, std::io::BufReader::new(std::io::stdin()))
+    } else {
+        let file =
+            std::fs::File::open(&args.trace).with_context(|| format!("reading {}", args.trace.display()))?;
+        replay_stream(&config, args.engine.prices()?, std::io::BufReader::new(file))
+    };
+    let report = match replayed {
+        Ok(report) => report,
+        Err(err) => return replay_failed(args, err),
+    };
+    if args.output.json {
+        println!("{}", report.to_json());
+    } else if args.table.csv {
+        print!("{}", forkcache_report::replay_csv(&report));
+    } else if !args.quiet.quiet {
+        print!("{}", report.to_table());
+    }
+    for line in &report.unreadable {
+        eprintln!("forkcache: {}: skipped unreadable {line}", args.trace.display());
+    }
+    if report.unreadable.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(EXIT_SOME_LINES_UNREADABLE))
+    }
+}
+
+/// A replay that stopped: at an unreadable line under `--strict` (exit 1, the line on stderr), or
+/// before it began.
+fn replay_failed(args: &ReplayArgs, err: forkcache_ingest::replay::ReplayError) -> anyhow::Result<ExitCode> {
+    match err {
+        forkcache_ingest::replay::ReplayError::Unreadable(line) => {
+            eprintln!("forkcache: {}: {line}", args.trace.display());
+            Ok(ExitCode::from(EXIT_INVALID_INPUT))
+        }
+        // A trace further out of start order than the window is invalid input for that window.
+        forkcache_ingest::replay::ReplayError::OutOfOrder(late) => {
+            eprintln!("forkcache: {}: {late}", args.trace.display());
+            Ok(ExitCode::from(EXIT_INVALID_INPUT))
+        }
+        err => Err(err).with_context(|| format!("replaying {}", args.trace.display())),
+    }
+}
+
+fn run_calibrate(args: &ReplayArgs, config: &ReplayConfig, trace: &[u8]) -> anyhow::Result<ExitCode> {
+    let calibration = match forkcache_ingest::calibrate::calibrate(config, &args.engine.prices()?, trace) {
+        Ok(calibration) => calibration,
+        Err(err) => return replay_failed(args, err),
+    };
+    if args.output.json {
+        println!("{}", calibration.to_json());
+    } else {
+        print!("{}", calibration.to_table());
+    }
+    // As replay: each skipped line named on stderr, and exit 3.
+    for line in &calibration.unreadable {
+        eprintln!("forkcache: {}: skipped unreadable {line}", args.trace.display());
+    }
+    if calibration.unreadable.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(EXIT_SOME_LINES_UNREADABLE))
+    }
+}

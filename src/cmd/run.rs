@@ -1,0 +1,114 @@
+//! `forkcache run`: one scenario, every request priced.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use forkcache_engine::PriceTable;
+
+use super::read_input;
+use crate::flags::{
+    BillingArg, CsvFlag, IdentityArg, JsonFlag, PolicyArg, PricesFlag, QuietFlag, SeedFlag, TokenizerArg,
+    VisibilityArg,
+};
+
+/// `run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The scenario file (see fixtures/scenarios/ and the README); `-` reads standard input.
+    pub scenario: PathBuf,
+    #[command(flatten)]
+    pub output: JsonFlag,
+    #[command(flatten)]
+    pub table: CsvFlag,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
+    /// Cache policy (default: the scenario's).
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
+    /// Billing profile (default: the scenario's).
+    #[arg(long, value_enum)]
+    pub billing: Option<BillingArg>,
+    /// What "the same bytes" means (default: the scenario's).
+    #[arg(long, value_enum)]
+    pub identity: Option<IdentityArg>,
+    /// When a write becomes readable (default: the scenario's).
+    #[arg(long, value_enum)]
+    pub visibility: Option<VisibilityArg>,
+    /// Token estimate (o200k needs the `o200k` cargo feature).
+    #[arg(long, value_enum, default_value_t = TokenizerArg::Bytes4)]
+    pub tokenizer: TokenizerArg,
+    #[command(flatten)]
+    pub price_file: PricesFlag,
+    #[command(flatten)]
+    pub generator: SeedFlag,
+    /// Also write every request's body to this directory (NNNN-role.json, NNNN the 0-based
+    /// request index), for `explain`.
+    #[arg(long, value_name = "DIR")]
+    pub bodies: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// Applies the flags given to the scenario's own settings.
+    pub fn apply(&self, spec: &mut forkcache_scenario::ScenarioSpec) {
+        if let Some(policy) = self.policy {
+            spec.policy = policy.into();
+        }
+        if let Some(billing) = self.billing {
+            spec.billing = billing.into();
+        }
+        if let Some(identity) = self.identity {
+            spec.identity = identity.into();
+        }
+        if let Some(visibility) = self.visibility {
+            spec.visibility = visibility.into();
+        }
+        if let Some(seed) = self.generator.seed {
+            spec.seed = seed;
+        }
+    }
+
+    /// The price table named by `--prices`.
+    pub fn prices(&self) -> anyhow::Result<PriceTable> {
+        self.price_file.load()
+    }
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    use forkcache_scenario::{RunConfig, ScenarioSpec};
+    let text = read_input(&args.scenario)?;
+    let mut spec =
+        ScenarioSpec::from_json(&text).with_context(|| format!("in {}", args.scenario.display()))?;
+    // Custom agents' files are named relative to the scenario file.
+    let base =
+        args.scenario.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    spec.load_agent_files(base).with_context(|| format!("in {}", args.scenario.display()))?;
+    args.apply(&mut spec);
+    let mut config = RunConfig::for_spec(&spec);
+    config.endpoint.tokenizer = args.tokenizer.into();
+    config.keep_bodies = args.bodies.is_some();
+    let report = forkcache_scenario::run(&spec, &config, &args.prices()?)
+        .with_context(|| format!("running {}", args.scenario.display()))?;
+    if let Some(dir) = &args.bodies {
+        write_bodies(dir, &report)?;
+    }
+    if args.output.json {
+        println!("{}", report.to_json());
+    } else if args.table.csv {
+        print!("{}", forkcache_report::scenario_requests_csv(&report));
+    } else if !args.quiet.quiet {
+        print!("{}", report.to_table());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_bodies(dir: &std::path::Path, report: &forkcache_scenario::ScenarioReport) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for record in &report.records {
+        let path = dir.join(format!("{:04}-{}.json", record.index, record.role.name()));
+        let body = record.body.as_deref().unwrap_or_default();
+        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

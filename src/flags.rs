@@ -1,0 +1,283 @@
+//! The flags several commands share, written once: each command's module flattens the ones it
+//! takes, so they read the same everywhere (`cli::CONVENTIONS` documents them).
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use forkcache_engine::billing::{BillingProfile, PriceTable};
+use forkcache_engine::cache::Policy;
+use forkcache_engine::clock::Visibility;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_engine::prompt::{DeferredTools, IdentityMode};
+use forkcache_engine::tokenize::TokenizerKind;
+
+/// `--json`, the same on every command.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct JsonFlag {
+    /// Print one JSON document on standard output instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--csv`, on commands that print a table.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct CsvFlag {
+    /// Print the table as CSV on standard output (one header line, then one row per line).
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+}
+
+/// `--quiet`, the same on every command that prints as it goes.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct QuietFlag {
+    /// Print no progress bar, table or per-request line on standard output (errors still go to
+    /// standard error; `--json` still prints its document).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// `--prices FILE`, on every command that prices.
+#[derive(Args, Clone, Debug, Default)]
+pub struct PricesFlag {
+    /// Price table (JSON, shaped like fixtures/pricing.json); the shipped one by default.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+}
+
+impl PricesFlag {
+    /// The price table named, or the shipped one.
+    pub fn load(&self) -> anyhow::Result<PriceTable> {
+        load_prices(self.prices.as_deref())
+    }
+}
+
+/// `--out DIR`, on commands that write a directory of files.
+#[derive(Args, Clone, Debug)]
+pub struct OutDir {
+    /// Directory the files are written to (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "reports")]
+    pub out: PathBuf,
+}
+
+/// The grids `demo` and `report` run (their charts and CSVs follow).
+#[derive(Args, Clone, Debug, Default)]
+pub struct GridArgs {
+    /// The grid behind sweep.csv and the sweep charts (a sweep file); default
+    /// fixtures/sweeps/default.json.
+    #[arg(long = "sweep", value_name = "SWEEP.json")]
+    pub sweep: Option<PathBuf>,
+    /// The grid behind cost_curves.csv (a sweep file); default fixtures/sweeps/cost-curves.json.
+    #[arg(long, value_name = "SWEEP.json")]
+    pub cost_curves: Option<PathBuf>,
+}
+
+/// `--seed`, on every command that generates conversations.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct SeedFlag {
+    /// Seed of every generated conversation (default: each scenario's own `seed`).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+fn parse_date(text: &str) -> Result<forkcache_engine::billing::PriceDate, String> {
+    forkcache_engine::billing::PriceDate::parse(text).map_err(|err| err.to_string())
+}
+
+/// Settings shared by every command that prices requests.
+#[derive(Args, Debug)]
+pub struct EngineArgs {
+    /// Cache policy.
+    #[arg(long, value_enum, default_value_t = PolicyArg::Anthropic)]
+    pub policy: PolicyArg,
+    /// Billing profile.
+    #[arg(long, value_enum, default_value_t = BillingArg::Anthropic)]
+    pub billing: BillingArg,
+    /// What "the same bytes" means.
+    #[arg(long, value_enum, default_value_t = IdentityArg::Semantic)]
+    pub identity: IdentityArg,
+    /// Token estimate (o200k needs the `o200k` cargo feature).
+    #[arg(long, value_enum, default_value_t = TokenizerArg::Bytes4)]
+    pub tokenizer: TokenizerArg,
+    /// When a write becomes readable.
+    #[arg(long, value_enum, default_value_t = VisibilityArg::FirstToken)]
+    pub visibility: VisibilityArg,
+    #[command(flatten)]
+    pub price_file: PricesFlag,
+    /// Price models the table does not list as this model (by default their cost is unknown:
+    /// tokens are counted, cost is null, and they are listed as unpriced).
+    #[arg(long, visible_alias = "default-model", value_name = "MODEL")]
+    pub price_unknown_as: Option<String>,
+    /// Price requests with the prices in force on this date (YYYY-MM-DD); default: the date a
+    /// trace's session marker says its server started, else the price table's newest date.
+    #[arg(long, value_name = "YYYY-MM-DD", value_parser = parse_date)]
+    pub date: Option<forkcache_engine::billing::PriceDate>,
+    /// Positions each breakpoint looks back over, itself included.
+    #[arg(long, default_value_t = 20)]
+    pub lookback: u32,
+    /// Count every tool_use / tool_result block as its own position.
+    #[arg(long)]
+    pub no_collapse_runs: bool,
+    /// Render thinking/effort ahead of the tools (the "model-specific" rows of the docs).
+    #[arg(long)]
+    pub render_config_ahead: bool,
+    /// Cache capacity in entries, per workspace (one workspace never evicts another's entries).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub capacity: usize,
+    /// Loading a deferred tool (a `tool_reference`) renders it among the tools, breaking the
+    /// prefix, as real transcripts show; by default the documented rule (no change).
+    #[arg(long)]
+    pub deferred_tools_observed: bool,
+}
+
+/// `--policy`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PolicyArg {
+    /// What the API documents.
+    Anthropic,
+    /// The seeds' idealised longest-prefix cache.
+    LongestPrefix,
+}
+
+/// `--billing`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum BillingArg {
+    /// The price table.
+    Anthropic,
+    /// Writes 1.0×, reads 0.1×.
+    Seed,
+}
+
+/// `--identity`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum IdentityArg {
+    /// Structural for the API's objects, exact for user JSON and text.
+    Semantic,
+    /// Bytes as sent.
+    Wire,
+}
+
+/// `--tokenizer`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum TokenizerArg {
+    /// ceil(bytes / 4).
+    Bytes4,
+    /// OpenAI o200k.
+    O200k,
+}
+
+/// `--visibility`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum VisibilityArg {
+    /// When the writer starts.
+    Start,
+    /// When the writer's response begins.
+    FirstToken,
+    /// When the writer's response ends.
+    Complete,
+}
+
+impl From<PolicyArg> for Policy {
+    fn from(arg: PolicyArg) -> Policy {
+        match arg {
+            PolicyArg::Anthropic => Policy::Anthropic,
+            PolicyArg::LongestPrefix => Policy::LongestPrefix,
+        }
+    }
+}
+
+impl From<BillingArg> for BillingProfile {
+    fn from(arg: BillingArg) -> BillingProfile {
+        match arg {
+            BillingArg::Anthropic => BillingProfile::Anthropic,
+            BillingArg::Seed => BillingProfile::Seed,
+        }
+    }
+}
+
+impl From<IdentityArg> for IdentityMode {
+    fn from(arg: IdentityArg) -> IdentityMode {
+        match arg {
+            IdentityArg::Semantic => IdentityMode::Semantic,
+            IdentityArg::Wire => IdentityMode::Wire,
+        }
+    }
+}
+
+impl From<VisibilityArg> for Visibility {
+    fn from(arg: VisibilityArg) -> Visibility {
+        match arg {
+            VisibilityArg::Start => Visibility::Start,
+            VisibilityArg::FirstToken => Visibility::FirstToken,
+            VisibilityArg::Complete => Visibility::Complete,
+        }
+    }
+}
+
+impl From<TokenizerArg> for TokenizerKind {
+    fn from(arg: TokenizerArg) -> TokenizerKind {
+        match arg {
+            TokenizerArg::Bytes4 => TokenizerKind::Bytes4,
+            TokenizerArg::O200k => TokenizerKind::O200k,
+        }
+    }
+}
+
+fn load_prices(path: Option<&std::path::Path>) -> anyhow::Result<PriceTable> {
+    use anyhow::Context;
+    match path {
+        None => Ok(PriceTable::builtin()),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading price table {}", path.display()))?;
+            Ok(PriceTable::from_json(&text).with_context(|| format!("in {}", path.display()))?)
+        }
+    }
+}
+
+impl EngineArgs {
+    /// The endpoint settings these flags describe.
+    pub fn endpoint_config(&self) -> EndpointConfig {
+        let mut config = EndpointConfig {
+            billing: match self.billing {
+                BillingArg::Anthropic => BillingProfile::Anthropic,
+                BillingArg::Seed => BillingProfile::Seed,
+            },
+            tokenizer: match self.tokenizer {
+                TokenizerArg::Bytes4 => TokenizerKind::Bytes4,
+                TokenizerArg::O200k => TokenizerKind::O200k,
+            },
+            ..EndpointConfig::default()
+        };
+        config.prompt.identity = match self.identity {
+            IdentityArg::Semantic => IdentityMode::Semantic,
+            IdentityArg::Wire => IdentityMode::Wire,
+        };
+        config.prompt.collapse_tool_runs = !self.no_collapse_runs;
+        config.prompt.render_config_ahead = self.render_config_ahead;
+        if self.deferred_tools_observed {
+            config.prompt.deferred_tools = DeferredTools::Observed;
+        }
+        config.cache.policy = match self.policy {
+            PolicyArg::Anthropic => Policy::Anthropic,
+            PolicyArg::LongestPrefix => Policy::LongestPrefix,
+        };
+        config.cache.visibility = match self.visibility {
+            VisibilityArg::Start => Visibility::Start,
+            VisibilityArg::FirstToken => Visibility::FirstToken,
+            VisibilityArg::Complete => Visibility::Complete,
+        };
+        config.cache.lookback_positions = self.lookback;
+        config.cache.capacity_entries = self.capacity;
+        config.price_date = self.date;
+        config
+    }
+
+    /// The price table these flags name.
+    pub fn prices(&self) -> anyhow::Result<PriceTable> {
+        let mut table = self.price_file.load()?;
+        if let Some(model) = &self.price_unknown_as {
+            table.set_price_unknown_as(model)?;
+        }
+        Ok(table)
+    }
+}
