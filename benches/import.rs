@@ -14,6 +14,7 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput};
+
 use forkcache_engine::billing::PriceTable;
 use forkcache_ingest::report::ImportOptions;
 use forkcache_ingest::transcript::TranscriptReader;

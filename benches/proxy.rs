@@ -33,11 +33,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
+use serde_json::json;
+
 use forkcache_engine::billing::PriceTable;
 use forkcache_engine::endpoint::{EndpointConfig, MockEndpoint};
 use forkcache_net::proxy::{Proxy, ProxyConfig};
 use forkcache_net::serve::{LatencyMode, ServeConfig, Server};
-use serde_json::json;
 
 /// A server (or proxy) on its own runtime thread until `stop` is sent or dropped.
 struct Running {

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 #[path = "support/timing.rs"]
 mod timing;
+use criterion::{Criterion, Throughput};
 use timing::median_secs;
 
-use criterion::{Criterion, Throughput};
 use forkcache_engine::PriceTable;
 use forkcache_ingest::replay::{ReplayConfig, replay_stream};
 use forkcache_scenario::synth::{ConversationSpec, growing_conversation};

@@ -51,14 +51,15 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use serde_json::{Value, json};
+
 use forkcache_engine::billing::PriceTable;
 use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint};
 use forkcache_net::serve::{ServeConfig, Server};
 use forkcache_scenario::synth::{ConversationSpec, growing_conversation};
-use http_body_util::{BodyExt as _, Full};
-use hyper::body::Bytes;
-use serde_json::{Value, json};
 
 /// `requests[conversation][turn]`: request bodies, built once outside the timed loops.
 type Workload = Vec<Vec<Vec<u8>>>;

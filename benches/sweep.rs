@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
+
 use forkcache_engine::PriceTable;
 use forkcache_report::sweep::{self, Shard, SweepOptions, SweepSpec};
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+
 use forkcache_engine::billing::{BillingProfile, PriceTable};
 use forkcache_engine::cache::Policy;
 use forkcache_engine::clock::Visibility;

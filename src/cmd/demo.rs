@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
+
 use forkcache_report::demo;
 
 use super::report::{report_options, write_report};

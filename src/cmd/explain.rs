@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+
 use forkcache_ingest::replay::ReplayConfig;
 
 use super::read_input;

@@ -2,17 +2,16 @@
 //! report, writes the CSVs and the emitted trace.
 
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use forkcache_engine::PriceTable;
 use forkcache_ingest::report::ImportOptions;
 use forkcache_ingest::transcript::TranscriptReader;
 use forkcache_ingest::{files, import};
-
-use std::path::PathBuf;
-
-use clap::{Args, Subcommand};
-use forkcache_engine::PriceTable;
 
 use crate::flags::{JsonFlag, PricesFlag, QuietFlag};
 use crate::progress;

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
+
 use forkcache_engine::PriceTable;
 
 use crate::flags::{CsvFlag, JsonFlag, PricesFlag};

@@ -1,16 +1,15 @@
 //! `forkcache proxy`: flags → proxy settings, a runtime, the bound address, the summary.
 
 use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::Args;
+
 use forkcache_engine::endpoint::MockEndpoint;
 use forkcache_net::proxy::{Proxy, ProxyConfig};
-
-use std::net::SocketAddr;
-use std::path::PathBuf;
-
-use clap::Args;
 
 use super::serve::{on_runtime, shutdown_signal};
 use crate::flags::{EngineArgs, QuietFlag};

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+
 use forkcache_ingest::replay::{ReplayConfig, replay_stream};
 
 use super::{EXIT_INVALID_INPUT, EXIT_SOME_LINES_UNREADABLE, read_input_bytes};

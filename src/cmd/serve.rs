@@ -1,16 +1,15 @@
 //! `forkcache serve`: flags → server settings, a runtime, the bound address, the summary.
 
 use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::{Args, ValueEnum};
+
 use forkcache_engine::endpoint::MockEndpoint;
 use forkcache_net::serve::{LatencyMode, Script, ServeConfig, Server};
-
-use std::net::SocketAddr;
-use std::path::PathBuf;
-
-use clap::{Args, ValueEnum};
 
 use crate::flags::{EngineArgs, QuietFlag};
 

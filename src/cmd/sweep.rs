@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+
 use forkcache_engine::PriceTable;
 
 use super::{files_json, progress_bar, read_input};

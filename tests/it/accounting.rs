@@ -3,10 +3,11 @@
 //! read = A, 1h = B − A, 5m = C − B, uncached = total − C. Then cost, and the cookbook's
 //! growing conversation (reference §6 G8).
 
+use serde_json::{Value, json};
+
 use forkcache_engine::cache::MissCause::Expired;
 use forkcache_engine::endpoint::EndpointConfig;
 use forkcache_engine::{BillingProfile, TokenEquivalents};
-use serde_json::{Value, json};
 
 use crate::support::{Body, Client, Opts, U, assistant, bp, bp_1h, text, u, user};
 

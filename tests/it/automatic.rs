@@ -1,8 +1,9 @@
 //! Automatic caching (reference §1.10): a top-level `cache_control` puts one breakpoint on the
 //! last eligible block, moving forward as the conversation grows.
 
-use forkcache_engine::ErrorKind;
 use serde_json::{Value, json};
+
+use forkcache_engine::ErrorKind;
 
 use crate::support::{Body, Client, SONNET, U, assistant, bp, bp_1h, text, u, user};
 

@@ -5,10 +5,11 @@
 //! load them — the documented rule by default, the observed break as a switch — and the
 //! model-specific parameter rules the API enforces, with its own error text.
 
+use serde_json::{Value, json};
+
 use forkcache_engine::cache::MissCause;
 use forkcache_engine::endpoint::EndpointConfig;
 use forkcache_engine::prompt::{DeferredTools, Dimension};
-use serde_json::{Value, json};
 
 use crate::support::{Body, Client, SONNET, assistant, bp, text, tool, u, user};
 

@@ -4,10 +4,11 @@
 //! tokens from there on. Streaming puts it on `message_start`. Sizes are declared
 //! (`forkcache_tokens`) on Sonnet 4.6.
 
+use serde_json::{Value, json};
+
 use forkcache_engine::cache::{CacheMissType, miss_reason_type};
 use forkcache_engine::endpoint::Call;
 use forkcache_engine::{Reply, SimTime};
-use serde_json::{Value, json};
 
 use crate::serve_harness::{Running, client, post, sse_events};
 use crate::support::{Body, Client, SONNET, assistant, bp, text, tool, user};

@@ -2,12 +2,13 @@
 //! the fix with its saving. Sonnet 4.6: 5-minute writes $3.75, reads $0.30 per MTok, so a token
 //! read instead of written saves 3,750 − 300 = 3,450 nano-dollars.
 
+use serde_json::{Value, json};
+
 use forkcache_engine::PriceTable;
 use forkcache_engine::cache::MissCause;
 use forkcache_engine::verify::DivergenceCause;
 use forkcache_ingest::explain::{ExplainError, explain_request};
 use forkcache_ingest::replay::ReplayConfig;
-use serde_json::{Value, json};
 
 use crate::support::{Body, bp, text, tool, user};
 

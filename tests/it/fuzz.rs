@@ -7,6 +7,9 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+use rand::{RngExt as _, SeedableRng as _};
+use rand_chacha::ChaCha8Rng;
+
 use forkcache_engine::billing::PriceTable;
 use forkcache_engine::endpoint::EndpointConfig;
 use forkcache_ingest::replay::{ReplayConfig, replay};
@@ -14,8 +17,6 @@ use forkcache_ingest::trace::{TraceEntry, read_trace};
 use forkcache_net::serve::ServeConfig;
 use forkcache_report::sweep::SweepSpec;
 use forkcache_scenario::{RunConfig, ScenarioSpec, run};
-use rand::{RngExt as _, SeedableRng as _};
-use rand_chacha::ChaCha8Rng;
 
 use crate::serve_harness::{Running, cached_request, client, post};
 

@@ -5,13 +5,14 @@ use std::io::Write as _;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use serde_json::Value;
+
 use forkcache_engine::billing::{PriceTable, Usage};
 use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint};
 use forkcache_ingest::replay::{ReplayConfig, ReplayError, replay};
 use forkcache_ingest::trace::key_fingerprint;
 use forkcache_net::serve::ServeConfig;
-use serde_json::Value;
 
 use crate::serve::tempfile;
 use crate::serve_harness::{Running, cached_request, client, post, post_with_headers};

@@ -1,6 +1,7 @@
 //! forkcache's integration tests: one binary, one module per feature.
 
 mod accounting;
+mod architecture;
 mod automatic;
 mod claude_code_shapes;
 mod cli_docs;

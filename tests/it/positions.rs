@@ -3,11 +3,12 @@
 //! block — except that a run of `tool_use` (or `tool_result`) blocks is one position, and a
 //! marked block ends its run.
 
+use serde_json::{Value, json};
+
 use forkcache_engine::cache::MissCause::LookbackExceeded;
 use forkcache_engine::endpoint::EndpointConfig;
 use forkcache_engine::prompt::PromptConfig;
 use forkcache_engine::{Policy, cache::CacheConfig};
-use serde_json::{Value, json};
 
 use crate::support::{Body, Client, SONNET, U, assistant, bp, text, tool, tool_result, tool_use, u, user};
 

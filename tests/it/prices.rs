@@ -1,12 +1,13 @@
 //! The price table as the endpoint, `replay` and `prices` use it: effective dates, unpriced
 //! models, fast mode and US-only inference. Every expected cost is written out by hand.
 
+use serde_json::{Value, json};
+
 use forkcache_engine::ApiError;
 use forkcache_engine::billing::{InferenceGeo, PriceDate, Speed};
 use forkcache_engine::endpoint::{EndpointConfig, Record};
 use forkcache_net::serve::ServeConfig;
 use forkcache_wire::{Betas, CONTEXT_1M};
-use serde_json::{Value, json};
 
 use crate::serve_harness::{Running, client, post_with_headers};
 use crate::support::{Body, Client, Opts, bp, text, user};

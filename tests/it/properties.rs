@@ -12,13 +12,14 @@
 //!
 //! `PROPTEST_CASES=10000 cargo test --release properties` runs more cases.
 
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::test_runner::Config;
+
 use forkcache_engine::cache::CacheConfig;
 use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint};
 use forkcache_engine::{PriceTable, Reply, SimTime};
 use forkcache_wire::Betas;
-use proptest::prelude::*;
-use proptest::sample::Index;
-use proptest::test_runner::Config;
 
 use crate::reference::{Block, Case, Kind, MODELS, Message, Model, Policy, Predicted, Request, Ttl};
 

@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
+
 use forkcache_engine::billing::{PriceTable, Usage};
 use forkcache_engine::endpoint::{EndpointConfig, MockEndpoint};
 use forkcache_ingest::calibrate::calibrate;
@@ -17,7 +19,6 @@ use forkcache_ingest::replay::{ReplayConfig, replay};
 use forkcache_ingest::trace::key_fingerprint;
 use forkcache_net::proxy::{Proxy, ProxyConfig, ProxyStats};
 use forkcache_net::serve::{LatencyMode, Script, ServeConfig};
-use serde_json::{Value, json};
 
 use crate::serve_harness::{Running, cached_request, client, on_own_runtime, post, sse_events};
 

@@ -6,6 +6,9 @@
 //! with its own breakpoint list; a fork resumes the hash chain from the conversation's checkpoint
 //! and adds only its own positions as a tail.
 
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
 use forkcache_engine::billing::PriceTable;
 use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, EndpointConfig, Exchange, MockEndpoint, RenderedRequest};
@@ -14,8 +17,6 @@ use forkcache_engine::prompt::{
     tool_prompt_size,
 };
 use forkcache_wire::{Role, Thinking};
-use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 const MODEL: &str = "claude-opus-4-8";
 

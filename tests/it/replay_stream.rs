@@ -2,10 +2,11 @@
 //! start order within the reorder window. The output is the same byte for byte on any number of
 //! threads; a line further out of order than the window is an error naming it.
 
+use serde_json::{Value, json};
+
 use forkcache_engine::{PriceTable, Usage};
 use forkcache_ingest::replay::{BATCH_BYTES, ReplayConfig, ReplayError, replay};
 use forkcache_scenario::synth::{ConversationSpec, growing_conversation};
-use serde_json::{Value, json};
 
 use crate::support::{Body, bp, run_binary, text};
 

@@ -8,11 +8,12 @@
 
 use std::io::Cursor;
 
-use forkcache_ingest::trace::{BatchReader, LineReader, ParsedBatch};
 use proptest::prelude::*;
 use rand::SeedableRng as _;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value, json};
+
+use forkcache_ingest::trace::{BatchReader, LineReader, ParsedBatch};
 
 /// Reads `trace` both ways in batches of about `batch_bytes` and requires the same result for
 /// every line; the reader keeps its sketches from batch to batch, as a replay worker does.

@@ -4,16 +4,17 @@
 //! on generated clients whose requests grow, fork, compact, move and multiply their markers,
 //! switch models, tools and parameters, and hold every block kind the salts and runs care about.
 
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Map, Value, json};
+
 use forkcache_engine::billing::PriceTable;
 use forkcache_engine::prompt::{
     BlockKeys, DeferredTools, IdentityMode, PromptConfig, RenderSketch, Renderer, ToolChanges,
 };
 use forkcache_engine::tokenize::Bytes4;
 use forkcache_wire::parse_request;
-use proptest::prelude::*;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use serde_json::{Map, Value, json};
 
 const WORDS: &[&str] = &["alpha", "beta", "file", "src/main.rs", "fix", "the", "test", "ok", "read", "café"];
 

@@ -11,13 +11,14 @@
 //! its prompt 1,000 → 3,497. Each later turn adds a reply (text 200 + tool_use 100) and a tool
 //! result (1,000): 1,300.
 
+use serde_json::Value;
+
 use forkcache_engine::billing::PriceTable;
 use forkcache_engine::cache::{MissCause, Policy};
 use forkcache_scenario::agent::AgentDefinition;
 use forkcache_scenario::{
     RequestRole, RunConfig, ScenarioRecord, ScenarioReport, ScenarioSpec, fixture, run,
 };
-use serde_json::Value;
 
 fn spec_of(name: &str) -> ScenarioSpec {
     ScenarioSpec::from_json(fixture(name).unwrap().json).unwrap()

@@ -11,10 +11,11 @@
 //!   system-level change    → read 1,500 (T1), write 6,497 − 1,500 = 4,997;
 //!   change ahead of tools  → read 0, write 6,497.
 
+use serde_json::{Value, json};
+
 use forkcache_engine::Dimension;
 use forkcache_engine::endpoint::EndpointConfig;
 use forkcache_engine::prompt::PromptConfig;
-use serde_json::{Value, json};
 
 use crate::support::{Body, Client, SONNET, U, assistant, bp, text, tool, u, user};
 

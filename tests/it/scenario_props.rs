@@ -2,6 +2,8 @@
 //! forks. A failing case prints the whole scenario as JSON: save it to a file and
 //! `forkcache run` it. `FORKCACHE_SLOW=1` runs many more cases.
 
+use proptest::prelude::*;
+
 use forkcache_engine::billing::PriceTable;
 use forkcache_engine::cache::Policy;
 use forkcache_engine::verify::DivergenceCause;
@@ -10,7 +12,6 @@ use forkcache_scenario::{
     ContentMode, EventSpec, ForkSpec, GenerateSpec, Launch, RunConfig, ScenarioReport, ScenarioSpec,
     TurnSpec, run,
 };
-use proptest::prelude::*;
 
 fn config() -> ProptestConfig {
     let slow = std::env::var_os("FORKCACHE_SLOW").is_some();

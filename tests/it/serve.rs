@@ -9,6 +9,8 @@
 use std::io::Read as _;
 use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
+
 use forkcache_engine::billing::{PriceTable, Usage};
 use forkcache_engine::clock::LatencyModel;
 use forkcache_engine::clock::SimTime;
@@ -17,7 +19,6 @@ use forkcache_engine::{ErrorKind, MissCause};
 use forkcache_ingest::replay::{ReplayConfig, replay};
 use forkcache_ingest::trace::key_fingerprint;
 use forkcache_net::serve::{LatencyMode, Script, ServeConfig};
-use serde_json::{Value, json};
 
 use crate::serve_harness::{Running, cached_request, client, get, post, sse_events};
 

@@ -3,12 +3,13 @@
 //! message, a complete stream, or an error in the API's shape whose type matches its status),
 //! and the server must still answer a valid request afterwards.
 
-use forkcache_engine::ErrorKind;
-use forkcache_engine::endpoint::EndpointConfig;
-use forkcache_net::serve::ServeConfig;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
+
+use forkcache_engine::ErrorKind;
+use forkcache_engine::endpoint::EndpointConfig;
+use forkcache_net::serve::ServeConfig;
 
 use crate::serve_harness::{Answer, Running, cached_request, client, post, sse_events};
 

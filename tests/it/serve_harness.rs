@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use serde_json::Value;
+
 use forkcache_engine::billing::{PriceTable, Usage};
 use forkcache_engine::endpoint::{EndpointConfig, MockEndpoint};
 use forkcache_net::serve::{ServeConfig, Server, Summary};
-use serde_json::Value;
 
 /// A running server; `stop` shuts it down and returns its summary.
 pub struct Running {

@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::json;
+
 use forkcache_engine::billing::Usage;
 use forkcache_engine::endpoint::EndpointConfig;
 use forkcache_net::serve::ServeConfig;
-use serde_json::json;
 
 use crate::serve_harness::{Running, client, post};
 

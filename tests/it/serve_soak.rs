@@ -6,9 +6,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 use forkcache_engine::endpoint::EndpointConfig;
 use forkcache_net::serve::ServeConfig;
-use serde_json::json;
 
 use crate::serve::tempfile;
 use crate::serve_harness::{Running, client, get, post};

@@ -6,11 +6,12 @@
 
 use std::fmt;
 
+use serde_json::{Value, json};
+
 use forkcache_engine::cache::MissCause;
 use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
 use forkcache_engine::{ApiError, PriceTable, Reply, SimTime};
 use forkcache_wire::Betas;
-use serde_json::{Value, json};
 
 /// Sonnet 4.6: minimum cacheable prefix 1,024 tokens, hidden tool prompt 497 (auto) / 589 (any).
 pub const SONNET: &str = "claude-sonnet-4-6";

@@ -7,6 +7,8 @@
 //! minimum and a 286-token hidden tool prompt (`tool_choice` auto); Sonnet 5 a 1,024-token minimum
 //! and a 354-token hidden tool prompt; Opus 5.5's hidden prompt size is not in the table (0).
 
+use serde_json::{Value, json};
+
 use forkcache_engine::billing::{PriceTable, Usage};
 use forkcache_engine::cache::MissCause;
 use forkcache_engine::endpoint::Record;
@@ -14,7 +16,6 @@ use forkcache_engine::prompt::Dimension;
 use forkcache_ingest::replay::{ReplayConfig, replay};
 use forkcache_net::serve::ServeConfig;
 use forkcache_wire::{Betas, MID_CONVERSATION_TOOL_CHANGES};
-use serde_json::{Value, json};
 
 use crate::proxy::{RunningProxy, scratch, trace_lines};
 use crate::serve::tempfile;

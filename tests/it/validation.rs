@@ -1,8 +1,9 @@
 //! Marker validation (DESIGN §2.1.4, reference §1.2, §1.6, §4.5): each rejection is a 400
 //! `invalid_request_error` with the API's own message.
 
-use forkcache_engine::ErrorKind;
 use serde_json::{Value, json};
+
+use forkcache_engine::ErrorKind;
 
 use crate::support::{Body, Client, U, assistant, bp, bp_1h, text, tool, u, user};
 

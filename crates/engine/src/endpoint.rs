@@ -6,6 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
+use forkcache_wire::{
+    ApiError, Betas, CONTEXT_1M, DiagnosticsRequest, MessageResponse, RawJson, Reply, ReplyContent,
+    RequestView, ResponseBlock, StopReason, check_model_rules, parse_request,
+};
+
 use crate::billing::{
     BillingProfile, Cost, InferenceGeo, ModelPrice, Modifiers, PriceDate, PriceTable, ResolvedModel, Speed,
     TokenEquivalents, Usage,
@@ -20,10 +25,6 @@ use crate::prompt::{
     RenderSketch, Renderer, ToolChanges, validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
-use forkcache_wire::{
-    ApiError, Betas, CONTEXT_1M, DiagnosticsRequest, MessageResponse, RawJson, Reply, ReplyContent,
-    RequestView, ResponseBlock, StopReason, check_model_rules, parse_request,
-};
 
 /// The fingerprint traces, stats and logs carry in place of an API key: `key-` and 16 lowercase
 /// hex digits of the key's xxh3-64. It tells tenants apart without revealing a key.

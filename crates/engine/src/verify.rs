@@ -11,8 +11,9 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::prompt::{common_len, without_own_marker};
 use forkcache_wire::{ApiError, ContentView, RequestView, parse_request};
+
+use crate::prompt::{common_len, without_own_marker};
 
 /// The part of the prompt a piece belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]

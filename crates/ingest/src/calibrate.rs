@@ -14,9 +14,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use forkcache_engine::billing::PriceTable;
+
 use crate::replay::{ReplayConfig, ReplayError, ReplayRecord, replay};
 use crate::trace::UnreadableLine;
-use forkcache_engine::billing::PriceTable;
 
 /// Minimum cacheable lengths tried, in tokens (besides the price table's own).
 pub const MIN_CACHEABLE_CANDIDATES: [u64; 5] = [256, 512, 1_024, 2_048, 4_096];

@@ -8,8 +8,6 @@
 
 use serde::Serialize;
 
-use crate::replay::{ReplayConfig, ReplayError, ReplayRecord, replay};
-use crate::trace::{TraceBody, TraceEntry, TraceLine, read_trace};
 use forkcache_engine::billing::{Modifiers, PriceTable, Usage};
 use forkcache_engine::cache::{Miss, MissCause};
 use forkcache_engine::prompt::Dimension;
@@ -18,6 +16,9 @@ use forkcache_engine::verify::{
     DivergenceCause, Explanation, Loc, Segment, common_prefix_bytes, first_divergence, segments, total_bytes,
 };
 use forkcache_wire::{ApiError, parse_request};
+
+use crate::replay::{ReplayConfig, ReplayError, ReplayRecord, replay};
+use crate::trace::{TraceBody, TraceEntry, TraceLine, read_trace};
 
 /// Why a request could not be explained.
 #[derive(Debug, thiserror::Error)]

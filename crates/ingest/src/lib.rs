@@ -1,3 +1,6 @@
+//! forkcache-ingest: real traffic in — traces, transcripts, proxy joins, prediction, replay.
+//! It may import the wire and the engine; it must never import agents, reports or the network.
+//!
 //! Real traffic in: the recorded sources forkcache reads, turned into one request stream that is
 //! priced as recorded and predicted through the same [`MockEndpoint`](forkcache_engine::endpoint::MockEndpoint) as
 //! `replay`.
@@ -9,9 +12,6 @@
 //! the real bill beside the prediction ([`report`]), as JSON, tables or CSV (the reports crate
 //! draws its charts and HTML page). [`replay()`](replay::replay) prices a trace request by
 //! request; [`calibrate`] and [`explain`] read one more than once.
-//!
-//! Above the engine, beside the scenarios: it may import the wire and the engine, and must never
-//! import agents, reports or the network.
 #![deny(missing_docs)]
 // Input-derived data is never unwrapped: a bad input is an error naming it, never a panic. The
 // few sites that cannot fail carry an `allow` saying why.
@@ -31,10 +31,10 @@ pub mod transcript;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use forkcache_engine::prompt::Ttl;
-
 use breaks::{ObservedBreak, Turn};
 use transcript::{Chain, EpochMs, TranscriptRequest, Transcripts};
+
+use forkcache_engine::prompt::Ttl;
 
 /// A chain's link to the request that spawned it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -49,7 +49,6 @@ use std::fmt::Write as _;
 
 use serde_json::value::RawValue;
 
-use crate::trace::{Envelope, envelope_line};
 use forkcache_engine::billing::{PriceDate, PriceTable, Usage};
 use forkcache_engine::cache::Miss;
 use forkcache_engine::clock::{SimTime, Visibility};
@@ -63,6 +62,7 @@ use forkcache_wire::{ApiError, Betas, CONTEXT_1M, RawJson, Reply, Role};
 
 use super::transcript::{Chain, EpochMs, Event};
 use super::{ImportedSession, SessionRequest};
+use crate::trace::{Envelope, envelope_line};
 
 /// The stable prefix assumed before any earlier request shows one: the low end of the 12–30K
 /// Claude Code's system prompt and tools take (transcript reference).

@@ -11,8 +11,9 @@ use std::io::BufRead;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::trace::UnreadableLine;
 use forkcache_engine::verify::{Divergence, cache_order, first_divergence};
+
+use crate::trace::UnreadableLine;
 
 /// A trace line, as far as the join goes.
 #[derive(Deserialize)]

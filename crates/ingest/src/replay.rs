@@ -19,7 +19,6 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::trace::{BatchLine, ParsedBatch, TraceBody, TraceEntry, TraceLine, UnreadableLine};
 use forkcache_engine::agreement::{Agreement, agreement};
 use forkcache_engine::billing::{Cost, PriceDate, PriceTable, RecordedUsage, TokenEquivalents, Usage};
 use forkcache_engine::cache::{
@@ -30,6 +29,8 @@ use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
 use forkcache_engine::prompt::{BlockKeys, RenderCounts, RenderSketch};
 use forkcache_engine::tokenize::TokenizerUnavailable;
 use forkcache_wire::{ApiError, Reply, parse_request};
+
+use crate::trace::{BatchLine, ParsedBatch, TraceBody, TraceEntry, TraceLine, UnreadableLine};
 
 mod pipeline;
 

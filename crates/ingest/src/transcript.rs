@@ -11,18 +11,18 @@
 //!
 //! Files are read line by line, so memory grows with the number of requests, not with bytes.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
-
-use std::borrow::Cow;
 
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use super::compact::{CompactJson, Shapes};
 use forkcache_engine::billing::{self, Modifiers, Usage};
 use forkcache_engine::prompt::MAX_DECLARED_TOKENS;
+
+use super::compact::{CompactJson, Shapes};
 
 /// Milliseconds since 1970-01-01T00:00:00Z.
 pub type EpochMs = i64;

@@ -6,13 +6,14 @@
 //! ([`forkcache_scenario::baseline_spec`]): the parent's call and its longer context count, as do
 //! the delegate's own requests.
 
-use super::chart::{ChartError, Corner, LineChart, Rendered, Series, ValueFormat, XMark, line_chart};
-use super::format;
 use forkcache_engine::billing::PriceTable;
 use forkcache_scenario::{
     RequestRole, RunConfig, ScenarioError, ScenarioSpec, ScenarioTotals, WAYS, Way, baseline_spec,
     delegation_spec, run,
 };
+
+use super::chart::{ChartError, Corner, LineChart, Rendered, Series, ValueFormat, XMark, line_chart};
+use super::format;
 
 /// History sizes of the first chart.
 pub(crate) const HISTORY_TOKENS: [u64; 5] = [10_000, 30_000, 60_000, 100_000, 150_000];

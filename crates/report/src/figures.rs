@@ -5,16 +5,17 @@
 //! fork count at the values nearest 100,000 tokens and 4 forks. A series whose points are not in
 //! the grid is left out rather than drawn empty.
 
+use forkcache_engine::cache::Policy;
+use forkcache_engine::prompt::Ttl;
+use forkcache_scenario::agent::ForkVariant;
+use forkcache_scenario::{RequestRole, ScenarioReport, ScenarioTotals};
+
 use super::chart::{
     Bar, BarChart, ChartError, Column, Corner, LineChart, Rendered, Series, StackedColumns, ValueFormat,
     XMark, bar_chart, line_chart, stacked_columns,
 };
 use super::tables::MistakeRow;
 use crate::sweep::{Axes, Subagents, SweepCell, SweepResult, SweepRow};
-use forkcache_engine::cache::Policy;
-use forkcache_engine::prompt::Ttl;
-use forkcache_scenario::agent::ForkVariant;
-use forkcache_scenario::{RequestRole, ScenarioReport, ScenarioTotals};
 
 /// History size and fork count the sweep charts hold fixed when they plot something else.
 const FOCUS_HISTORY_TOKENS: u64 = 100_000;

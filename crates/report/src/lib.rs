@@ -1,3 +1,6 @@
+//! forkcache-report: every file of `reports/`, charts, HTML pages, sweeps and the demo. It may
+//! import every library layer below it; it must never import the network or the command line.
+//!
 //! Reports: every file under `reports/` — CSV tables, charts (PNG and SVG) and the notes that
 //! say what they hold — as a pure function of the built-in fixtures, the sweep grids, the price
 //! table and the seeds.
@@ -7,9 +10,6 @@
 //! `cargo bench --bench cost_curves` calls [`cost_curve_artifacts`]. [`html_page`] turns the
 //! files into one self-contained `index.html` (`forkcache report --html`). [`sweep`] runs the
 //! parameter grids, [`demo`] the built-in suite, and [`import`] draws an import's charts and page.
-//!
-//! The top of the library graph beside the network: it may import every layer below (wire,
-//! engine, scenarios, ingest), and must never import the network or the command line.
 #![deny(missing_docs)]
 // Input-derived data is never unwrapped: a bad input is an error naming it, never a panic. The
 // few sites that cannot fail carry an `allow` saying why.
@@ -34,9 +34,10 @@ pub use tables::{scenario_requests_csv, suite_columns};
 
 use std::path::{Path, PathBuf};
 
-use crate::sweep::{Shard, SweepOptions, SweepResult, SweepSpec};
 use forkcache_engine::billing::PriceTable;
 use forkcache_scenario::SuiteRun;
+
+use crate::sweep::{Shard, SweepOptions, SweepResult, SweepSpec};
 
 /// One file of a report.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,9 +1,10 @@
 //! `replay --csv`: a replay's requests as CSV, one row per request in file order, with the API's
 //! usage key names. `index` is the 0-based request index, `line` the 1-based file line number.
 
-use super::tables::to_csv;
 use forkcache_engine::cache::describe_miss;
 use forkcache_ingest::replay::{ReplayRecord, ReplayReport};
+
+use super::tables::to_csv;
 
 type Cell = fn(&ReplayRecord) -> String;
 

@@ -4,8 +4,9 @@
 //! Each table is a list of `(column, how its cell is written)` pairs, so the column order is
 //! fixed in one place and the header can never drift from the values.
 
-use super::format::{fraction, misses, ratio, savings_fraction, thousandths};
 use forkcache_scenario::{MISTAKES, Mistake, ScenarioRecord, ScenarioReport, ScenarioTotals, SuiteRun};
+
+use super::format::{fraction, misses, ratio, savings_fraction, thousandths};
 
 type Table<R> = [(&'static str, fn(&R) -> String)];
 /// A request's cell (rows borrow the suite's reports, so the type is higher-ranked).

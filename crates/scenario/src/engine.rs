@@ -13,6 +13,13 @@ mod team;
 
 pub use delegate::TASK_MAX_ROUNDS;
 
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::clock::SimTime;
+use forkcache_engine::endpoint::{Call, MockEndpoint};
+use forkcache_engine::prompt::Ttl;
+use forkcache_engine::verify::{SiblingCheck, check_siblings};
+use forkcache_wire::{Betas, Reply, Role};
+
 use super::ScenarioError;
 use super::generate::Generator;
 use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport, Who};
@@ -24,12 +31,6 @@ use crate::agent::{
     build_forked_messages, compacted_history, compaction_prompt, directive_text, fork_guard,
     placeholder_result, redecide_fresh, sidecar_prompt, with_tokens, worktree_note,
 };
-use forkcache_engine::billing::PriceTable;
-use forkcache_engine::clock::SimTime;
-use forkcache_engine::endpoint::{Call, MockEndpoint};
-use forkcache_engine::prompt::Ttl;
-use forkcache_engine::verify::{SiblingCheck, check_siblings};
-use forkcache_wire::{Betas, Reply, Role};
 
 /// Runs a scenario.
 pub fn run(

@@ -1,3 +1,6 @@
+//! forkcache-scenario: the agent runtimes' request builders and the scenario engine that drives
+//! them. It may import the wire and the engine; it must never import traces, reports or the network.
+//!
 //! Scenarios: a spec (JSON), a seeded history generator, and an event engine on the virtual
 //! clock that drives the [`crate::agent`] builders and prices every request through the
 //! [`MockEndpoint`](forkcache_engine::endpoint::MockEndpoint).
@@ -6,9 +9,6 @@
 //! [`ScenarioReport`]. A sweep builds specs programmatically (every field has a default) and
 //! calls it per grid point. [`agent`] holds the request builders of the agent runtimes (forks,
 //! named agents, sidecars, memory); [`synth`] seeded synthetic conversations.
-//!
-//! Above the engine, beside ingest: it may import the wire and the engine, and must never import
-//! traces, reports or the network.
 #![deny(missing_docs)]
 // Input-derived data is never unwrapped: a bad input is an error naming it, never a panic. The
 // few sites that cannot fail carry an `allow` saying why.
@@ -41,8 +41,9 @@ pub use suite::{
     suite_table,
 };
 
-use crate::agent::{AgentDefinition, NamedAgent};
 use forkcache_engine::tokenize::TokenizerUnavailable;
+
+use crate::agent::{AgentDefinition, NamedAgent};
 
 /// Why a scenario could not run.
 #[derive(Debug, thiserror::Error)]

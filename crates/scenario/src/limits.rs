@@ -3,9 +3,10 @@
 //! field, never 22 GB of allocations or a run that does not end. Every token count is also capped
 //! so no sum over a run can pass 2^64.
 
+use forkcache_engine::prompt::MAX_DECLARED_TOKENS;
+
 use super::ScenarioError;
 use super::spec::{EventSpec, GenerateSpec, ScenarioSpec, Sizes, TeamSpec};
-use forkcache_engine::prompt::MAX_DECLARED_TOKENS;
 
 /// Any one token size (a section, a tool, a generated block, `max_tokens`, a budget).
 pub const MAX_TOKENS: u64 = MAX_DECLARED_TOKENS;

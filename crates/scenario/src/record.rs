@@ -4,11 +4,12 @@
 
 use serde::Serialize;
 
-use super::spec::{ForkSpec, Launch, ScenarioSpec};
-use crate::agent::{ForkVariant, GuardVerdict};
 use forkcache_engine::billing::TokenEquivalents;
 use forkcache_engine::endpoint::{EndpointConfig, Record};
 use forkcache_engine::verify::SiblingCheck;
+
+use super::spec::{ForkSpec, Launch, ScenarioSpec};
+use crate::agent::{ForkVariant, GuardVerdict};
 
 /// How a scenario runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,11 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
-use super::spec::{Launch, ScenarioSpec};
 use forkcache_engine::billing::{PriceTable, TokenEquivalents, Usage};
 use forkcache_engine::cache::describe_miss;
 use forkcache_engine::cache::{MissCause, layout_notes};
+
+use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
+use super::spec::{Launch, ScenarioSpec};
 
 /// Sums over a set of requests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::{ForkVariant, MemoryPosition, MemoryScope, NamedAgent, SectionKind, SidecarKind};
 use forkcache_engine::billing::BillingProfile;
 use forkcache_engine::cache::Policy;
 use forkcache_engine::clock::Visibility;
 use forkcache_engine::prompt::{IdentityMode, Ttl};
+
+use crate::agent::{ForkVariant, MemoryPosition, MemoryScope, NamedAgent, SectionKind, SidecarKind};
 
 /// A whole scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,8 +1,8 @@
-//! The Messages API on the wire: request views, usage, responses, server-sent events and API
-//! errors — what a request and its answer are, never what they cost or whether they hit a cache.
+//! forkcache-wire: the Messages API's shapes — request views, usage, errors, responses, SSE.
+//! It imports no other forkcache crate; it must never import pricing, caches, traces or networks.
 //!
-//! The bottom of forkcache's crate graph: it imports no other forkcache crate, and must never
-//! import pricing, caching, agents, traces, reports or the network.
+//! What a request and its answer are, never what they cost or whether they hit a cache; and
+//! [`json`], reading a user's JSON file with errors that name the field.
 #![deny(missing_docs)]
 // Input-derived data is never unwrapped: a bad input is an error naming it, never a panic.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]

@@ -8,10 +8,11 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::error::ApiError;
-use super::raw::RawJson;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::error::ApiError;
+use super::raw::RawJson;
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

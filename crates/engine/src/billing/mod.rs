@@ -723,6 +723,40 @@ fn index_ids(models: &[ModelPrice]) -> Result<BTreeMap<String, usize>, PriceTabl
     Ok(by_id)
 }
 
+/// A request's tokens as every provider's cache splits them: read from the cache, written to
+/// it, neither, and generated. Each provider's own usage object converts into it (Anthropic's
+/// [`Usage`] below), so whatever compares providers reads these four, never one provider's
+/// field names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NeutralUsage {
+    /// Input tokens read from the cache.
+    pub read: u64,
+    /// Input tokens written to the cache (every TTL together).
+    pub written: u64,
+    /// Input tokens neither read nor written.
+    pub uncached: u64,
+    /// Output tokens (reasoning included where a provider counts it there).
+    pub output: u64,
+}
+
+impl NeutralUsage {
+    /// Every input token: read + written + uncached.
+    pub fn total_input(&self) -> u64 {
+        self.read + self.written + self.uncached
+    }
+}
+
+impl From<&Usage> for NeutralUsage {
+    fn from(usage: &Usage) -> NeutralUsage {
+        NeutralUsage {
+            read: usage.cache_read_input_tokens,
+            written: usage.cache_creation_input_tokens,
+            uncached: usage.input_tokens,
+            output: usage.output_tokens,
+        }
+    }
+}
+
 /// A `usage` object as the real API returned it: the counts forkcache prices, the modifiers
 /// that change the price, and the object itself, kept as recorded.
 #[derive(Clone, Debug, PartialEq)]
@@ -910,6 +944,16 @@ impl TokenEquivalents {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The neutral split of an Anthropic usage: read, written (5m + 1h), uncached, output.
+    #[test]
+    fn an_anthropic_usage_splits_into_read_written_uncached_output() {
+        // 100 uncached, 2,000 read, 300 written for 5 minutes and 400 for an hour, 50 out.
+        let usage = Usage::new(100, 2_000, 300, 400, 50);
+        let neutral = NeutralUsage::from(&usage);
+        assert_eq!(neutral, NeutralUsage { read: 2_000, written: 700, uncached: 100, output: 50 });
+        assert_eq!(neutral.total_input(), 100 + 2_000 + 700);
+    }
 
     #[test]
     fn builtin_table_loads_and_resolves_aliases() {

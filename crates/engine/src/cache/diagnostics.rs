@@ -10,9 +10,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use forkcache_wire::{Betas, CacheMissReason, CacheMissType, Diagnostics};
+
 use super::miss::{Miss, MissCause};
 use crate::prompt::{Dimension, PromptRef, Salts};
-use forkcache_wire::{Betas, CacheMissReason, CacheMissType, Diagnostics};
 
 /// The type of a divergence in `dimension`.
 pub fn miss_type_of(dimension: Dimension) -> CacheMissType {

@@ -228,11 +228,15 @@ fn unread_shared_prefix(inputs: &Inputs) -> Option<Miss> {
     if shared <= read {
         return None;
     }
-    let cause = match inputs.policy {
-        Policy::Anthropic if prompt.breakpoints.is_empty() => MissCause::NoBreakpoint,
-        Policy::Anthropic if inputs.valid.is_empty() => MissCause::BelowMinimum,
-        _ if never_written(earlier, inputs.closest.shared_to) => MissCause::NotWritten,
-        _ => MissCause::Cold,
+    let needs_breakpoints = inputs.policy.rules().needs_breakpoints();
+    let cause = if needs_breakpoints && prompt.breakpoints.is_empty() {
+        MissCause::NoBreakpoint
+    } else if needs_breakpoints && inputs.valid.is_empty() {
+        MissCause::BelowMinimum
+    } else if never_written(earlier, inputs.closest.shared_to) {
+        MissCause::NotWritten
+    } else {
+        MissCause::Cold
     };
     Some(miss_at(prompt, cause, inputs.first_unread(), shared - read))
 }

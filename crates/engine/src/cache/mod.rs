@@ -4,6 +4,7 @@
 mod diagnostics;
 mod history;
 mod miss;
+mod policy;
 mod store;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,12 +16,13 @@ pub use diagnostics::{Fingerprint, Fingerprints, miss_reason_type, miss_type_of}
 pub use forkcache_wire::{CacheMissReason, CacheMissType, Diagnostics};
 pub use history::{Closest, HISTORY_LIMIT, History, Summary};
 pub use miss::{Miss, MissCause, describe_miss, layout_notes};
+pub use policy::{Anthropic, CachePolicy, LongestPrefix};
 pub use store::{Entry, EntryKey, EntryStore, ScopeId, StoreStats};
 
 use crate::clock::{LatencyModel, SimTime, Visibility};
 use crate::prompt::{Breakpoint, PromptRef, Ttl};
 
-/// Which cache is simulated.
+/// Which cache is simulated: a name for one of the [`CachePolicy`]s ([`Policy::rules`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Policy {
@@ -35,10 +37,7 @@ pub enum Policy {
 impl Policy {
     /// The policy's name as the command line spells it.
     pub fn name(self) -> &'static str {
-        match self {
-            Policy::Anthropic => "anthropic",
-            Policy::LongestPrefix => "longest-prefix",
-        }
+        self.rules().name()
     }
 }
 
@@ -233,7 +232,7 @@ pub struct Hit {
 
 impl Hit {
     /// A hit on a whole position.
-    fn at(index: u32, position: &crate::prompt::Position) -> Hit {
+    pub fn at(index: u32, position: &crate::prompt::Position) -> Hit {
         Hit { position: index, key: position.hash, tokens: position.tokens_end }
     }
 }
@@ -314,10 +313,10 @@ impl PrefixCache {
     pub fn serve(&mut self, lookup: Lookup) -> Outcome {
         let prompt = lookup.prompt;
         let valid = self.valid_breakpoints(&lookup);
-        let hit = match self.config.policy {
-            Policy::Anthropic => self.find_in_windows(&lookup, &valid),
-            Policy::LongestPrefix => self.find_longest(&lookup),
-        };
+        let rules = self.config.policy.rules();
+        let hit = rules.find(prompt, &valid, self.config.lookback_positions, &mut |candidate| {
+            self.read(&lookup, candidate)
+        });
         let read = hit.map_or(0, |h| h.tokens);
         let writes = self.planned_writes(&lookup, &valid, read);
         let (write_1h, write_5m) = account(read, &writes);
@@ -384,11 +383,11 @@ impl PrefixCache {
         }
     }
 
-    /// Breakpoints long enough to cache (the `longest-prefix` policy has no minimum).
+    /// Breakpoints the policy may write and look up.
     fn valid_breakpoints(&self, lookup: &Lookup) -> Vec<Breakpoint> {
-        let long_enough =
-            |bp: &&Breakpoint| self.config.policy == Policy::LongestPrefix || bp.tokens >= lookup.min_tokens;
-        lookup.prompt.breakpoints.iter().filter(long_enough).copied().collect()
+        let rules = self.config.policy.rules();
+        let cacheable = |bp: &&Breakpoint| rules.cacheable(bp, lookup.min_tokens);
+        lookup.prompt.breakpoints.iter().filter(cacheable).copied().collect()
     }
 
     /// `candidate`, if its entry is readable, reading no more than the entry holds. The two
@@ -401,39 +400,9 @@ impl PrefixCache {
         Some(Hit { tokens: candidate.tokens.min(entry.tokens), ..candidate })
     }
 
-    /// Last breakpoint first, each checking its own prefix and then the 19 positions before its
-    /// own; the first hit is the longest.
-    fn find_in_windows(&self, lookup: &Lookup, valid: &[Breakpoint]) -> Option<Hit> {
-        let window = self.config.lookback_positions.max(1);
-        let prompt = lookup.prompt;
-        valid.iter().rev().find_map(|bp| {
-            let own = Hit { position: bp.position, key: bp.key, tokens: bp.tokens };
-            if let Some(hit) = self.read(lookup, own) {
-                return Some(hit);
-            }
-            let lowest = bp.position.saturating_sub(window - 1);
-            (lowest..bp.position).rev().find_map(|p| self.read(lookup, Hit::at(p, prompt.position(p))))
-        })
-    }
-
-    fn find_longest(&self, lookup: &Lookup) -> Option<Hit> {
-        let prompt = lookup.prompt;
-        (0..prompt.len() as u32).rev().find_map(|p| self.read(lookup, Hit::at(p, prompt.position(p))))
-    }
-
     /// The entries this request writes: those whose `T` is beyond what it read.
     fn planned_writes(&self, lookup: &Lookup, valid: &[Breakpoint], read: u64) -> Vec<Breakpoint> {
-        match self.config.policy {
-            Policy::Anthropic => valid.iter().filter(|bp| bp.tokens > read).copied().collect(),
-            Policy::LongestPrefix => {
-                let prompt = lookup.prompt;
-                let ttl = prompt.breakpoints.iter().map(|bp| bp.ttl).max().unwrap_or(self.config.default_ttl);
-                (0..prompt.len() as u32)
-                    .map(|index| Breakpoint::at(index, prompt.position(index), ttl))
-                    .filter(|bp| bp.tokens > read)
-                    .collect()
-            }
-        }
+        self.config.policy.rules().writes(lookup.prompt, valid, read, self.config.default_ttl)
     }
 
     fn visible_at(&self, lookup: &Lookup, uncached: u64) -> SimTime {

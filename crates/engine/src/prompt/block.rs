@@ -5,10 +5,11 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use forkcache_wire::RawJson;
+
 use super::hash::{content_hash, namespaced_hash};
 use super::{IdentityMode, Ttl};
 use crate::tokenize::Tokenizer;
-use forkcache_wire::RawJson;
 
 /// Where a block sits, which decides what it may be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

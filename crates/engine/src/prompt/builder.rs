@@ -3,9 +3,10 @@
 //! The renderer feeds it blocks read from request bytes; a caller that already knows its blocks'
 //! facts (the scenario engine) can feed it directly and get the identical prompt.
 
+use forkcache_wire::Role;
+
 use super::hash::chain;
 use super::{BlockInfo, BlockKind, Breakpoint, Position, Prompt, SaltLevel, Salts, Slot, Ttl};
-use forkcache_wire::Role;
 
 // Tags keep the different things that are chained from ever colliding.
 const TAG_BLOCK: u8 = 1;

@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use forkcache_wire::{ApiError, ContentView, RawJson, RequestView, Role, Thinking, ToolChoice};
+
 use super::block::{
     BlockContext, BlockInfo, BlockProblem, InspectConfig, inspect_raw, inspect_text, raw_memo_key,
     text_memo_key,
@@ -14,7 +16,6 @@ use super::memo::BlockMemo;
 use super::{IdentityMode, Prompt, PromptBuilder, Salts, Slot, Ttl};
 use crate::billing::ModelPrice;
 use crate::tokenize::Tokenizer;
-use forkcache_wire::{ApiError, ContentView, RawJson, RequestView, Role, Thinking, ToolChoice};
 
 mod resume;
 

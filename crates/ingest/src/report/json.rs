@@ -9,14 +9,14 @@ use serde::Serialize;
 use serde::ser::{Error as _, SerializeMap as _, SerializeSeq as _, Serializer};
 use serde_json::value::RawValue;
 
-use crate::compact::CompactJson;
-use crate::{ChainInfo, SessionRequest};
 use forkcache_engine::billing::{Cost, Usage};
 use forkcache_engine::cache::Miss;
 use forkcache_engine::verify::Divergence;
 
 use super::super::breaks::BreakCause;
 use super::{Agreement, ImportReport, RequestRow, SessionReport, Totals, WhatIfResult, ratio};
+use crate::compact::CompactJson;
+use crate::{ChainInfo, SessionRequest};
 
 /// Breaks located in a proxy's bytes, by request id.
 type Divergences = BTreeMap<String, Divergence>;

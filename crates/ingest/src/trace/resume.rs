@@ -44,15 +44,15 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use bytes::Bytes;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use bytes::Bytes;
-
-use super::{BatchEntries, BatchLine, LineBatch, LineParts, ParsedBatch, PooledBytes, TraceBody, TraceEntry};
 use forkcache_engine::prompt::common_len;
 use forkcache_engine::prompt::{BlockContext, BlockKeys, content_keys, tool_keys};
 use forkcache_wire::{ContentView, MemberValues, MessageView, RawJson, RequestView, Role};
+
+use super::{BatchEntries, BatchLine, LineBatch, LineParts, ParsedBatch, PooledBytes, TraceBody, TraceEntry};
 
 /// Request bodies a reader keeps sketches of, at most: enough to find a body's own conversation
 /// among a few interleaved ones (a parent, its forks, a side request).

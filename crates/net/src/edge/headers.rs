@@ -1,6 +1,7 @@
 //! The request headers both edges read.
 
 use axum::http::{HeaderMap, HeaderValue, header};
+
 use forkcache_wire::Betas;
 
 /// The betas of every `anthropic-beta` header (a value that is not text names none).

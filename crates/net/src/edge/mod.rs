@@ -1,5 +1,5 @@
 //! The HTTP layer both edges stand on — `serve` (the mock endpoint) and `proxy` (in front of a
-//! real one): connection limits and the accept loop ([`listen`]), the request headers both read
+//! real one): connection limits and the accept loop (`listen`), the request headers both read
 //! (the key, the betas), the content codings both speak ([`encoding`]), their defaults and the
 //! settings their trace's session marker records. Neither edge imports the other; both import
 //! this.

@@ -3,11 +3,12 @@
 
 use axum::body::Bytes;
 
-use super::capture::{Encodings, Observed, observe};
 use forkcache_engine::agreement::read_recorded;
 use forkcache_engine::billing::RecordedUsage;
 use forkcache_ingest::trace::{Envelope, LoggedError};
 use forkcache_wire::Betas;
+
+use super::capture::{Encodings, Observed, observe};
 
 /// One Messages exchange as the forwarding path saw it.
 pub(super) struct Exchange {

@@ -14,11 +14,12 @@ use axum::routing::get;
 use http_body::Frame;
 use http_body_util::BodyExt as _;
 
+use forkcache_ingest::trace::LoggedError;
+use forkcache_wire::{ApiError, ErrorKind};
+
 use super::Shared;
 use super::journal::Ticket;
 use super::upstream::Frames;
-use forkcache_ingest::trace::LoggedError;
-use forkcache_wire::{ApiError, ErrorKind};
 
 type SharedState = State<Arc<Shared>>;
 

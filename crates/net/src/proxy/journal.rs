@@ -10,10 +10,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use axum::body::Bytes;
 use axum::http::{HeaderMap, header};
+use tokio::time::Instant;
+
+use forkcache_engine::endpoint::MockEndpoint;
+use forkcache_engine::tokenize::Tokenizer;
+use forkcache_ingest::trace::{LoggedError, TraceWriter, envelope_line, key_fingerprint};
 
 use super::capture::{COPY_LIMIT_BYTES, Encodings};
 use super::exchange::{Entry, Exchange, Response, workspace};
@@ -23,9 +26,6 @@ use super::predict::{self, PredictionQueue, Predictor};
 use super::redact::redact;
 use super::stats::ProxyStats;
 use crate::edge::api_key;
-use forkcache_engine::endpoint::MockEndpoint;
-use forkcache_engine::tokenize::Tokenizer;
-use forkcache_ingest::trace::{LoggedError, TraceWriter, envelope_line, key_fingerprint};
 
 /// What the forwarding path tells the journal.
 enum Note {

@@ -37,9 +37,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Duration;
 
-use crate::edge::{EdgeError, Limits, serve_until};
 use forkcache_engine::endpoint::MockEndpoint;
 use forkcache_ingest::trace::{SessionMarker, TraceWriter};
+
+use crate::edge::{EdgeError, Limits, serve_until};
 
 pub use capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
 pub use predict::PREDICTION_QUEUE_BYTES;

@@ -25,8 +25,6 @@ use std::thread::JoinHandle;
 
 use axum::body::Bytes;
 
-use super::exchange::{Entry, Exchange};
-use super::stats::{Comparison, ProxyStats};
 use forkcache_engine::billing::{Cost, RecordedUsage};
 use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, MockEndpoint, Record};
@@ -34,6 +32,9 @@ use forkcache_engine::prompt::RenderSketch;
 use forkcache_engine::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
 use forkcache_ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, BodyReader, skip_member};
 use forkcache_wire::Reply;
+
+use super::exchange::{Entry, Exchange};
+use super::stats::{Comparison, ProxyStats};
 
 /// The default bound of the prediction queue: 256 MiB of request bodies, a few hundred requests
 /// of a long agent conversation.

@@ -4,16 +4,15 @@
 //! body frames pass from one to the other without re-buffering, and TLS is rustls (ring) with the
 //! public web roots plus any `--upstream-ca`.
 
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::body::Bytes;
 use axum::http::Uri;
 use axum::http::uri::{Authority, PathAndQuery, Scheme};
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use http_body::{Frame, SizeHint};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;

@@ -1,16 +1,17 @@
 //! What one Messages request comes to: stamped, priced (or refused), traced, logged and counted,
 //! under the core's lock, in the order requests are handed over.
 
-use super::read::{Checked, Read, ReadBody};
-use super::script::Planned;
-use super::stats::request_line;
-use super::{Core, LatencyMode, Shared, validate};
-use crate::edge::listen::Connection;
 use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, Exchange};
 use forkcache_engine::prompt::BlockKeys;
 use forkcache_ingest::trace::{Envelope, LoggedError, envelope_line};
 use forkcache_wire::{ApiError, Betas, MessageResponse, Reply, RequestView};
+
+use super::read::{Checked, Read, ReadBody};
+use super::script::Planned;
+use super::stats::request_line;
+use super::{Core, LatencyMode, Shared, validate};
+use crate::edge::listen::Connection;
 
 /// A Messages request read on a worker, with who sent it: what is priced.
 pub(super) struct Request {

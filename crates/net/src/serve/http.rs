@@ -12,14 +12,15 @@ use axum::routing::{get, post};
 use futures_util::StreamExt as _;
 use serde_json::json;
 
+use forkcache_engine::billing::PriceTable;
+use forkcache_engine::prompt::BlockKeys;
+use forkcache_wire::{ApiError, Betas, ErrorKind, MessageResponse, SseEvent, error_event, message_events};
+
 use super::answer::{Answer, Ending, turn_away};
 use super::read::ReadBody;
 use super::{Shared, pricer};
 use crate::edge::listen::Connection;
 use crate::edge::{api_key, request_betas};
-use forkcache_engine::billing::PriceTable;
-use forkcache_engine::prompt::BlockKeys;
-use forkcache_wire::{ApiError, Betas, ErrorKind, MessageResponse, SseEvent, error_event, message_events};
 
 type SharedState = State<Arc<Shared>>;
 

@@ -25,6 +25,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use pricer::Pricer;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -34,7 +35,6 @@ use forkcache_engine::endpoint::MockEndpoint;
 use forkcache_engine::prompt::RenderCounts;
 use forkcache_ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, SessionMarker, TraceWriter};
 use forkcache_wire::Chunking;
-use pricer::Pricer;
 
 use crate::edge::{
     BODY_LIMIT_BYTES, BODY_TIMEOUT_MS, EdgeError, HEADER_TIMEOUT_MS, IDLE_TIMEOUT_MS, Limits,

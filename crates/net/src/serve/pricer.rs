@@ -29,11 +29,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError, Weak, mpsc};
 
 use tokio::sync::oneshot;
 
+use forkcache_wire::{ApiError, Betas, ErrorKind};
+
 use super::answer::{self, Answer, Request};
 use super::read::ReadBody;
 use super::{Core, Shared};
 use crate::edge::listen::Connection;
-use forkcache_wire::{ApiError, Betas, ErrorKind};
 
 /// A request waiting to be priced, and where its answer goes.
 pub(super) struct Job {

@@ -4,11 +4,12 @@
 
 use axum::body::Bytes;
 
+use forkcache_engine::prompt::BlockKeys;
+use forkcache_wire::{ApiError, RequestView};
+
 use super::script::Planned;
 use super::{Settings, validate};
 use crate::edge::listen::Connection;
-use forkcache_engine::prompt::BlockKeys;
-use forkcache_wire::{ApiError, RequestView};
 
 self_cell::self_cell!(
     /// A request body and what its worker read from it: the view borrows the bytes, so the two

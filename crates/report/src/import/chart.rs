@@ -5,13 +5,13 @@
 //!   cause above its column.
 //! - `<session>-read`: real read beside predicted read on a real time axis (minutes).
 
+use forkcache_ingest::report::SessionReport;
+
 use crate::Artifact;
 use crate::chart::{
     ChartError, Column, Corner, LineChart, Rendered, Series, StackedColumns, ValueFormat, line_chart,
     stacked_columns,
 };
-
-use forkcache_ingest::report::SessionReport;
 
 /// Every chart of every session, as files named after the session.
 pub fn charts(sessions: &[SessionReport]) -> Result<Vec<Artifact>, ChartError> {

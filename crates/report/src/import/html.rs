@@ -3,11 +3,11 @@
 //! what-ifs, then a section per session with its two charts as inline SVG (real usage with the
 //! breaks marked; real beside predicted read over time) and its breaks as a sortable table.
 
+use forkcache_ingest::report::{ImportReport, SessionReport};
+
 use crate::Artifact;
 use crate::chart::ChartError;
 use crate::html::{Page, Table};
-
-use forkcache_ingest::report::{ImportReport, SessionReport};
 
 /// The page, as the one file of the directory.
 pub fn page(report: &ImportReport) -> Result<Artifact, ChartError> {

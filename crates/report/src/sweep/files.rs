@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use forkcache_engine::billing::PriceTable;
+
 use super::run::{Shard, SweepOptions, SweepResult, stream};
 use super::table::{COLUMNS, CsvRows, SHARD_KEYS};
 use super::{SweepError, SweepSpec};
-use forkcache_engine::billing::PriceTable;
 
 /// What [`write()`] wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]

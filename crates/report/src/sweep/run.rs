@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::SweepError;
-use super::spec::{Subagents, SweepCell, SweepSpec};
 use forkcache_engine::billing::PriceTable;
 use forkcache_scenario::{RequestRole, RunConfig, ScenarioTotals};
+
+use super::SweepError;
+use super::spec::{Subagents, SweepCell, SweepSpec};
 
 /// Which contiguous part of the grid to run: shard `index` of `count` (1-based).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,12 +5,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::SweepError;
 use forkcache_engine::billing::BillingProfile;
 use forkcache_engine::cache::Policy;
 use forkcache_engine::prompt::Ttl;
 use forkcache_scenario::agent::{ForkVariant, NamedAgent};
 use forkcache_scenario::{EventSpec, ForkSpec, IdleSpec, Launch, NamedSpec, ScenarioSpec, TurnSpec};
+
+use super::SweepError;
 
 /// A whole sweep.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

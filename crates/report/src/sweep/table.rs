@@ -2,10 +2,11 @@
 
 use std::io::Write;
 
+use forkcache_scenario::{Launch, ScenarioTotals};
+
 use super::SweepSpec;
 use super::run::{Shard, SweepResult, SweepRow};
 use crate::format::{fraction, misses, savings_fraction, thousandths};
-use forkcache_scenario::{Launch, ScenarioTotals};
 
 type Cell = fn(&SweepRow) -> String;
 

@@ -15,8 +15,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::block::{BlockRef, Message};
-use super::request::{AgentRequest, Mark, ThinkingConfig};
 use forkcache_engine::billing::ModelPrice;
 use forkcache_engine::endpoint::{MockEndpoint, RenderedRequest};
 use forkcache_engine::prompt::{
@@ -24,6 +22,9 @@ use forkcache_engine::prompt::{
     Ttl, tool_prompt_size,
 };
 use forkcache_wire::ApiError;
+
+use super::block::{BlockRef, Message};
+use super::request::{AgentRequest, Mark, ThinkingConfig};
 
 /// Lineages kept: the main loop's, plus a few branches (compaction, a fork's fresh
 /// replacement state, a named agent's conversation).

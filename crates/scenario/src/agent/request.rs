@@ -7,10 +7,11 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use super::block::{BlockRef, Message};
 use forkcache_engine::prompt::Ttl;
 use forkcache_engine::verify::{Loc, Segment};
 use forkcache_wire::{ContentView, MessageView, RawJson, RequestView, Thinking};
+
+use super::block::{BlockRef, Message};
 
 /// The `thinking` parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

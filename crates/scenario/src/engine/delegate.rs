@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use forkcache_engine::clock::SimTime;
+
 use super::{Engine, Sent, extended};
 use crate::ScenarioError;
 use crate::agent::{
@@ -16,7 +18,6 @@ use crate::agent::{
 };
 use crate::record::{RequestRole, Who};
 use crate::spec::{NamedLaunch, NamedSpec, ResumeSpec, TaskSpec};
-use forkcache_engine::clock::SimTime;
 
 /// The API key a remote agent's requests carry: another workspace, so another cache.
 pub(super) const REMOTE_API_KEY: &str = "remote-workspace";

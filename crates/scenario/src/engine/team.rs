@@ -13,14 +13,15 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use forkcache_engine::clock::SimTime;
+use forkcache_wire::Role;
+
 use super::{Engine, extended, generate_spec};
 use crate::ScenarioError;
 use crate::agent::{AgentRequest, Block, BlockRef, Mark, Message};
 use crate::generate::Generator;
 use crate::record::{RequestRole, Who};
 use crate::spec::TeamSpec;
-use forkcache_engine::clock::SimTime;
-use forkcache_wire::Role;
 
 struct Teammate {
     name: String,

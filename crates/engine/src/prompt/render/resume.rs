@@ -22,6 +22,8 @@
 
 use std::collections::VecDeque;
 
+use forkcache_wire::{ContentView, RequestView, Role};
+
 use super::{
     BlockKeys, KeyFeed, Renderer, SaltFacts, apply_automatic_marker, build_messages, salts, tool_prompt_size,
     validate_breakpoints,
@@ -30,7 +32,6 @@ use super::{Item, ToolChanges, ToolPromptSize};
 use crate::billing::ModelPrice;
 use crate::prompt::common_len;
 use crate::prompt::{Breakpoint, Checkpoint, Position, Prompt, PromptBuilder};
-use forkcache_wire::{ContentView, RequestView, Role};
 
 /// What [`Renderer::render_resumed`] keeps of the last requests it rendered for one client (one
 /// `serve` connection; one server run of a replayed trace; a proxy's traffic), to render the
