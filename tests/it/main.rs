@@ -36,6 +36,7 @@ mod scenario_mistakes;
 mod scenario_props;
 mod scenario_seed;
 mod scope;
+mod seed_bodies;
 mod seed_example;
 mod serve;
 mod serve_cli;

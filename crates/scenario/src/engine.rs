@@ -357,6 +357,7 @@ impl<'s> Engine<'s> {
             tools: self.tools_now(),
             messages,
             last_reply,
+            last_results: None,
             mark_system: self.spec.agent.system_breakpoint,
             ttl: self.spec.ttl,
         }
@@ -421,6 +422,7 @@ impl<'s> Engine<'s> {
         let answer = self.parent_generator.answer(&reply);
         let answer = self.decide_results(answer, sent.total_tokens);
         self.after_main_request(request, reply.clone(), &sent);
+        self.snapshot.last_results = Some(answer.clone());
         let pending = Arc::make_mut(&mut self.pending);
         pending.push(reply);
         pending.push(answer);
@@ -440,6 +442,7 @@ impl<'s> Engine<'s> {
             tools: request.tools,
             messages: request.head,
             last_reply: Some(reply),
+            last_results: None,
             mark_system: self.spec.agent.system_breakpoint,
             ttl: self.spec.ttl,
         };
@@ -518,6 +521,7 @@ impl<'s> Engine<'s> {
             // the last main-loop turn (the snapshot), never re-collected.
             self.snapshot.messages = Arc::clone(&self.pending);
             self.snapshot.last_reply = Some(assistant.clone());
+            self.snapshot.last_results = None;
             self.now
         };
         // The constant placeholders are built once and shared by every fork of the spawn.
@@ -694,9 +698,11 @@ impl<'s> Engine<'s> {
                     "content": format!("Async agent launched successfully. agentId: fork-{}", fork + 1)}))
             })
             .collect();
+        let results = Message::user(results);
+        self.snapshot.last_results = Some(results.clone());
         let pending = Arc::make_mut(&mut self.pending);
         pending.push(assistant);
-        pending.push(Message::user(results));
+        pending.push(results);
         self.now = launch_at.plus_ms(self.spec.agent.tool_ms);
     }
 
@@ -973,6 +979,7 @@ fn placeholder_snapshot(spec: &ScenarioSpec) -> CacheSafeParams {
         tools: Arc::new(Vec::new()),
         messages: Arc::new(Vec::new()),
         last_reply: None,
+        last_results: None,
         mark_system: false,
         ttl: Ttl::FiveMinutes,
     }

@@ -53,6 +53,8 @@ pub struct CacheSafeParams {
     pub messages: Arc<Vec<Message>>,
     /// That request's answer, once known.
     pub last_reply: Option<Message>,
+    /// The results of that answer's tool calls, once they are in (the user message after it).
+    pub last_results: Option<Message>,
     /// Marker on the last system block.
     pub mark_system: bool,
     /// Marker TTL.
@@ -81,9 +83,20 @@ impl CacheSafeParams {
     }
 
     /// A sidecar's request: the last main-loop request, its answer, then one user message.
+    ///
+    /// Sidecars run in the stop hooks, at the end of the turn (seed 000): by then every
+    /// `tool_use` of the answer has its result, so the user message holds those results first
+    /// and the sidecar's prompt after them. A snapshot taken mid-turn (calls without results)
+    /// is a body the API refuses.
     pub fn sidecar_request(&self, prompt: BlockRef) -> AgentRequest {
         let mut tail: Vec<Message> = self.last_reply.iter().cloned().collect();
-        tail.push(Message::user(vec![prompt]));
+        let calls = tail.iter().any(|reply| reply.blocks.iter().any(|b| b.kind == BlockKind::ToolUse));
+        let mut closing = match (&self.last_results, calls) {
+            (Some(results), true) => results.blocks.clone(),
+            _ => Vec::new(),
+        };
+        closing.push(prompt);
+        tail.push(Message::user(closing));
         self.request(tail)
     }
 }

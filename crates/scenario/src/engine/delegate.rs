@@ -94,9 +94,11 @@ impl Engine<'_> {
             json!({"type": "tool_result", "tool_use_id": id, "content": content}),
             declared,
         ));
+        let results = Message::user(vec![result]);
+        self.snapshot.last_results = Some(results.clone());
         let pending = Arc::make_mut(&mut self.pending);
         pending.push(call);
-        pending.push(Message::user(vec![result]));
+        pending.push(results);
         self.now = at;
     }
 
