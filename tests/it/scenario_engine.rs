@@ -381,11 +381,13 @@ fn a_spawning_turn_past_the_threshold_compacts() {
     // over 50,000 tokens, so compaction follows it — after the two forks, which start before it
     // (requests reach the endpoint in start order) — and the next spawn's parent request starts
     // from the 2,000-token summary instead of the 30,000-token history — 28,000 tokens lighter,
-    // below the threshold: no second compaction.
+    // below the threshold: no second compaction. It also carries the two forks' notifications
+    // (both ended before it): 2 × (50 declared + their 200-token reports) = 500, so the
+    // difference is 28,000 − 500 = 27,500.
     let spec = ScenarioSpec::from_json(
         r#"{"name": "compacts", "history": {"messages": [{"role": "user", "content": [{"type": "text", "text": "h", "forkcache_tokens": 30000}]}]},
             "agent": {"compaction_threshold_tokens": 40000},
-            "timeline": [{"fork": {"count": 2}}, {"fork": {"count": 2}}]}"#,
+            "timeline": [{"fork": {"count": 2, "notification_tokens": 50}}, {"fork": {"count": 2}}]}"#,
     )
     .unwrap();
     let report = run_with(&spec, false);
@@ -398,7 +400,7 @@ fn a_spawning_turn_past_the_threshold_compacts() {
         .map(|r| r.record.usage.total_input_tokens())
         .collect();
     assert!(parents[0] > 50_000, "{parents:?}");
-    assert_eq!(parents[0] - parents[1], 30_000 - 2_000);
+    assert_eq!(parents[0] - parents[1], 30_000 - 2_000 - 2 * (50 + 200));
     let starts: Vec<u64> = report.records.iter().map(|r| r.record.at.ms()).collect();
     assert!(starts.windows(2).all(|pair| pair[0] <= pair[1]), "start order: {starts:?}");
 }

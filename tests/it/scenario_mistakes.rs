@@ -224,15 +224,16 @@ fn an_unstable_schema_key_order_rewrites_every_turn() {
 
 #[test]
 fn a_sidecar_re_collecting_its_parameters_after_a_flag_flip() {
-    // Twin: the prompt-suggestion sidecar = the turn's request + its 300-token reply + a
-    // 100-token prompt = 20,400: reads 20,000 (2,000), writes 400 (500) = 2,500.
-    let twin = check("sidecar", &[(25_000.0, None), (2_500.0, None)]);
-    // Re-collected, system[1] shows the flipped flag: it writes 20,400 (25,500).
+    // Twin: the prompt-suggestion sidecar runs at the turn's end (seed 000's stop hooks) = the
+    // turn's request + its 300-token reply + the 1,000-token result of its call + a 100-token
+    // prompt = 21,400: reads 20,000 (2,000), writes 1,400 (1,750) = 3,750.
+    let twin = check("sidecar", &[(25_000.0, None), (3_750.0, None)]);
+    // Re-collected, system[1] shows the flipped flag: it writes 21,400 (26,750).
     let total = check(
         "mistake-sidecar-recollects",
-        &[(25_000.0, None), (25_500.0, Some((MissCause::PrefixChanged, "system[1]", 20_000)))],
+        &[(25_000.0, None), (26_750.0, Some((MissCause::PrefixChanged, "system[1]", 20_000)))],
     );
-    assert_eq!((twin, total), (27_500.0, 50_500.0));
+    assert_eq!((twin, total), (28_750.0, 51_750.0));
 }
 
 #[test]

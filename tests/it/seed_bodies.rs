@@ -105,3 +105,101 @@ fn every_body_of_every_fixture_pairs_calls_with_results() {
         }
     }
 }
+
+fn bodies_of(report: &ScenarioReport, role: RequestRole) -> Vec<(String, Value)> {
+    report
+        .records
+        .iter()
+        .filter(|r| r.role == role)
+        .map(|r| (r.agent.clone(), serde_json::from_str(r.body.as_ref().unwrap()).unwrap()))
+        .collect()
+}
+
+/// The text blocks of `body` that are task notifications.
+fn notifications(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .filter(|text| text.starts_with("<task-notification>"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn fork_results_reach_the_parent_as_notifications() {
+    // readme-example forks 3 ways (2 turns each) after parent 3; the forks end long before the
+    // 60 s idle is over, so the parent's next request holds one notification per fork, each
+    // with the fork's final report in `<result>` (seed 000; Claude Code 2.1.330's capture).
+    let report = run_fixture("readme-example");
+    let parents = bodies_of(&report, RequestRole::Parent);
+    let (spawning, _) = parents.iter().find(|(agent, _)| agent.contains("spawns 1")).unwrap();
+    assert!(
+        parents.iter().take_while(|(agent, _)| agent != spawning).all(|(_, b)| notifications(b).is_empty())
+    );
+    let later = parents.iter().skip_while(|(agent, _)| agent != spawning).nth(1).unwrap();
+    let found = notifications(&later.1);
+    assert_eq!(found.len(), 3, "{}", later.0);
+    for (fork, text) in found.iter().enumerate() {
+        let fork = fork + 1;
+        assert!(text.contains(&format!("<tool-use-id>toolu_spawn1_fork{fork}</tool-use-id>")), "{text}");
+        // A fork's report is 200 tokens (the engine's FORK_REPORT_TOKENS).
+        assert!(text.contains(&format!("<result>[fork 1.{fork} report: 200 tokens]</result>")), "{text}");
+    }
+}
+
+#[test]
+fn a_background_agents_report_reaches_the_parent() {
+    // launch-background: the agent's 500-token report travels in its notification, as
+    // launch-sync's travels in the tool result.
+    let report = run_fixture("launch-background");
+    let parents = bodies_of(&report, RequestRole::Parent);
+    let found = notifications(&parents.last().unwrap().1);
+    assert_eq!(found.len(), 1);
+    assert!(found[0].contains("<result>[general-purpose 1 report: 500 tokens]</result>"), "{}", found[0]);
+    assert!(found[0].contains("<tool-use-id>toolu_named1</tool-use-id>"), "{}", found[0]);
+}
+
+#[test]
+fn the_notification_bills_its_frame_and_the_report() {
+    // A declared 40-token frame around a 500-token report: the block is declared 540 tokens.
+    let spec = ScenarioSpec::from_json(
+        &fixture("launch-background")
+            .unwrap()
+            .json
+            .replace(r#""result_tokens": 500,"#, r#""result_tokens": 500, "notification_tokens": 40,"#),
+    )
+    .unwrap();
+    let mut config = RunConfig::for_spec(&spec);
+    config.keep_bodies = true;
+    let report = run(&spec, &config, &PriceTable::builtin()).unwrap();
+    let body = report.records.last().unwrap().body.clone().unwrap();
+    assert!(body.contains(r#"</task-notification>","forkcache_tokens":540"#), "{body}");
+}
+
+#[test]
+fn wait_lets_the_parent_wait_for_its_forks() {
+    // Forks of 3 turns with 60 s tools end far after the parent's next turn; without `wait`
+    // that turn holds no notification, with it both.
+    let timeline = |wait: &str| {
+        format!(
+            r#"{{"name": "w", "history": {{"messages": [{{"role": "user", "content": "go"}}]}},
+                "timeline": [{{"fork": {{"count": 2, "child_turns": 3, "tool_ms": 60000}}}}{wait}, {{"turn": {{}}}}]}}"#
+        )
+    };
+    let counts: Vec<usize> = ["", r#", {"wait": {}}"#]
+        .iter()
+        .map(|wait| {
+            let spec = ScenarioSpec::from_json(&timeline(wait)).unwrap();
+            let mut config = RunConfig::for_spec(&spec);
+            config.keep_bodies = true;
+            let report = run(&spec, &config, &PriceTable::builtin()).unwrap();
+            let (_, last) = bodies_of(&report, RequestRole::Parent).pop().unwrap();
+            notifications(&last).len()
+        })
+        .collect();
+    assert_eq!(counts, [0, 2]);
+}

@@ -88,6 +88,8 @@ struct Child {
     remote: bool,
     /// Its type's limit on requests per run (a resume is a new run).
     max_turns: u32,
+    /// Its last final report, once written: what its notification carries.
+    report: Option<BlockRef>,
 }
 
 /// What sending one request gave.
@@ -229,6 +231,7 @@ impl<'s> Engine<'s> {
             }
             EventSpec::Sidecar(sidecar) => self.sidecar(sidecar),
             EventSpec::Compact(_) => self.compact_parent(),
+            EventSpec::Wait(_) => self.wait_for_background(),
         }
     }
 
@@ -667,6 +670,7 @@ impl<'s> Engine<'s> {
                 marks_last: true,
                 remote: false,
                 max_turns: spec.child_turns,
+                report: None,
             });
             let at = match spec.launch {
                 Launch::Parallel => launch_at,
@@ -674,6 +678,11 @@ impl<'s> Engine<'s> {
                 Launch::Staggered => first_token_at,
                 Launch::Sequential => launch_at.plus_ms(spec.gap_ms * fork as u64),
             };
+            self.notices.push(delegate::Notice {
+                child,
+                text: fork_notification(spawn, fork),
+                tokens: spec.notification_tokens,
+            });
             if fork == 0 {
                 self.drain(Some(at))?;
                 first_token_at = self.child_step(child, at)?;
@@ -736,6 +745,7 @@ impl<'s> Engine<'s> {
             // The final reply stays in its transcript: a resume continues from it.
             let c = &mut self.children[child];
             c.finished_at = Some(sent.completes_at);
+            c.report = reply.blocks.first().cloned();
             c.next = extended_with(&c.next, vec![reply], c.marks_last);
             return Ok(sent.first_token_at);
         }
@@ -834,6 +844,7 @@ impl<'s> Engine<'s> {
             marks_last: true,
             remote: false,
             max_turns: turns,
+            report: None,
         });
         self.children.len() - 1
     }
@@ -885,6 +896,17 @@ fn extended_with(request: &AgentRequest, messages: Vec<Message>, mark_last: bool
         next.mark_last_block();
     }
     next
+}
+
+/// The `<task-notification>` a fork's end puts in the parent's next user turn, shaped as Claude
+/// Code 2.1's (`fixtures/clients/claude-code-2.1.330-forks.jsonl`, line 5): with forking on every
+/// spawn is asynchronous and its result reaches the parent this way (seed 000). `{result}` is
+/// the fork's final report.
+fn fork_notification(spawn: usize, fork: usize) -> String {
+    let (spawn, fork) = (spawn + 1, fork + 1);
+    format!(
+        "<task-notification>\n<task-id>fork {spawn}.{fork}</task-id>\n<tool-use-id>toolu_spawn{spawn}_fork{fork}</tool-use-id>\n<status>completed</status>\n<summary>Agent \"fork {fork}\" finished</summary>\n<result>{{result}}</result>\n</task-notification>"
+    )
 }
 
 /// A reply calling the Agent tool with `subagent_type: "fork"`.

@@ -35,6 +35,7 @@ pub use spec::{
     AgentSpec, CompactSpec, ContentMode, EventSpec, FlagFlipSpec, ForkSpec, ForkTools, GenerateSpec,
     HistorySpec, IdleSpec, Knobs, Launch, MemoryRefreshSpec, MemorySpec, NamedLaunch, NamedSpec, Range,
     ResumeSpec, ScenarioSpec, SectionSpec, SidecarSpec, Sizes, TaskSpec, TeamSpec, ToolSpec, TurnSpec,
+    WaitSpec,
 };
 pub use suite::{
     FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, run_suite_seeded,

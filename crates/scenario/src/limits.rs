@@ -150,7 +150,7 @@ fn check_event(index: usize, event: &EventSpec) -> Result<u64, ScenarioError> {
             tokens(|| path("sidecar.prompt_tokens"), sidecar.prompt_tokens)?;
             at_most(|| path("sidecar.delay_ms"), sidecar.delay_ms, MAX_MS).map(|()| 1)
         }
-        EventSpec::FlagFlip(_) => Ok(0),
+        EventSpec::FlagFlip(_) | EventSpec::Wait(_) => Ok(0),
         EventSpec::Compact(_) => Ok(1),
     }
 }

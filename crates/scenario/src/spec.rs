@@ -297,6 +297,9 @@ pub enum EventSpec {
     Sidecar(SidecarSpec),
     /// Compaction now, whatever the threshold.
     Compact(CompactSpec),
+    /// The parent waits for its background agents (forks, background named agents) to end;
+    /// their notifications reach its next turn.
+    Wait(WaitSpec),
 }
 
 /// `turn`.
@@ -328,6 +331,11 @@ pub struct IdleSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlagFlipSpec {}
+
+/// `wait`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitSpec {}
 
 /// How a spawn's forks start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -392,6 +400,9 @@ pub struct ForkSpec {
     pub placeholder_tokens: Option<Sizes>,
     /// Declared size of each directive block.
     pub directive_tokens: Option<u64>,
+    /// Declared size of each fork's `<task-notification>` around its report (the report's own
+    /// size is added). Default: counted from its text.
+    pub notification_tokens: Option<u64>,
     /// A text block the parent writes before its tool calls, this many tokens. Default none.
     pub preamble_tokens: Option<u64>,
     /// On its second request each child asks to fork again (the guard must refuse).
@@ -417,6 +428,7 @@ impl Default for ForkSpec {
             tool_use_tokens: None,
             placeholder_tokens: None,
             directive_tokens: None,
+            notification_tokens: None,
             preamble_tokens: None,
             child_tries_to_fork: false,
             child_compacts_first: false,
@@ -467,8 +479,9 @@ pub struct NamedSpec {
     #[serde(default)]
     pub tool_ms: Option<u64>,
     /// The `<task-notification>` a background agent's end puts in the parent's conversation
-    /// (`{id}` and `{name}` are filled in). The seeds give no template: replace it with the real
-    /// text.
+    /// (`{id}`, `{name}` and `{tool_use_id}` are filled in; `{result}` becomes the agent's final
+    /// report, which the notification carries as Claude Code's does, and its size joins the
+    /// notification's). The seeds give no template: replace it with the real text.
     #[serde(default = "notification_template")]
     pub notification: String,
     /// Declared size of that notification. Default: counted from its text.
@@ -541,7 +554,7 @@ impl Default for NamedSpec {
 }
 
 fn notification_template() -> String {
-    "<task-notification>\n<task-id>{id}</task-id>\n<status>completed</status>\n<summary>Agent \"{name}\" completed</summary>\n</task-notification>".into()
+    "<task-notification>\n<task-id>{id}</task-id>\n<tool-use-id>{tool_use_id}</tool-use-id>\n<status>completed</status>\n<summary>Agent \"{name}\" completed</summary>\n<result>{result}</result>\n</task-notification>".into()
 }
 
 /// How the Agent tool runs a named sub-agent (seed 004's control plane).

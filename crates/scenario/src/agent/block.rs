@@ -159,6 +159,12 @@ impl Message {
     }
 }
 
+/// The text of a text block (`None` for any other block).
+pub fn block_text(block: &BlockRef) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(block.json()).ok()?;
+    value.get("text").and_then(serde_json::Value::as_str).map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ mod pool;
 mod render;
 mod request;
 
-pub use block::{Block, BlockKind, BlockRef, Message, with_tokens};
+pub use block::{Block, BlockKind, BlockRef, Message, block_text, with_tokens};
 pub use custom::{AgentDefinition, DefinitionError, MAX_CUSTOM_TURNS};
 pub use fork::{
     FORK_BOILERPLATE_TAG, FORK_PLACEHOLDER, FORK_QUERY_SOURCE, FORK_TEMPLATE, ForkVariant, GuardVerdict,

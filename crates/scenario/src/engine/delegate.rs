@@ -28,10 +28,25 @@ pub const TASK_MAX_ROUNDS: u32 = 30;
 /// `max_tokens` of the teaching sub-agent's requests (the seed's code).
 const TASK_MAX_TOKENS: u64 = 8_000;
 
-/// A background agent's notification, waiting for the agent to end.
+/// A background agent's notification, waiting for the agent to end. Its text holds
+/// `{result}` where the agent's final report goes once it is written.
 pub(super) struct Notice {
-    child: usize,
-    block: BlockRef,
+    pub(super) child: usize,
+    pub(super) text: String,
+    /// Declared size of the notification around the report (counted from its text when unset).
+    pub(super) tokens: Option<u64>,
+}
+
+impl Notice {
+    /// The notification as the parent reads it: the frame with the agent's report inside, its
+    /// size the frame's plus the report's (seed 000: results reach the parent as notifications).
+    fn block(&self, report: Option<&BlockRef>) -> BlockRef {
+        let report_text = report.and_then(|r| crate::agent::block_text(r)).unwrap_or_default();
+        let frame =
+            self.tokens.unwrap_or_else(|| Block::text(&self.text.replace("{result}", ""), None).tokens);
+        let size = frame + report.map_or(0, |r| r.tokens);
+        Block::text(&self.text.replace("{result}", &report_text), Some(size))
+    }
 }
 
 impl Engine<'_> {
@@ -60,8 +75,12 @@ impl Engine<'_> {
                 let label = self.children[child].label.clone();
                 let receipt = format!("Async agent launched successfully. agentId: {label}");
                 self.parent_gets(call, &id, receipt, 0, sent.completes_at.plus_ms(self.spec.agent.tool_ms));
-                let text = spec.notification.replace("{id}", &label).replace("{name}", &name);
-                self.notices.push(Notice { child, block: Block::text(&text, spec.notification_tokens) });
+                let text = spec
+                    .notification
+                    .replace("{id}", &label)
+                    .replace("{name}", &name)
+                    .replace("{tool_use_id}", &id);
+                self.notices.push(Notice { child, text, tokens: spec.notification_tokens });
             }
         }
         Ok(())
@@ -262,6 +281,23 @@ impl Engine<'_> {
         Ok(())
     }
 
+    /// The parent waits until every background agent whose notification it has not seen has
+    /// ended; the clock moves to the last end.
+    #[allow(clippy::expect_used)] // an unfinished child is always queued
+    pub(super) fn wait_for_background(&mut self) -> Result<(), ScenarioError> {
+        let waited: Vec<usize> = self.notices.iter().map(|notice| notice.child).collect();
+        for child in waited {
+            if self.children[child].finished_at.is_none() {
+                let (at, seq) = self.queued_step_of(child).expect("an unfinished child is queued");
+                self.queue.remove(&(at, seq));
+                self.run_to_end(child, at)?;
+            }
+            let ended = self.children[child].finished_at.expect("run to its end");
+            self.now = self.now.max(ended);
+        }
+        Ok(())
+    }
+
     /// Background agents that have ended by now: their notifications join the parent's last
     /// (not yet sent) user message, after its tool results.
     pub(super) fn deliver_notices(&mut self) {
@@ -270,9 +306,11 @@ impl Engine<'_> {
         let (ready, waiting): (Vec<Notice>, Vec<Notice>) =
             std::mem::take(&mut self.notices).into_iter().partition(ended);
         self.notices = waiting;
+        let blocks: Vec<BlockRef> =
+            ready.iter().map(|notice| notice.block(self.children[notice.child].report.as_ref())).collect();
         let pending = Arc::make_mut(&mut self.pending);
         if let Some(last) = pending.last_mut() {
-            last.blocks.extend(ready.into_iter().map(|notice| notice.block));
+            last.blocks.extend(blocks);
         }
     }
 }
