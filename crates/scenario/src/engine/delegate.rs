@@ -41,7 +41,7 @@ impl Notice {
     /// The notification as the parent reads it: the frame with the agent's report inside, its
     /// size the frame's plus the report's (seed 000: results reach the parent as notifications).
     fn block(&self, report: Option<&BlockRef>) -> BlockRef {
-        let report_text = report.and_then(|r| crate::agent::block_text(r)).unwrap_or_default();
+        let report_text = report.and_then(crate::agent::block_text).unwrap_or_default();
         let frame =
             self.tokens.unwrap_or_else(|| Block::text(&self.text.replace("{result}", ""), None).tokens);
         let size = frame + report.map_or(0, |r| r.tokens);
