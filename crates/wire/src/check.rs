@@ -194,8 +194,9 @@ fn check_service_tier(view: &RequestView) -> Result<(), ApiError> {
     }
 }
 
-/// A `cache_control` at `path` is `{"type": "ephemeral", "ttl"?}`: `{}` lacks its tag.
-/// pydantic's wording.
+/// A `cache_control` at `path` is `{"type": "ephemeral", "ttl"?}`: `{}` lacks its tag. The
+/// engine's marker validation refused `{}` before these checks, in the same words (kept, so
+/// that strict and lenient answer one way).
 fn check_cache_control(path: &str, raw: Option<RawJson>) -> Result<(), ApiError> {
     let Some(raw) = raw.filter(|raw| raw.get() != "null") else {
         return Ok(());
@@ -208,7 +209,7 @@ fn check_cache_control(path: &str, raw: Option<RawJson>) -> Result<(), ApiError>
     let marker: Marker = serde_json::from_str(raw.get())
         .map_err(|_| ApiError::invalid(format!("{path}: Input should be a valid dictionary")))?;
     match marker.kind.as_deref() {
-        None => Err(ApiError::invalid(format!("{path}.type: Field required"))),
+        None => Err(ApiError::invalid(format!("{path}.type: Input should be 'ephemeral'"))),
         Some("ephemeral") => Ok(()),
         Some(other) => Err(ApiError::invalid(unknown_tag(path, other, &["ephemeral"]))),
     }
@@ -581,12 +582,12 @@ mod tests {
         );
         assert_eq!(
             refusal(&with(r#","cache_control":{}"#, HI)).unwrap(),
-            "cache_control.type: Field required"
+            "cache_control.type: Input should be 'ephemeral'"
         );
         let marked = r#"[{"role":"user","content":[{"type":"text","text":"a","cache_control":{}}]}]"#;
         assert_eq!(
             refusal(&with("", marked)).unwrap(),
-            "messages.0.content.0.cache_control.type: Field required"
+            "messages.0.content.0.cache_control.type: Input should be 'ephemeral'"
         );
         assert_eq!(
             refusal(&with(r#","metadata":{"user_id":7}"#, HI)).unwrap(),
