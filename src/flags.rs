@@ -121,6 +121,10 @@ pub struct EngineArgs {
     /// Render thinking/effort ahead of the tools (the "model-specific" rows of the docs).
     #[arg(long)]
     pub render_config_ahead: bool,
+    /// Accept and price what the real API refuses (tool calls without results, out-of-range
+    /// sampling, unknown block types, …), as before the API's own checks were applied.
+    #[arg(long)]
+    pub lenient: bool,
     /// Cache capacity in entries, per workspace (one workspace never evicts another's entries).
     #[arg(long, default_value_t = 1 << 20)]
     pub capacity: usize,
@@ -254,6 +258,7 @@ impl EngineArgs {
             IdentityArg::Wire => IdentityMode::Wire,
         };
         config.prompt.collapse_tool_runs = !self.no_collapse_runs;
+        config.lenient = self.lenient;
         config.prompt.render_config_ahead = self.render_config_ahead;
         if self.deferred_tools_observed {
             config.prompt.deferred_tools = DeferredTools::Observed;

@@ -44,6 +44,8 @@ mod serve_faults;
 mod serve_harness;
 mod serve_load;
 mod serve_soak;
+mod strict_api;
+mod strict_traffic;
 mod support;
 mod sweep_grid;
 mod sweep_shards;

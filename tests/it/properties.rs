@@ -374,7 +374,8 @@ fn endpoint(policy: Policy) -> MockEndpoint {
         Policy::LongestPrefix => forkcache_engine::Policy::LongestPrefix,
     };
     let config =
-        EndpointConfig { cache: CacheConfig { policy, ..CacheConfig::default() }, ..Default::default() };
+        // Lenient: random bodies, priced whether or not the API would take them.
+        EndpointConfig { cache: CacheConfig { policy, ..CacheConfig::default() }, lenient: true, ..Default::default() };
     MockEndpoint::new(config, PriceTable::builtin()).expect("bytes4 is built in")
 }
 

@@ -58,6 +58,10 @@ pub struct EndpointConfig {
     pub min_cacheable_tokens: Option<u64>,
     /// The date requests are priced on. Default `None`: the price table's newest prices.
     pub price_date: Option<PriceDate>,
+    /// Skip the API's own request checks ([`forkcache_wire::check`]): price whatever parses, as
+    /// before those checks existed. Default false: a request the real API refuses is refused.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lenient: bool,
 }
 
 impl Default for EndpointConfig {
@@ -72,6 +76,7 @@ impl Default for EndpointConfig {
             id_seed: 0,
             min_cacheable_tokens: None,
             price_date: None,
+            lenient: false,
         }
     }
 }
@@ -343,6 +348,9 @@ impl MockEndpoint {
             check_prewarm(view)?;
         }
         check_model_rules(view, view.require_model()?)?;
+        if !self.config.lenient {
+            forkcache_wire::check::check_request(view, call.betas)?;
+        }
         let settings = self.price_settings(view)?;
         let prompt = self.render_view(view, rendering, call.betas)?;
         let request = rendered(view, &prompt, max_tokens)?;
@@ -554,7 +562,21 @@ impl MockEndpoint {
         view: &RequestView,
         keys: Option<&BlockKeys>,
     ) -> Result<u64, ApiError> {
+        if !self.config.lenient {
+            self.check_count_tokens(view)?;
+        }
         Ok(self.render_view(view, Rendering::Whole(keys), Betas::NONE)?.total_tokens())
+    }
+
+    /// `count_tokens`' own refusals: a model the price table does not list is the API's 404
+    /// (an unpriced model can still be simulated through `/v1/messages`, never counted), then
+    /// the body's rules.
+    fn check_count_tokens(&self, view: &RequestView) -> Result<(), ApiError> {
+        let model = view.require_model()?;
+        if !self.prices.resolve(model).known {
+            return Err(forkcache_wire::check::unknown_model(model));
+        }
+        forkcache_wire::check::check_count_tokens(view)
     }
 
     fn count_output(&self, reply: &Reply) -> u64 {

@@ -8,6 +8,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod beta;
+pub mod check;
 mod diagnostics;
 mod error;
 mod raw;
@@ -24,8 +25,9 @@ pub use diagnostics::{CacheMissReason, CacheMissType, Diagnostics};
 pub use error::{ApiError, ErrorKind};
 pub use raw::RawJson;
 pub use request::{
-    ContentView, DiagnosticsRequest, MapValues, MemberValues, MessageView, OutputConfig, RequestView, Role,
-    Thinking, ToolChoice, api_path, describe_parse_error, parse_request, parse_request_str,
+    ContentView, DiagnosticsRequest, MapValues, MemberValues, MessageView, Metadata, OutputConfig,
+    RequestView, Role, Thinking, ToolChoice, api_path, describe_parse_error, parse_request,
+    parse_request_str,
 };
 pub use response::{MessageResponse, Reply, ReplyContent, ResponseBlock, StopReason};
 pub use rules::check_model_rules;

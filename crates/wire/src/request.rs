@@ -178,6 +178,25 @@ pub struct RequestView<'a> {
     pub diagnostics: Option<DiagnosticsRequest>,
     /// `inference_geo` (data residency: `"us"` carries a premium on some models).
     pub inference_geo: Option<String>,
+    /// `temperature` (checked, never priced).
+    pub temperature: Option<f64>,
+    /// `top_p` (checked, never priced).
+    pub top_p: Option<f64>,
+    /// `top_k` (checked, never priced).
+    pub top_k: Option<u64>,
+    /// `metadata` (checked, never priced).
+    pub metadata: Option<Metadata<'a>>,
+    /// `service_tier` (checked, never priced).
+    pub service_tier: Option<Cow<'a, str>>,
+}
+
+/// `metadata`: only `user_id` is documented; its value is kept raw so that a wrong type is the
+/// strict checks' error (naming the field), not a parse failure.
+#[derive(Debug, Default, Deserialize)]
+pub struct Metadata<'a> {
+    /// `user_id`, raw.
+    #[serde(default, borrow)]
+    pub user_id: Option<RawJson<'a>>,
 }
 
 /// Where the value of an object's member is read from: a serde map (the one-pass read), or a
@@ -223,6 +242,11 @@ impl<'a> RequestView<'a> {
             "speed" => self.speed = map.next_value()?,
             "diagnostics" => self.diagnostics = map.next_value()?,
             "inference_geo" => self.inference_geo = map.next_value()?,
+            "temperature" => self.temperature = map.next_value()?,
+            "top_p" => self.top_p = map.next_value()?,
+            "top_k" => self.top_k = map.next_value()?,
+            "metadata" => self.metadata = map.next_value()?,
+            "service_tier" => self.service_tier = map.next_value()?,
             _ => return Ok(false),
         }
         Ok(true)

@@ -367,6 +367,9 @@ fn session_marker(config: &ServeConfig, endpoint: &MockEndpoint) -> SessionMarke
             "latency": latency,
             "require_key": config.require_key,
             "strict": config.strict,
+            // Which requests were refused as the API refuses them; a trace without it predates
+            // the checks (everything that parsed was priced).
+            "checks": if endpoint.config().lenient { "lenient" } else { "api" },
         }),
     }
 }
