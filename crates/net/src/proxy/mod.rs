@@ -63,6 +63,7 @@ fn session_marker(config: &ProxyConfig, upstream: &Upstream, endpoint: &MockEndp
     SessionMarker {
         started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        format: forkcache_ingest::trace::TRACE_FORMAT,
         settings: serde_json::json!({
             "upstream": upstream.host(),
             "endpoint": crate::edge::pricing_settings(endpoint),

@@ -4,7 +4,7 @@
 use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, Exchange};
 use forkcache_engine::prompt::BlockKeys;
-use forkcache_ingest::trace::{Envelope, LoggedError, envelope_line};
+use forkcache_ingest::trace::{Envelope, LoggedError, envelope_line, refused_envelope_line};
 use forkcache_wire::{ApiError, Betas, MessageResponse, Reply, RequestView};
 
 use super::read::{Checked, Read, ReadBody};
@@ -189,7 +189,7 @@ fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> An
         error: logged.then(|| LoggedError::of(&error)),
         ..Envelope::default()
     };
-    core.append_trace(|| envelope_line(&envelope, body));
+    core.append_trace(|| refused_envelope_line(&envelope, body));
     core.log(|| request_line(&request_id, at, &workspace, Err(&error)));
     core.stats.rejected(&workspace, at);
     shared.count_for_shutdown(core.stats.messages_requests());

@@ -361,6 +361,7 @@ fn session_marker(config: &ServeConfig, endpoint: &MockEndpoint) -> SessionMarke
     SessionMarker {
         started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        format: forkcache_ingest::trace::TRACE_FORMAT,
         settings: serde_json::json!({
             "endpoint": pricing,
             "prices_date": endpoint.prices().date,
