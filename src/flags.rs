@@ -282,3 +282,17 @@ impl EngineArgs {
         Ok(table)
     }
 }
+
+/// The most worker threads `--threads` takes: far past any machine this runs on, and low enough
+/// that a typo (`--threads 1000000`) is refused at once instead of spawning a million threads.
+pub const MAX_THREADS: usize = 1024;
+
+/// `--threads N`'s parser, the same on every command: 1 to [`MAX_THREADS`].
+pub fn parse_threads(text: &str) -> Result<usize, String> {
+    let threads: usize = text.parse().map_err(|_| format!("{text:?} is not a whole number"))?;
+    if (1..=MAX_THREADS).contains(&threads) {
+        Ok(threads)
+    } else {
+        Err(format!("{threads} threads: expected 1 to {MAX_THREADS}"))
+    }
+}

@@ -34,7 +34,7 @@ pub struct ReplayArgs {
     pub strict: bool,
     /// Threads that read and parse the trace (the cache runs on one more); the output is the
     /// same on any number. Default: the machine's cores.
-    #[arg(long, value_parser = clap::value_parser!(usize))]
+    #[arg(long, value_parser = crate::flags::parse_threads)]
     pub threads: Option<usize>,
     /// Lines run in start order as far as this many lines (and 32 KiB of line bytes per line)
     /// reach; a line starting before one that already ran is an error (exit 1) naming it.

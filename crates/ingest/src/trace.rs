@@ -151,6 +151,33 @@ pub struct SessionMarker {
     pub settings: serde_json::Value,
 }
 
+/// What a scrubbed secret is replaced with.
+pub const SCRUBBED: &str = "[scrubbed]";
+
+/// `text` with every secret it may hold replaced by [`SCRUBBED`]: the request's own `key` (an
+/// upstream may echo it in an error) and anything shaped like an Anthropic key (`sk-ant-`
+/// followed by key characters). Error messages pass through here before they are written to a
+/// trace or a log: no key is ever written.
+pub fn scrub_secrets<'t>(text: &'t str, key: Option<&str>) -> Cow<'t, str> {
+    let key = key.filter(|key| key.len() >= 8 && text.contains(*key));
+    if key.is_none() && !text.contains("sk-ant-") {
+        return Cow::Borrowed(text);
+    }
+    let text = key.map_or_else(|| text.to_string(), |key| text.replace(key, SCRUBBED));
+    let mut scrubbed = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find("sk-ant-") {
+        scrubbed.push_str(&rest[..start]);
+        scrubbed.push_str(SCRUBBED);
+        let tail = &rest[start + "sk-ant-".len()..];
+        let end =
+            tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_')).unwrap_or(tail.len());
+        rest = &tail[end..];
+    }
+    scrubbed.push_str(rest);
+    Cow::Owned(scrubbed)
+}
+
 /// The trace format this version writes. Revision 2: a refused body that is not strict JSON (a
 /// number out of range, a lone surrogate) is logged as a string of its bytes; `--redact` covers
 /// every user and tool string. Older revisions read unchanged.
@@ -930,6 +957,18 @@ mod tests {
             let TraceBody::Rejected(error) = line.body else { panic!("rejected: {line:?}") };
             assert_eq!(error.kind.status(), 400);
         }
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_from_messages() {
+        let echoed = "invalid x-api-key: my-gateway-key-123 (also sk-ant-api03-AbC_d-9 and sk-ant-)";
+        assert_eq!(
+            scrub_secrets(echoed, Some("my-gateway-key-123")),
+            "invalid x-api-key: [scrubbed] (also [scrubbed] and [scrubbed])"
+        );
+        assert!(matches!(scrub_secrets("overloaded", Some("my-gateway-key-123")), Cow::Borrowed(_)));
+        // A key too short to be one is not hunted for in ordinary words.
+        assert_eq!(scrub_secrets("a b c", Some("b")), "a b c");
     }
 
     #[test]
