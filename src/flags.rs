@@ -228,8 +228,9 @@ fn load_prices(path: Option<&std::path::Path>) -> anyhow::Result<PriceTable> {
     match path {
         None => Ok(PriceTable::builtin()),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let file = std::fs::File::open(path)
                 .with_context(|| format!("reading price table {}", path.display()))?;
+            let text = crate::input::read_document_text(file, path)?;
             Ok(PriceTable::from_json(&text).with_context(|| format!("in {}", path.display()))?)
         }
     }
