@@ -234,3 +234,35 @@ fn item11_a_key_that_is_not_utf8_is_refused_with_a_401_not_merged_with_another()
     assert_eq!(keyed, [&key_fingerprint("tenant-ok")], "only the UTF-8 key has a workspace");
     assert!(!summary.stats.workspaces.contains_key(&key_fingerprint("tenant-\u{fffd}")));
 }
+
+// ---- item 5: no endless input ----
+
+#[test]
+fn item5_every_file_input_is_capped_with_an_error_naming_the_file_or_line_and_the_flag() {
+    // /dev/zero never ends and holds no newline: before the cap each command grew by about a
+    // gigabyte a second. A 1 MB cap refuses each within a second or so.
+    let no_newline = std::env::temp_dir().join(format!("forkcache-item29-5-{}", std::process::id()));
+    std::fs::write(&no_newline, vec![b'x'; 1_500_000]).unwrap();
+    let file = no_newline.to_str().unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (&["run", "/dev/zero"], "/dev/zero is longer than the input cap of 1000000 bytes"),
+        (&["sweep", "/dev/zero"], "/dev/zero is longer than the input cap of 1000000 bytes"),
+        (&["serve", "--script", "/dev/zero"], "/dev/zero is longer than the input cap of 1000000 bytes"),
+        (&["prices", "--prices", "/dev/zero"], "/dev/zero is longer than the input cap of 1000000 bytes"),
+        (&["explain", "/dev/zero", "--request", "0"], "line 1 is longer than the input cap of 1000000 bytes"),
+        (&["replay", file], "line 1 is longer than the input cap of 1000000 bytes"),
+        (&["import", "claude-code", file], "line 1 is longer than the input cap of 1000000 bytes"),
+    ];
+    for (args, expected) in cases {
+        let started = std::time::Instant::now();
+        let output = forkcache(&[args, &["--max-input-bytes", "1000000"]].concat(), b"");
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {}", stderr(&output));
+        let err = stderr(&output);
+        assert!(err.contains(expected) && err.contains("--max-input-bytes"), "{args:?}: {err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{args:?}");
+    }
+    // Raised past the line, the same file reads (as one unreadable line: it is not JSON).
+    let output = forkcache(&["replay", file, "--max-input-bytes", "2000000"], b"");
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let _ = std::fs::remove_file(&no_newline);
+}

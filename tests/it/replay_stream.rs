@@ -163,7 +163,7 @@ fn the_window_also_bounds_the_bytes_it_holds() {
     let err = replay(&config, PriceTable::builtin(), &trace).unwrap_err();
     let ReplayError::OutOfOrder(late) = err else { panic!("expected out of order") };
     assert_eq!((late.line, late.ran_line), (3, 2));
-    assert_eq!(late.limit, "0 MiB of lines", "the bytes fired, not the 4 lines");
+    assert_eq!(late.limit, "128 KiB of lines", "the bytes (4 × 32 KiB) fired, not the 4 lines");
     // The default floor (64 MiB) holds all three.
     let config = ReplayConfig { reorder_window: 4, ..ReplayConfig::default() };
     assert_eq!(replay(&config, PriceTable::builtin(), &trace).unwrap().records.len(), 3);

@@ -533,7 +533,9 @@ impl<'c> Replayer<'c> {
         let window = self.config.reorder_window;
         let lines_over = self.window.lines.len() > window;
         let bytes_over = self.window.bytes > reorder_window_bytes(window, self.config.reorder_min_bytes);
-        self.window.bytes_fired = bytes_over && !lines_over;
+        if lines_over || bytes_over {
+            self.window.bytes_fired = !lines_over;
+        }
         lines_over || bytes_over
     }
 
@@ -541,7 +543,11 @@ impl<'c> Replayer<'c> {
     fn fired_limit(&self) -> String {
         let window = self.config.reorder_window;
         if self.window.bytes_fired {
-            format!("{} MiB of lines", reorder_window_bytes(window, self.config.reorder_min_bytes) >> 20)
+            let bytes = reorder_window_bytes(window, self.config.reorder_min_bytes);
+            match bytes >> 20 {
+                0 => format!("{} KiB of lines", bytes >> 10),
+                mib => format!("{mib} MiB of lines"),
+            }
         } else {
             format!("{window} lines")
         }
