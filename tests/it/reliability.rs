@@ -266,3 +266,46 @@ fn item5_every_file_input_is_capped_with_an_error_naming_the_file_or_line_and_th
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let _ = std::fs::remove_file(&no_newline);
 }
+
+// ---- item 13: --max-requests under concurrency ----
+
+#[test]
+fn item13_max_requests_answers_and_traces_exactly_that_many_under_16_clients() {
+    let trace = tempfile("item29-13");
+    let _ = std::fs::remove_file(&trace);
+    let config =
+        ServeConfig { max_requests: Some(100), trace: Some(trace.clone()), ..ServeConfig::default() };
+    let server = Running::start(config, EndpointConfig::default());
+    let url = server.url("/v1/messages");
+    // 16 clients × 10 requests = 160 tries for 100 answers: each client stops at its first
+    // refusal (529 past the limit, or a connection the stopped server closed).
+    let clients: Vec<_> = (0..16)
+        .map(|client_number| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let agent = client();
+                let body = cached_request(SONNET, 10, &format!("client {client_number}"), false);
+                let mut answered = 0u64;
+                for _ in 0..10 {
+                    let sent = agent.post(&url).header("x-api-key", KEY).send(body.as_bytes());
+                    match sent.map(|response| response.status().as_u16()) {
+                        Ok(200) => answered += 1,
+                        _ => break,
+                    }
+                }
+                answered
+            })
+        })
+        .collect();
+    let answered: u64 = clients.into_iter().map(|client| client.join().unwrap()).sum();
+    let summary = server.wait();
+    assert_eq!(answered, 100, "clients were answered exactly --max-requests times");
+    assert_eq!(summary.stats.messages_requests(), 100);
+    let traced = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|line| !line.contains("forkcache_session"))
+        .count();
+    assert_eq!(traced, 100);
+    let _ = std::fs::remove_file(&trace);
+}

@@ -72,7 +72,7 @@ impl Sequencer {
             at_ms,
             ended_ms: 0,
             key_workspace,
-            key: key.map(String::from),
+            key,
             betas,
             frames: Vec::new(),
             body: Bytes::new(),

@@ -58,6 +58,9 @@ pub(super) fn price(shared: &Shared, core: &mut Core, request: &Request) -> Answ
     let body: &[u8] = request.body.borrow_owner();
     let at = shared.now_ms();
     let request_id = core.next_request_id();
+    if let Some(error) = shared.past_max_requests(core.stats.messages_requests()) {
+        return Answer::Error { request_id, error, retry_after_s: None };
+    }
     let rejection = |request_id, error, logged| Rejection {
         request_id,
         at,
@@ -208,6 +211,9 @@ pub(super) fn turn_away(
     let mut core = shared.lock();
     let at = shared.now_ms();
     let request_id = core.next_request_id();
+    if let Some(error) = shared.past_max_requests(core.stats.messages_requests()) {
+        return Answer::Error { request_id, error, retry_after_s: None };
+    }
     finish_rejected(
         shared,
         &mut core,
