@@ -63,6 +63,8 @@ pub struct CappedLines<R> {
     line_bytes: u64,
     /// Lines finished so far.
     lines: u64,
+    /// The first line found longer than the cap (1-based): reading fails from then on.
+    too_long: Option<u64>,
 }
 
 impl<R: BufRead> CappedLines<R> {
@@ -72,7 +74,7 @@ impl<R: BufRead> CappedLines<R> {
     }
 
     fn with_cap(inner: R, cap: u64) -> CappedLines<R> {
-        CappedLines { inner, cap, line_bytes: 0, lines: 0 }
+        CappedLines { inner, cap, line_bytes: 0, lines: 0, too_long: None }
     }
 }
 
@@ -88,8 +90,8 @@ impl<R: BufRead> Read for CappedLines<R> {
 
 impl<R: BufRead> BufRead for CappedLines<R> {
     fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        if self.line_bytes > self.cap {
-            return Err(past_the_cap(&format!("line {}", self.lines + 1), self.cap));
+        if let Some(line) = self.too_long {
+            return Err(past_the_cap(&format!("line {line}"), self.cap));
         }
         self.inner.fill_buf()
     }
@@ -99,12 +101,15 @@ impl<R: BufRead> BufRead for CappedLines<R> {
         // for it again does no I/O.
         if let Ok(buffer) = self.inner.fill_buf() {
             let consumed = &buffer[..amount.min(buffer.len())];
-            match consumed.iter().rposition(|&byte| byte == b'\n') {
-                Some(last) => {
-                    self.lines += consumed.iter().filter(|&&byte| byte == b'\n').count() as u64;
-                    self.line_bytes = (consumed.len() - last - 1) as u64;
+            // At most one buffer of a line past the cap is handed on before reading fails.
+            for segment in consumed.split_inclusive(|&byte| byte == b'\n') {
+                let ends_line = segment.ends_with(b"\n");
+                let length = self.line_bytes + (segment.len() - usize::from(ends_line)) as u64;
+                if length > self.cap && self.too_long.is_none() {
+                    self.too_long = Some(self.lines + 1);
                 }
-                None => self.line_bytes += consumed.len() as u64,
+                (self.lines, self.line_bytes) =
+                    if ends_line { (self.lines + 1, 0) } else { (self.lines, length) };
             }
         }
         self.inner.consume(amount);
