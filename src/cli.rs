@@ -22,6 +22,10 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// The most bytes any one input may hold: a document (scenario, sweep, script, price
+    /// table, request), or one line of a trace or transcript.
+    #[arg(long, global = true, value_name = "BYTES", default_value_t = crate::input::DEFAULT_MAX_INPUT_BYTES)]
+    pub max_input_bytes: u64,
 }
 
 /// The conventions every command shares, written once (the `forkcache --help` epilogue).
@@ -34,6 +38,8 @@ Conventions (every command):
   --out DIR      where a command writes files (demo, report, sweep: reports/ by default)
   --prices FILE  the price table (shaped like fixtures/pricing.json); the shipped one by default
   --seed N       the seed of every generated conversation (run, demo, sweep, report)
+  --max-input-bytes N  the most bytes of one input file, or of one line of a trace or
+                 transcript (default 64 MiB); past it, an error names the file or line
 JSON: usage objects have the API's keys (input_tokens, cache_creation_input_tokens,
   cache_read_input_tokens, output_tokens); money is cost_usd (a number, or null when a model is
   not priced); savings and rates are fractions in [0, 1] (tables show percents).

@@ -232,8 +232,9 @@ fn load_prices(path: Option<&std::path::Path>) -> anyhow::Result<PriceTable> {
     match path {
         None => Ok(PriceTable::builtin()),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let file = std::fs::File::open(path)
                 .with_context(|| format!("reading price table {}", path.display()))?;
+            let text = crate::input::read_document_text(file, path)?;
             Ok(PriceTable::from_json(&text).with_context(|| format!("in {}", path.display()))?)
         }
     }
@@ -285,5 +286,19 @@ impl EngineArgs {
             table.set_price_unknown_as(model)?;
         }
         Ok(table)
+    }
+}
+
+/// The most worker threads `--threads` takes: far past any machine this runs on, and low enough
+/// that a typo (`--threads 1000000`) is refused at once instead of spawning a million threads.
+pub const MAX_THREADS: usize = 1024;
+
+/// `--threads N`'s parser, the same on every command: 1 to [`MAX_THREADS`].
+pub fn parse_threads(text: &str) -> Result<usize, String> {
+    let threads: usize = text.parse().map_err(|_| format!("{text:?} is not a whole number"))?;
+    if (1..=MAX_THREADS).contains(&threads) {
+        Ok(threads)
+    } else {
+        Err(format!("{threads} threads: expected 1 to {MAX_THREADS}"))
     }
 }

@@ -7,6 +7,7 @@ mod allocator;
 mod cli;
 mod cmd;
 mod flags;
+mod input;
 mod progress;
 
 use std::process::ExitCode;

@@ -49,7 +49,7 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
 /// `explain TRACE --request N`.
 fn run_explain_request(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let index = args.request.context("--request is required with a single file")?;
-    let trace = read_input(&args.a)?;
+    let trace = super::read_trace_text(&args.a)?;
     let config = ReplayConfig {
         endpoint: args.engine.endpoint_config(),
         gap_ms: args.gap_ms,

@@ -99,7 +99,7 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
     for path in &paths {
         let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
         reader
-            .read(&path.display().to_string(), std::io::BufReader::new(file))
+            .read(&path.display().to_string(), crate::input::CappedLines::new(std::io::BufReader::new(file)))
             .with_context(|| format!("reading {}", path.display()))?;
         bar.inc(1);
     }
@@ -110,8 +110,11 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
     let mut report = import(transcripts, &options, &args.prices()?)?;
     if let Some(path) = &args.trace {
         let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let join = forkcache_ingest::proxy::join(&report.break_pairs(), std::io::BufReader::new(file))
-            .with_context(|| format!("reading {}", path.display()))?;
+        let join = forkcache_ingest::proxy::join(
+            &report.break_pairs(),
+            crate::input::CappedLines::new(std::io::BufReader::new(file)),
+        )
+        .with_context(|| format!("reading {}", path.display()))?;
         report.join = Some(join);
     }
     if args.output.json {

@@ -23,6 +23,7 @@ use crate::progress;
 
 /// Runs one command; the exit code says whether it succeeded.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    crate::input::set_max_input_bytes(cli.max_input_bytes);
     match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Replay(args) => replay::run(&args),
@@ -56,23 +57,34 @@ pub(crate) fn files_json(out: &std::path::Path, files: &[String]) -> serde_json:
     serde_json::json!({"out": out.display().to_string(), "files": files})
 }
 
-/// A file (or `-`, standard input) as bytes: a trace may hold lines that are not UTF-8.
+/// A trace file (or `-`, standard input) as bytes, each line within `--max-input-bytes`: a
+/// trace may hold lines that are not UTF-8.
 pub(crate) fn read_input_bytes(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
-    if path.as_os_str() == "-" {
-        let mut bytes = Vec::new();
-        std::io::stdin().read_to_end(&mut bytes).context("reading standard input")?;
-        return Ok(bytes);
-    }
-    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+    let mut bytes = Vec::new();
+    crate::input::CappedLines::new(open_input(path)?)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", path.display()))?;
+    Ok(bytes)
 }
 
+/// A trace file as text, each line within `--max-input-bytes`.
+pub(crate) fn read_trace_text(path: &std::path::Path) -> anyhow::Result<String> {
+    String::from_utf8(read_input_bytes(path)?)
+        .with_context(|| format!("reading {}: not UTF-8", path.display()))
+}
+
+/// A document (or `-`, standard input) as text, within `--max-input-bytes`.
 pub(crate) fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
+    crate::input::read_document_text(open_input(path)?, path)
+}
+
+/// A file, or standard input for `-`, buffered.
+pub(crate) fn open_input(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::BufRead + Send>> {
     if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).context("reading standard input")?;
-        return Ok(text);
+        return Ok(Box::new(std::io::BufReader::new(std::io::stdin())));
     }
-    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Box::new(std::io::BufReader::new(file)))
 }
 
 /// Writes generated text (a completion script, the man page) to standard output as is.

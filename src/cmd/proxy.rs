@@ -66,7 +66,11 @@ pub fn run(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
     }
     on_runtime(async {
         let proxy = Proxy::bind(config, endpoint).await?;
-        println!("forkcache proxy listening on http://{} → {}", proxy.local_addr(), args.upstream);
+        println!(
+            "forkcache proxy listening on http://{} → {}",
+            proxy.local_addr(),
+            forkcache_net::proxy::without_credentials(&args.upstream)
+        );
         std::io::stdout().flush().context("writing to standard output")?;
         let stats = proxy.run(shutdown_signal()).await?;
         println!("\n{}", stats.to_table().trim_end());

@@ -34,10 +34,10 @@ pub struct ReplayArgs {
     pub strict: bool,
     /// Threads that read and parse the trace (the cache runs on one more); the output is the
     /// same on any number. Default: the machine's cores.
-    #[arg(long, value_parser = clap::value_parser!(usize))]
+    #[arg(long, value_parser = crate::flags::parse_threads)]
     pub threads: Option<usize>,
-    /// Lines run in start order as far as this many lines (and 32 KiB of line bytes per line)
-    /// reach; a line starting before one that already ran is an error (exit 1) naming it.
+    /// Lines run in start order as far as this many lines (and 32 KiB of line bytes per line, at
+    /// least 64 MiB) reach; a line starting before one that already ran is an error (exit 1) naming it.
     #[arg(long, default_value_t = forkcache_ingest::replay::DEFAULT_REORDER_WINDOW)]
     pub reorder_window: usize,
     #[command(flatten)]
@@ -53,18 +53,17 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         strict: args.strict,
         threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         reorder_window: args.reorder_window,
+        // The window holds at least one line as long as the cap allows.
+        reorder_min_bytes: usize::try_from(crate::input::max_input_bytes())
+            .unwrap_or(usize::MAX)
+            .max(forkcache_ingest::replay::REORDER_MIN_BYTES),
     };
     if args.calibrate {
         return run_calibrate(args, &config, &read_input_bytes(&args.trace)?);
     }
     // The trace streams through the replay: it is never held whole.
-    let replayed = if args.trace.as_os_str() == "-" {
-        replay_stream(&config, args.engine.prices()?, std::io::BufReader::new(std::io::stdin()))
-    } else {
-        let file =
-            std::fs::File::open(&args.trace).with_context(|| format!("reading {}", args.trace.display()))?;
-        replay_stream(&config, args.engine.prices()?, std::io::BufReader::new(file))
-    };
+    let trace = crate::input::CappedLines::new(super::open_input(&args.trace)?);
+    let replayed = replay_stream(&config, args.engine.prices()?, trace);
     let report = match replayed {
         Ok(report) => report,
         Err(err) => return replay_failed(args, err),

@@ -17,7 +17,7 @@ pub struct ReportArgs {
     #[command(flatten)]
     pub grids: GridArgs,
     /// Worker threads for the sweeps (default: one per core). The output does not depend on it.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::parse_threads)]
     pub threads: Option<usize>,
     /// Also write index.html: every chart inline and the small tables, sortable, in one
     /// self-contained page (nothing fetched when it opens).

@@ -76,8 +76,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let script = match &args.script {
         None => Script::builtin(),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading script {}", path.display()))?;
+            let file =
+                std::fs::File::open(path).with_context(|| format!("reading script {}", path.display()))?;
+            let text = crate::input::read_document_text(file, path)?;
             Script::from_json(&text).with_context(|| format!("in script {}", path.display()))?
         }
     };

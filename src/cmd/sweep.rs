@@ -23,7 +23,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "i/n")]
     pub shard: Option<String>,
     /// Worker threads (default: one per core). The output does not depend on it.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::parse_threads)]
     pub threads: Option<usize>,
     #[command(flatten)]
     pub price_file: PricesFlag,

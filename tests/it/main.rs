@@ -23,6 +23,7 @@ mod properties;
 mod proxy;
 mod proxy_tls;
 mod reference;
+mod reliability;
 mod rendered;
 mod replay_cli;
 mod replay_stream;

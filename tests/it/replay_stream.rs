@@ -158,11 +158,16 @@ fn the_window_also_bounds_the_bytes_it_holds() {
         |label: &str| Body::blocks(vec![text(&label.repeat(100_000 / label.len()), 30_000)]).0.to_string();
     let trace = [envelope(3_000, &big("a")), envelope(1_000, &big("b")), envelope(500, &big("c"))].concat();
     assert!(trace.len() > 300_000);
-    let config = ReplayConfig { reorder_window: 4, ..ReplayConfig::default() };
+    // No floor under the window's bytes here (it is 64 MiB by default: see the next test).
+    let config = ReplayConfig { reorder_window: 4, reorder_min_bytes: 0, ..ReplayConfig::default() };
     let err = replay(&config, PriceTable::builtin(), &trace).unwrap_err();
     let ReplayError::OutOfOrder(late) = err else { panic!("expected out of order") };
     assert_eq!((late.line, late.ran_line), (3, 2));
-    let config = ReplayConfig { reorder_window: 8, ..ReplayConfig::default() };
+    assert_eq!(late.limit, "128 KiB of lines", "the bytes (4 × 32 KiB) fired, not the 4 lines");
+    // The default floor (64 MiB) holds all three.
+    let config = ReplayConfig { reorder_window: 4, ..ReplayConfig::default() };
+    assert_eq!(replay(&config, PriceTable::builtin(), &trace).unwrap().records.len(), 3);
+    let config = ReplayConfig { reorder_window: 8, reorder_min_bytes: 0, ..ReplayConfig::default() };
     let report = replay(&config, PriceTable::builtin(), &trace).unwrap();
     let starts: Vec<u64> = report.records.iter().map(|r| r.at.ms()).collect();
     assert_eq!(starts, [3_000, 1_000, 500], "file order, each at its own start");

@@ -4,8 +4,8 @@
 //! The trace streams through: `pipeline` reads and parses batches of lines on worker threads
 //! and hands them back in file order; each request line then waits in the reorder window (a heap
 //! keyed by start time, then line number) until the window holds more than
-//! [`ReplayConfig::reorder_window`] lines, or that many times [`REORDER_BYTES_PER_LINE`] bytes of
-//! them, and the earliest runs. A line that starts before one that already ran is
+//! [`ReplayConfig::reorder_window`] lines, or [`reorder_window_bytes`] of them (that many times
+//! [`REORDER_BYTES_PER_LINE`], at least [`REORDER_MIN_BYTES`]), and the earliest runs. A line that starts before one that already ran is
 //! [`ReplayError::OutOfOrder`]: traces that `serve` and `proxy` write are in start order, and a
 //! trace more disordered than the window needs a larger one. What is held at any time is the
 //! batches in flight, the window, the endpoint's cache state (bounded: see the memo and history
@@ -56,15 +56,29 @@ pub struct ReplayConfig {
     /// before one that already ran is an error ([`ReplayError::OutOfOrder`]). Default
     /// [`DEFAULT_REORDER_WINDOW`].
     pub reorder_window: usize,
+    /// The fewest bytes of waiting lines the window holds, whatever its size in lines. Default
+    /// [`REORDER_MIN_BYTES`].
+    pub reorder_min_bytes: usize,
 }
 
 /// The reorder window's default, in lines: room for hundreds of concurrent requests logged as
-/// they finish, and 8 MiB of line bytes.
+/// they finish, and [`REORDER_MIN_BYTES`] of line bytes.
 pub const DEFAULT_REORDER_WINDOW: usize = 256;
 
 /// Bytes of waiting lines the reorder window holds per line of its size, so the window bounds
 /// memory whatever the lines' length.
 pub const REORDER_BYTES_PER_LINE: usize = 32 << 10;
+
+/// The fewest bytes of waiting lines the reorder window holds, whatever its size in lines: 64 MiB,
+/// room for two requests at the API's 32 MB limit, so one line as large as a request may be
+/// never fills the window by itself, and a trace of large bodies written by concurrent clients
+/// is held by its line count, not cut off after a few dozen lines.
+pub const REORDER_MIN_BYTES: usize = 64 << 20;
+
+/// The bytes the reorder window holds for a window of `lines` lines, at least `min_bytes`.
+pub fn reorder_window_bytes(lines: usize, min_bytes: usize) -> usize {
+    lines.saturating_mul(REORDER_BYTES_PER_LINE).max(min_bytes)
+}
 
 impl Default for ReplayConfig {
     fn default() -> Self {
@@ -74,6 +88,7 @@ impl Default for ReplayConfig {
             strict: false,
             threads: 1,
             reorder_window: DEFAULT_REORDER_WINDOW,
+            reorder_min_bytes: REORDER_MIN_BYTES,
         }
     }
 }
@@ -295,13 +310,21 @@ pub enum ReplayError {
     OutOfOrder(OutOfOrder),
     /// The trace could not be read.
     #[error("reading the trace: {0}")]
-    Read(#[from] std::io::Error),
+    Read(std::io::Error),
+}
+
+// Not `#[from]`: that would also make the I/O error the source, and a chain printed whole
+// (`{:#}`) would say it twice.
+impl From<std::io::Error> for ReplayError {
+    fn from(err: std::io::Error) -> ReplayError {
+        ReplayError::Read(err)
+    }
 }
 
 /// A line further out of start order than the reorder window reaches.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "line {line} starts at {at_ms} ms, before line {ran_line} ({ran_at_ms} ms), which already ran: it is more than the reorder window ({window} lines) out of start order; a larger --reorder-window replays it"
+    "line {line} starts at {at_ms} ms, before line {ran_line} ({ran_at_ms} ms), which already ran: it is more than the reorder window ({limit}) out of start order; a larger --reorder-window replays it"
 )]
 pub struct OutOfOrder {
     /// 1-based number of the late line.
@@ -314,6 +337,9 @@ pub struct OutOfOrder {
     pub ran_at_ms: u64,
     /// The window, in lines.
     pub window: usize,
+    /// The limit that made the earlier line run: `"256 lines"`, or `"64 MiB of lines"` when
+    /// their bytes filled the window first.
+    pub limit: String,
 }
 
 /// Replays a JSONL trace held in memory: [`replay_stream`] over its bytes.
@@ -410,6 +436,9 @@ impl PartialOrd for Waiting {
 struct ReorderWindow {
     lines: BinaryHeap<Reverse<Waiting>>,
     bytes: usize,
+    /// Whether the last line run was pushed out by the window's bytes (not its line count): the
+    /// out-of-order error names the limit that fired.
+    bytes_fired: bool,
 }
 
 /// What a line read is, without borrowing its batch.
@@ -494,14 +523,34 @@ impl<'c> Replayer<'c> {
                 ran_line,
                 ran_at_ms: ran_at.ms(),
                 window: self.config.reorder_window,
+                limit: self.fired_limit(),
             })),
             _ => Ok(()),
         }
     }
 
-    fn window_is_over(&self) -> bool {
+    fn window_is_over(&mut self) -> bool {
         let window = self.config.reorder_window;
-        self.window.lines.len() > window || self.window.bytes > window.saturating_mul(REORDER_BYTES_PER_LINE)
+        let lines_over = self.window.lines.len() > window;
+        let bytes_over = self.window.bytes > reorder_window_bytes(window, self.config.reorder_min_bytes);
+        if lines_over || bytes_over {
+            self.window.bytes_fired = !lines_over;
+        }
+        lines_over || bytes_over
+    }
+
+    /// The reorder window's limit that last made a line run, in words.
+    fn fired_limit(&self) -> String {
+        let window = self.config.reorder_window;
+        if self.window.bytes_fired {
+            let bytes = reorder_window_bytes(window, self.config.reorder_min_bytes);
+            match bytes >> 20 {
+                0 => format!("{} KiB of lines", bytes >> 10),
+                mib => format!("{mib} MiB of lines"),
+            }
+        } else {
+            format!("{window} lines")
+        }
     }
 
     /// Runs the waiting line that starts first.

@@ -298,6 +298,7 @@ fn session_marker_line(session: &ImportedSession) -> String {
     let marker = crate::trace::SessionMarker {
         started,
         version: env!("CARGO_PKG_VERSION").to_string(),
+        format: crate::trace::TRACE_FORMAT,
         settings: serde_json::json!({ "import": "claude-code", "session_id": session.session_id }),
     };
     crate::trace::session_line(&marker)

@@ -142,10 +142,46 @@ pub struct SessionMarker {
     /// The forkcache version that wrote the trace.
     #[serde(default)]
     pub version: String,
+    /// The trace format's revision ([`TRACE_FORMAT`] when written; 0 for traces older than the
+    /// field, which read the same way).
+    #[serde(default)]
+    pub format: u32,
     /// The settings the run priced with.
     #[serde(default)]
     pub settings: serde_json::Value,
 }
+
+/// What a scrubbed secret is replaced with.
+pub const SCRUBBED: &str = "[scrubbed]";
+
+/// `text` with every secret it may hold replaced by [`SCRUBBED`]: the request's own `key` (an
+/// upstream may echo it in an error) and anything shaped like an Anthropic key (`sk-ant-`
+/// followed by key characters). Error messages pass through here before they are written to a
+/// trace or a log: no key is ever written.
+pub fn scrub_secrets<'t>(text: &'t str, key: Option<&str>) -> Cow<'t, str> {
+    let key = key.filter(|key| key.len() >= 8 && text.contains(*key));
+    if key.is_none() && !text.contains("sk-ant-") {
+        return Cow::Borrowed(text);
+    }
+    let text = key.map_or_else(|| text.to_string(), |key| text.replace(key, SCRUBBED));
+    let mut scrubbed = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find("sk-ant-") {
+        scrubbed.push_str(&rest[..start]);
+        scrubbed.push_str(SCRUBBED);
+        let tail = &rest[start + "sk-ant-".len()..];
+        let end =
+            tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_')).unwrap_or(tail.len());
+        rest = &tail[end..];
+    }
+    scrubbed.push_str(rest);
+    Cow::Owned(scrubbed)
+}
+
+/// The trace format this version writes. Revision 2: a refused body that is not strict JSON (a
+/// number out of range, a lone surrogate) is logged as a string of its bytes. Older revisions
+/// read unchanged.
+pub const TRACE_FORMAT: u32 = 2;
 
 /// The session marker line (no trailing newline): `{"forkcache_session": {…}}`.
 pub fn session_line(marker: &SessionMarker) -> String {
@@ -747,10 +783,25 @@ impl Envelope {
 /// when it is a one-line JSON object, and written as a string otherwise (so even a malformed
 /// request is logged exactly).
 ///
+/// A refused body (the envelope has an `error`; see also [`refused_envelope_line`]) is kept as an object only when it is strict JSON
+/// (`replay` reads the line with a full parse: a number out of range or a lone surrogate in an
+/// object would make the whole line unreadable), and written as a string of its bytes otherwise.
+///
 /// A body that is not UTF-8 is never logged altered: its envelope should carry the `error` it was
 /// refused with, and the body is logged empty.
-#[allow(clippy::expect_used)] // an envelope is strings, integers and JSON values: it serializes
 pub fn envelope_line(envelope: &Envelope, body: &[u8]) -> String {
+    write_envelope(envelope, body, envelope.error.is_some())
+}
+
+/// [`envelope_line`] for a request that was refused, whether or not its envelope carries the
+/// error (an endpoint's refusal is found again in the body): its body is kept as an object only
+/// when it is strict JSON.
+pub fn refused_envelope_line(envelope: &Envelope, body: &[u8]) -> String {
+    write_envelope(envelope, body, true)
+}
+
+#[allow(clippy::expect_used)] // an envelope is strings, integers and JSON values: it serializes
+fn write_envelope(envelope: &Envelope, body: &[u8], refused: bool) -> String {
     let fields = serde_json::to_string(envelope).expect("an envelope serializes");
     let mut line = String::with_capacity(fields.len() + body.len() + 16);
     line.push_str(&fields[..fields.len() - 1]);
@@ -759,12 +810,20 @@ pub fn envelope_line(envelope: &Envelope, body: &[u8]) -> String {
     }
     line.push_str("\"body\":");
     match std::str::from_utf8(body) {
-        Ok(text) if is_one_line_object(text) => line.push_str(text.trim()),
+        Ok(text) if is_one_line_object(text) && (!refused || is_strict_json(text)) => {
+            line.push_str(text.trim());
+        }
         Ok(text) => line.push_str(&serde_json::Value::from(text).to_string()),
         Err(_) => line.push_str("\"\""),
     }
     line.push('}');
     line
+}
+
+/// Whether a full parse accepts `text` (a raw-value check skips numbers' range and escapes'
+/// surrogates). Only refused bodies pay for it: an accepted one was parsed by its endpoint.
+fn is_strict_json(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text).is_ok()
 }
 
 fn is_one_line_object(text: &str) -> bool {
@@ -876,6 +935,43 @@ mod tests {
     }
 
     #[test]
+    fn refused_body_that_is_not_strict_json_is_logged_as_a_string_and_replays_refused() {
+        // 1e400 overflows an f64 and \ud800 is a lone surrogate: a raw-value check accepts both,
+        // a full parse refuses both, so as objects they would make the line unreadable.
+        for body in
+            [r#"{"model":"m","max_tokens":1e400,"messages":[]}"#, r#"{"model":"\ud800","messages":[]}"#]
+        {
+            let envelope = Envelope {
+                at_ms: Some(1),
+                error: Some(LoggedError::of(&describe_parse_error(body))),
+                ..Envelope::default()
+            };
+            let line = envelope_line(&envelope, body.as_bytes());
+            // An endpoint's refusal carries no `error`: replay finds it again in the body.
+            let unlogged =
+                refused_envelope_line(&Envelope { at_ms: Some(1), ..Envelope::default() }, body.as_bytes());
+            assert_eq!(unlogged, format!(r#"{{"at_ms":1,"body":{}}}"#, serde_json::Value::from(body)));
+            let TraceBody::Text(_) = request(read_line(1, &unlogged)).body else { panic!("a string body") };
+            assert!(line.ends_with(&format!(",\"body\":{}}}", serde_json::Value::from(body))), "{line}");
+            let line = request(read_line(1, &line));
+            let TraceBody::Rejected(error) = line.body else { panic!("rejected: {line:?}") };
+            assert_eq!(error.kind.status(), 400);
+        }
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_from_messages() {
+        let echoed = "invalid x-api-key: my-gateway-key-123 (also sk-ant-api03-AbC_d-9 and sk-ant-)";
+        assert_eq!(
+            scrub_secrets(echoed, Some("my-gateway-key-123")),
+            "invalid x-api-key: [scrubbed] (also [scrubbed] and [scrubbed])"
+        );
+        assert!(matches!(scrub_secrets("overloaded", Some("my-gateway-key-123")), Cow::Borrowed(_)));
+        // A key too short to be one is not hunted for in ordinary words.
+        assert_eq!(scrub_secrets("a b c", Some("b")), "a b c");
+    }
+
+    #[test]
     fn envelope_line_keeps_body_bytes() {
         let body = br#"{"model":"m", "messages":[]}"#;
         let line = envelope_line(&Envelope { at_ms: Some(3), ..Envelope::default() }, body);
@@ -916,6 +1012,7 @@ mod tests {
         let marker = SessionMarker {
             started: "2026-11-24T12:00:00Z".into(),
             version: "0.1.0".into(),
+            format: TRACE_FORMAT,
             settings: serde_json::json!({"policy": "anthropic"}),
         };
         let line = session_line(&marker);

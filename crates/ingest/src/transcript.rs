@@ -517,21 +517,24 @@ impl TranscriptReader {
     pub fn read(&mut self, name: &str, input: impl BufRead) -> std::io::Result<()> {
         let context = FileContext { name: name.to_string(), agent_id: agent_id_of_file_name(name) };
         let mut input = input;
-        let mut text = String::new();
+        let mut bytes = Vec::new();
         let mut number = 0usize;
         loop {
-            text.clear();
-            if input.read_line(&mut text)? == 0 {
+            bytes.clear();
+            if input.read_until(b'\n', &mut bytes)? == 0 {
                 break;
             }
             number += 1;
-            let torn = !text.ends_with('\n');
-            let line = text.trim();
-            if line.is_empty() {
-                continue;
-            }
+            let torn = !bytes.ends_with(b"\n");
+            // A line that is not UTF-8 (typically a last line cut inside a character) is skipped
+            // and counted like any unreadable line: it must not cost the rest of the file.
+            let read = match std::str::from_utf8(&bytes) {
+                Ok(text) if text.trim().is_empty() => continue,
+                Ok(text) => self.read_line(&context, text.trim()),
+                Err(err) => Err(format!("not UTF-8 (byte {})", err.valid_up_to() + 1).into()),
+            };
             self.stats.lines += 1;
-            if let Err(why) = self.read_line(&context, line) {
+            if let Err(why) = read {
                 self.skip(&context, number, if torn { "torn last line" } else { &why });
             }
         }
@@ -896,6 +899,21 @@ mod tests {
         for list in [KNOWN_LINE_FIELDS, KNOWN_MESSAGE_FIELDS] {
             assert!(list.windows(2).all(|pair| pair[0] < pair[1]), "{list:?}");
         }
+    }
+
+    #[test]
+    fn line_not_utf8_is_skipped_and_counted_not_fatal() {
+        // Line 2 holds a lone 0xff at its 9th byte (after the 8 of `{"type":`); line 3 is a last line cut inside "é"
+        // (0xc3 0xa9 torn after 0xc3).
+        let mut file = b"{\"type\":\"summary\"}\n".to_vec();
+        file.extend_from_slice(b"{\"type\":\xff\"user\"}\n{\"type\":\"caf\xc3");
+        let mut reader = TranscriptReader::new();
+        reader.read("s.jsonl", &file[..]).expect("a line that is not UTF-8 is skipped, not an error");
+        let stats = reader.finish().stats;
+        assert_eq!(stats.lines, 3);
+        assert_eq!(stats.skipped_lines, 2);
+        assert!(stats.notes.contains(&"s.jsonl:2: not UTF-8 (byte 9)".to_string()), "{:?}", stats.notes);
+        assert!(stats.notes.contains(&"s.jsonl:3: torn last line".to_string()), "{:?}", stats.notes);
     }
 
     #[test]

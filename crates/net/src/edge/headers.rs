@@ -22,3 +22,21 @@ pub(crate) fn api_key(headers: &HeaderMap) -> Option<String> {
     };
     from_header.filter(|key| !key.is_empty()).or_else(from_bearer).filter(|key| !key.is_empty())
 }
+
+/// The 401 for a key header whose bytes are not UTF-8, when it has one. Such a key is refused
+/// rather than read lossily: two keys differing only in invalid bytes would otherwise share a
+/// workspace (its cache and its stats).
+pub(crate) fn key_not_utf8(headers: &HeaderMap) -> Option<forkcache_wire::ApiError> {
+    let bearer = headers.get(header::AUTHORIZATION);
+    let malformed = headers
+        .get("x-api-key")
+        .into_iter()
+        .chain(bearer)
+        .any(|value| std::str::from_utf8(value.as_bytes()).is_err());
+    malformed.then(|| {
+        forkcache_wire::ApiError::new(
+            forkcache_wire::ErrorKind::Authentication,
+            "invalid x-api-key: the key is not UTF-8",
+        )
+    })
+}

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use forkcache_engine::endpoint::MockEndpoint;
 use forkcache_ingest::trace::BodyBudget;
 
-pub(crate) use headers::{api_key, request_betas};
+pub(crate) use headers::{api_key, key_not_utf8, request_betas};
 pub(crate) use listen::Limits;
 
 /// Bodies larger than this are refused with 413 `request_too_large`, as the API does (32 MB).

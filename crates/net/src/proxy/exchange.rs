@@ -5,7 +5,7 @@ use axum::body::Bytes;
 
 use forkcache_engine::agreement::read_recorded;
 use forkcache_engine::billing::RecordedUsage;
-use forkcache_ingest::trace::{Envelope, LoggedError};
+use forkcache_ingest::trace::{Envelope, LoggedError, scrub_secrets};
 use forkcache_wire::Betas;
 
 use super::capture::{Encodings, Observed, observe};
@@ -18,6 +18,8 @@ pub(super) struct Exchange {
     pub(super) ended_ms: u64,
     /// The key's fingerprint (never the key), or none without a key.
     pub(super) key_workspace: Option<String>,
+    /// The request's key, held only to scrub it from what the upstream echoes (never written).
+    pub(super) key: Option<String>,
     /// The betas its `anthropic-beta` headers named.
     pub(super) betas: Betas,
     /// The request body as it arrived, frame by frame (each shares its buffer with the frame
@@ -66,6 +68,10 @@ impl Entry {
         // No response and no answer of our own: the client left before the upstream answered.
         let abandoned = response.is_none() && exchange.refused.is_none();
         let error = exchange.refused.clone().or(observed.error).or_else(|| abandoned.then(client_left));
+        let error = error.map(|mut error| {
+            error.message = scrub_secrets(&error.message, exchange.key.as_deref()).into_owned();
+            error
+        });
         let incomplete = observed.incomplete || abandoned;
         let model = observed.model;
         let envelope = Envelope {

@@ -60,7 +60,8 @@ impl Sequencer {
 
     /// A ticket for a Messages request starting now: ticket numbers follow start times.
     pub(super) fn issue(self: &Arc<Self>, headers: &HeaderMap) -> Ticket {
-        let key_workspace = api_key(headers).as_deref().map(key_fingerprint);
+        let key = api_key(headers);
+        let key_workspace = key.as_deref().map(key_fingerprint);
         let betas = crate::edge::request_betas(headers);
         let posting = self.notes.post();
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
@@ -71,6 +72,7 @@ impl Sequencer {
             at_ms,
             ended_ms: 0,
             key_workspace,
+            key,
             betas,
             frames: Vec::new(),
             body: Bytes::new(),

@@ -46,7 +46,7 @@ pub use capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
 pub use predict::PREDICTION_QUEUE_BYTES;
 pub use redact::redact;
 pub use stats::{Comparison, ProxyStats};
-pub use upstream::{Upstream, UpstreamError};
+pub use upstream::{Upstream, UpstreamError, without_credentials};
 
 /// The connection limits: serve's header timeout and connection cap, but an idle timeout past the
 /// API's own ten-minute limit on a non-streaming request, which sends nothing until it is done.
@@ -63,6 +63,7 @@ fn session_marker(config: &ProxyConfig, upstream: &Upstream, endpoint: &MockEndp
     SessionMarker {
         started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        format: forkcache_ingest::trace::TRACE_FORMAT,
         settings: serde_json::json!({
             "upstream": upstream.host(),
             "endpoint": crate::edge::pricing_settings(endpoint),

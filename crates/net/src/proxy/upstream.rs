@@ -37,6 +37,18 @@ pub enum UpstreamError {
     Ca(String),
 }
 
+/// `url` with the credentials of its authority (`user:password@`) removed: what any message may
+/// show of an `--upstream`. Text that is not a URL is returned with everything up to its last
+/// `@` before the path removed, since it may still hold a password.
+pub fn without_credentials(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").map_or(("", url), |(scheme, rest)| (scheme, rest));
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let scheme = if url.contains("://") { format!("{scheme}://") } else { String::new() };
+    format!("{scheme}{host}{tail}")
+}
+
 /// Where requests are forwarded, and the client that forwards them.
 pub struct Upstream {
     scheme: Scheme,
@@ -49,7 +61,8 @@ pub struct Upstream {
 impl Upstream {
     /// Checks `url` and builds the client; `ca_pem` adds trusted roots for `https`.
     pub fn new(url: &str, ca_pem: Option<&[u8]>) -> Result<Upstream, UpstreamError> {
-        let bad = |reason: &str| UpstreamError::Url { url: url.to_string(), reason: reason.to_string() };
+        let bad =
+            |reason: &str| UpstreamError::Url { url: without_credentials(url), reason: reason.to_string() };
         let uri: Uri = url.parse().map_err(|_| bad("not a URL"))?;
         let scheme = uri.scheme().cloned().ok_or_else(|| bad("give the scheme, http:// or https://"))?;
         if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
@@ -76,9 +89,11 @@ impl Upstream {
             .expect("a checked upstream and a received path make a URL")
     }
 
-    /// The upstream as given (for messages).
+    /// The upstream as given, without any `user:password@` (for messages: a 502's body, the
+    /// trace, the startup line).
     pub fn describe(&self) -> String {
-        format!("{}://{}{}", self.scheme, self.authority, self.prefix)
+        let port = self.authority.port().map_or_else(String::new, |port| format!(":{port}"));
+        format!("{}://{}{port}{}", self.scheme, self.authority.host(), self.prefix)
     }
 
     /// The upstream's host alone (no scheme, credentials, port or path): what a trace names.
@@ -173,6 +188,17 @@ mod tests {
 
     fn error(url: &str) -> String {
         Upstream::new(url, None).err().expect("refused").to_string()
+    }
+
+    #[test]
+    fn credentials_in_the_upstream_are_never_shown() {
+        assert_eq!(without_credentials("http://u:PASS@host:8080/base"), "http://host:8080/base");
+        assert_eq!(without_credentials("https://PASS@host"), "https://host");
+        assert_eq!(without_credentials("http://host/a@b"), "http://host/a@b");
+        assert_eq!(without_credentials("u:PASS@host?x"), "host?x");
+        let upstream = Upstream::new("http://u:PASS@127.0.0.1:9/base", None).expect("valid");
+        assert_eq!(upstream.describe(), "http://127.0.0.1:9/base");
+        assert!(!error("ftp://u:PASS@host").contains("PASS"), "{}", error("ftp://u:PASS@host"));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, Exchange};
 use forkcache_engine::prompt::BlockKeys;
-use forkcache_ingest::trace::{Envelope, LoggedError, envelope_line};
+use forkcache_ingest::trace::{Envelope, LoggedError, envelope_line, refused_envelope_line};
 use forkcache_wire::{ApiError, Betas, MessageResponse, Reply, RequestView};
 
 use super::read::{Checked, Read, ReadBody};
@@ -58,6 +58,9 @@ pub(super) fn price(shared: &Shared, core: &mut Core, request: &Request) -> Answ
     let body: &[u8] = request.body.borrow_owner();
     let at = shared.now_ms();
     let request_id = core.next_request_id();
+    if let Some(error) = shared.past_max_requests(core.stats.messages_requests()) {
+        return Answer::Error { request_id, error, retry_after_s: None };
+    }
     let rejection = |request_id, error, logged| Rejection {
         request_id,
         at,
@@ -189,7 +192,7 @@ fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> An
         error: logged.then(|| LoggedError::of(&error)),
         ..Envelope::default()
     };
-    core.append_trace(|| envelope_line(&envelope, body));
+    core.append_trace(|| refused_envelope_line(&envelope, body));
     core.log(|| request_line(&request_id, at, &workspace, Err(&error)));
     core.stats.rejected(&workspace, at);
     shared.count_for_shutdown(core.stats.messages_requests());
@@ -208,6 +211,9 @@ pub(super) fn turn_away(
     let mut core = shared.lock();
     let at = shared.now_ms();
     let request_id = core.next_request_id();
+    if let Some(error) = shared.past_max_requests(core.stats.messages_requests()) {
+        return Answer::Error { request_id, error, retry_after_s: None };
+    }
     finish_rejected(
         shared,
         &mut core,

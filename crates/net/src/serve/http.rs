@@ -20,7 +20,7 @@ use super::answer::{Answer, Ending, turn_away};
 use super::read::ReadBody;
 use super::{Shared, pricer};
 use crate::edge::listen::Connection;
-use crate::edge::{api_key, request_betas};
+use crate::edge::{api_key, key_not_utf8, request_betas};
 
 type SharedState = State<Arc<Shared>>;
 
@@ -77,6 +77,9 @@ async fn messages(
             return respond(&shared, turn_away(&shared, (api_key.as_deref(), &betas), b"", error)).await;
         }
     };
+    if let Some(error) = key_not_utf8(&headers) {
+        return respond(&shared, turn_away(&shared, (None, &betas), &body, error)).await;
+    }
     if shared.config.require_key && api_key.is_none() {
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
         return respond(&shared, turn_away(&shared, (None, &betas), &body, error)).await;
@@ -183,6 +186,9 @@ async fn count_tokens(State(shared): SharedState, headers: HeaderMap, body: Body
         Ok(body) => body,
         Err(error) => return error_response(&error, &shared.lock().next_request_id(), None),
     };
+    if let Some(error) = key_not_utf8(&headers) {
+        return error_response(&error, &shared.lock().next_request_id(), None);
+    }
     if shared.config.require_key && api_key(&headers).is_none() {
         let error = ApiError::new(ErrorKind::Authentication, "x-api-key header is required");
         return error_response(&error, &shared.lock().next_request_id(), None);
@@ -232,6 +238,9 @@ async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
 async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
     let key = api_key(&headers);
     let mut core = shared.lock();
+    if let Some(error) = key_not_utf8(&headers) {
+        return error_response(&error, &core.next_request_id(), None);
+    }
     match key {
         Some(key) => {
             let workspace = core.endpoint.workspace_of(Some(&key));

@@ -289,6 +289,15 @@ impl Shared {
         self.started + std::time::Duration::from_millis(ms)
     }
 
+    /// The error for a Messages request past `max_requests`, when `answered` have been: checked
+    /// under the lock the count is kept under, so exactly `max_requests` are answered and traced
+    /// however many clients are in flight when the last one is.
+    fn past_max_requests(&self, answered: u64) -> Option<forkcache_wire::ApiError> {
+        let max = self.config.max_requests.filter(|&max| answered >= max)?;
+        let message = format!("the server is shutting down: it answers {max} requests (--max-requests)");
+        Some(forkcache_wire::ApiError::new(forkcache_wire::ErrorKind::Overloaded, message))
+    }
+
     /// Counts a Messages request against `max_requests`.
     fn count_for_shutdown(&self, answered: u64) {
         if self.config.max_requests.is_some_and(|max| answered >= max) {
@@ -361,6 +370,7 @@ fn session_marker(config: &ServeConfig, endpoint: &MockEndpoint) -> SessionMarke
     SessionMarker {
         started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        format: forkcache_ingest::trace::TRACE_FORMAT,
         settings: serde_json::json!({
             "endpoint": pricing,
             "prices_date": endpoint.prices().date,
