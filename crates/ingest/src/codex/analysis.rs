@@ -289,7 +289,8 @@ pub struct SessionReport {
 pub struct WhatIfResult {
     /// The setting.
     pub setting: CodexWhatIf,
-    /// Predicted cost under it minus the predicted cost as run, per thread, in nano-dollars.
+    /// Predicted cost under it minus the predicted cost as run, per thread, in nano-dollars
+    /// (threads with an unpriced request under either setting are left out).
     pub delta_nanousd_by_thread: BTreeMap<String, i64>,
     /// The same summed.
     pub delta_nanousd: i64,
@@ -402,13 +403,29 @@ fn reset_cause(previous: &CodexRequest, request: &CodexRequest, models: (Option<
 }
 
 /// The read OpenAI's rules predict, and why it is zero when a rule says so.
-fn predict(previous: Option<&CodexRequest>, request: &CodexRequest, models: (Option<&str>, Option<&str>), setting: Setting) -> (u64, Option<BreakCause>) {
+///
+/// After a reset the request still reads the prefix every thread of the client shares (base
+/// instructions and tools, cached organization-wide on the same model); its size is taken from
+/// the counts: what the thread's first request read, when it ran on the same model.
+fn predict(
+    previous: Option<&CodexRequest>,
+    request: &CodexRequest,
+    models: (Option<&str>, Option<&str>),
+    setting: Setting,
+    shared: (Option<&str>, u64),
+) -> (u64, Option<BreakCause>) {
     let Some(previous) = previous else { return (0, None) };
     if let Some(cause) = reset_cause(previous, request, models, setting) {
-        return (0, Some(cause));
+        let stable = if shared.0 == models.1 { shared.1.min(request.tokens.input_tokens) } else { 0 };
+        return (openai::reported_read(stable), Some(cause));
     }
     let shared = previous.tokens.input_tokens.min(request.tokens.input_tokens);
     (openai::reported_read(shared), None)
+}
+
+/// What the thread's first request read: the prefix its client shares with other threads.
+fn shared_read(thread: &CodexThread) -> u64 {
+    thread.requests.first().map_or(0, |first| first.tokens.cached_input_tokens)
 }
 
 /// The model a request is predicted on under `setting`.
@@ -434,8 +451,8 @@ fn dates(thread: &CodexThread) -> Vec<Option<String>> {
     out
 }
 
-/// The predicted cost of a thread under `setting` (priced requests only).
-fn predicted_cost(thread: &CodexThread, pricing: &Pricing, setting: Setting) -> u64 {
+/// The predicted cost of a thread under `setting`; `None` when some request has no price.
+fn predicted_cost(thread: &CodexThread, pricing: &Pricing, setting: Setting) -> Option<u64> {
     let first = thread.requests.iter().find_map(|r| r.model.as_deref());
     let dates = dates(thread);
     let mut total = 0;
@@ -443,13 +460,13 @@ fn predicted_cost(thread: &CodexThread, pricing: &Pricing, setting: Setting) -> 
         let previous = index.checked_sub(1).map(|i| &thread.requests[i]);
         let model = model_under(request, first, setting);
         let previous_model = previous.and_then(|p| model_under(p, first, setting));
-        let (read, _) = predict(previous, request, (previous_model, model), setting);
-        if let (Some(price), Some(model)) = (pricing.row(model), model) {
-            let t = &request.tokens;
-            total += bill(price, model, day_of(dates[index].as_deref()), t.input_tokens, read, t.output_tokens).total_nanousd();
-        }
+        let shared = (thread.requests.first().and_then(|r| model_under(r, first, setting)), shared_read(thread));
+        let (read, _) = predict(previous, request, (previous_model, model), setting, shared);
+        let (price, model) = (pricing.row(model)?, model?);
+        let t = &request.tokens;
+        total += bill(price, model, day_of(dates[index].as_deref()), t.input_tokens, read, t.output_tokens).total_nanousd();
     }
-    total
+    Some(total)
 }
 
 fn session(thread: &CodexThread, pricing: &Pricing) -> SessionReport {
@@ -467,7 +484,8 @@ fn session(thread: &CodexThread, pricing: &Pricing) -> SessionReport {
         let t = &request.tokens;
         let date = day_of(dates[index].as_deref());
         let previous_model = previous.and_then(|p| p.model.as_deref());
-        let (read, reset) = predict(previous, request, (previous_model, model), Setting::default());
+        let shared = (thread.requests.first().and_then(|r| r.model.as_deref()), shared_read(thread));
+        let (read, reset) = predict(previous, request, (previous_model, model), Setting::default(), shared);
         let price = pricing.row(model);
         let cost_of = |cached: u64| {
             price.zip(model).map(|(price, model)| bill(price, model, date, t.input_tokens, cached, t.output_tokens).total_nanousd())
@@ -554,10 +572,10 @@ pub fn analyse(threads: &[CodexThread], options: &CodexOptions, table: &PriceTab
             };
             let delta_nanousd_by_thread: BTreeMap<String, i64> = threads
                 .iter()
-                .map(|thread| {
+                .filter_map(|thread| {
                     let pricing = pricing_of(thread);
-                    let base = predicted_cost(thread, &pricing, Setting::default()) as i64;
-                    (thread.id.clone(), predicted_cost(thread, &pricing, changed) as i64 - base)
+                    let base = predicted_cost(thread, &pricing, Setting::default())? as i64;
+                    Some((thread.id.clone(), predicted_cost(thread, &pricing, changed)? as i64 - base))
                 })
                 .collect();
             let delta_nanousd = delta_nanousd_by_thread.values().sum();
