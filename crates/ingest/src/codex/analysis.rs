@@ -739,3 +739,41 @@ impl CodexReport {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bill_on(model: &str, day: &str, input: u64, cached: u64, output: u64) -> u64 {
+        let table = PriceTable::builtin_openai();
+        let price = table.row(model).unwrap();
+        bill(price, model, PriceDate::parse(day).ok(), input, cached, output).total_nanousd()
+    }
+
+    #[test]
+    fn terra_after_the_july_30_price_change() {
+        // $2.00 / $0.20 / write $2.50 / $12: 1,000 written x 2,500 + 9,000 x 200 + 100 x 12,000
+        // = 2,500,000 + 1,800,000 + 1,200,000.
+        assert_eq!(bill_on("gpt-5.6-terra", "2026-08-01", 10_000, 9_000, 100), 5_500_000);
+        // The launch price the day before: 1,000 x 3,125 + 9,000 x 250 + 100 x 15,000.
+        assert_eq!(bill_on("gpt-5.6-terra", "2026-07-29", 10_000, 9_000, 100), 6_875_000);
+    }
+
+    #[test]
+    fn above_272k_input_the_whole_request_pays_the_long_context_rates() {
+        // gpt-5.5, 300,000 input (200,000 cached), 1,000 output: 100,000 x 5,000 x 2 +
+        // 200,000 x 500 x 2 + 1,000 x 30,000 x 1.5 = 1,000,000,000 + 200,000,000 + 45,000,000.
+        assert_eq!(bill_on("gpt-5.5", "2026-07-01", 300_000, 200_000, 1_000), 1_245_000_000);
+        // gpt-5.2 has no long-context rates: 100,000 x 1,750 + 200,000 x 175 + 1,000 x 14,000.
+        assert_eq!(bill_on("gpt-5.2", "2026-07-01", 300_000, 200_000, 1_000), 224_000_000);
+    }
+
+    #[test]
+    fn the_tolerance_is_the_larger_of_1024_and_two_percent() {
+        assert!(agrees(1_024, 0));
+        assert!(!agrees(1_025, 0));
+        // 2% of 100,000 = 2,000.
+        assert!(agrees(98_000, 100_000));
+        assert!(!agrees(97_999, 100_000));
+    }
+}
