@@ -49,9 +49,16 @@ fn breaks_get_their_causes_and_the_prediction_beats_the_baseline() {
     // After the remote compaction: min(21,000, 6,000) − 2,432 = 3,568 lost. After 1 h 58 min
     // idle (past the 30-minute typical `24h` lifetime): min(8,000, 9,000) − 2,432 = 5,568.
     // The local compaction (with a switch to gpt-5.4): 3,000 − 0.
-    assert_eq!(causes, [("remote_compaction", 3_568), ("idle_past_retention", 5_568), ("local_compaction", 3_000)]);
-    let predicted: Vec<u64> =
-        report["sessions"][0]["requests"].as_array().unwrap().iter().map(|r| r["predicted"]["read"].as_u64().unwrap()).collect();
+    assert_eq!(
+        causes,
+        [("remote_compaction", 3_568), ("idle_past_retention", 5_568), ("local_compaction", 3_000)]
+    );
+    let predicted: Vec<u64> = report["sessions"][0]["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["predicted"]["read"].as_u64().unwrap())
+        .collect();
     // 0 at the start; 20,000 rounded down to 128s = 19,968; after the reset the first read
     // (2,432); 6,000 -> 5,888; 7,000 -> 6,912; after idle 2,432; another model: 0.
     assert_eq!(predicted, [0, 19_968, 2_432, 5_888, 6_912, 2_432, 0]);
@@ -63,7 +70,8 @@ fn breaks_get_their_causes_and_the_prediction_beats_the_baseline() {
 
 #[test]
 fn a_bill_at_each_price_tier() {
-    let report = import("fixtures/codex/rules.jsonl", &["--what-if", "retention=24h", "--what-if", "no-model-switch"]);
+    let report =
+        import("fixtures/codex/rules.jsonl", &["--what-if", "retention=24h", "--what-if", "no-model-switch"]);
     let requests = report["sessions"][0]["requests"].as_array().unwrap();
     // gpt-5.5 at $5 / $0.50 / $30 per MTok: 17,568 x 5,000 + 2,432 x 500 + 500 x 30,000 nano$
     // = 87,840,000 + 1,216,000 + 15,000,000 = 104,056,000.
@@ -95,10 +103,14 @@ fn another_provider_is_priced_only_when_named() {
     std::fs::create_dir_all(&dir).unwrap();
     let text = std::fs::read_to_string("fixtures/codex/forked-subagent.jsonl").unwrap();
     let path = dir.join("custom.jsonl");
-    std::fs::write(&path, text.replace("\"model_provider\":\"openai\"", "\"model_provider\":\"relay\"")).unwrap();
+    std::fs::write(&path, text.replace("\"model_provider\":\"openai\"", "\"model_provider\":\"relay\""))
+        .unwrap();
     let path = path.to_str().unwrap();
     assert!(import(path, &[])["sessions"][0]["requests"][0]["cost_nanousd"].is_null());
-    assert_eq!(import(path, &["--price-provider", "relay"])["sessions"][0]["requests"][0]["cost_nanousd"], 20_667_500);
+    assert_eq!(
+        import(path, &["--price-provider", "relay"])["sessions"][0]["requests"][0]["cost_nanousd"],
+        20_667_500
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -12,9 +12,9 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
+use forkcache_engine::PriceTable;
 use forkcache_engine::billing::{Cost, ModelPrice, NeutralUsage, PriceDate};
 use forkcache_engine::cache::openai::{self, Generation, Retention};
-use forkcache_engine::PriceTable;
 
 use super::rollout::{CodexRequest, CodexThread, Compaction};
 
@@ -343,7 +343,14 @@ impl Pricing<'_> {
 /// uncached part at the input rate through GPT-5.5, at the write rate from GPT-5.6 (an upper
 /// bound: rollouts have no write count); 2x input rates and 1.5x output above 272K input where
 /// the model has long-context rates.
-pub fn bill(price: &ModelPrice, model: &str, date: Option<PriceDate>, input: u64, cached: u64, output: u64) -> Cost {
+pub fn bill(
+    price: &ModelPrice,
+    model: &str,
+    date: Option<PriceDate>,
+    input: u64,
+    cached: u64,
+    output: u64,
+) -> Cost {
     let rates = price.rates_on(date);
     let uncached = input.saturating_sub(cached);
     let written = Generation::of(model) == Generation::Breakpoints;
@@ -385,7 +392,12 @@ fn retention(model: Option<&str>, setting: Setting) -> Retention {
 }
 
 /// Why nothing of the previous prefix can be read, if anything says so.
-fn reset_cause(previous: &CodexRequest, request: &CodexRequest, models: (Option<&str>, Option<&str>), setting: Setting) -> Option<BreakCause> {
+fn reset_cause(
+    previous: &CodexRequest,
+    request: &CodexRequest,
+    models: (Option<&str>, Option<&str>),
+    setting: Setting,
+) -> Option<BreakCause> {
     match request.after_compaction {
         Some(Compaction::Local) => return Some(BreakCause::LocalCompaction),
         Some(Compaction::Remote) => return Some(BreakCause::RemoteCompaction),
@@ -460,11 +472,13 @@ fn predicted_cost(thread: &CodexThread, pricing: &Pricing, setting: Setting) -> 
         let previous = index.checked_sub(1).map(|i| &thread.requests[i]);
         let model = model_under(request, first, setting);
         let previous_model = previous.and_then(|p| model_under(p, first, setting));
-        let shared = (thread.requests.first().and_then(|r| model_under(r, first, setting)), shared_read(thread));
+        let shared =
+            (thread.requests.first().and_then(|r| model_under(r, first, setting)), shared_read(thread));
         let (read, _) = predict(previous, request, (previous_model, model), setting, shared);
         let (price, model) = (pricing.row(model)?, model?);
         let t = &request.tokens;
-        total += bill(price, model, day_of(dates[index].as_deref()), t.input_tokens, read, t.output_tokens).total_nanousd();
+        total += bill(price, model, day_of(dates[index].as_deref()), t.input_tokens, read, t.output_tokens)
+            .total_nanousd();
     }
     Some(total)
 }
@@ -488,7 +502,9 @@ fn session(thread: &CodexThread, pricing: &Pricing) -> SessionReport {
         let (read, reset) = predict(previous, request, (previous_model, model), Setting::default(), shared);
         let price = pricing.row(model);
         let cost_of = |cached: u64| {
-            price.zip(model).map(|(price, model)| bill(price, model, date, t.input_tokens, cached, t.output_tokens).total_nanousd())
+            price.zip(model).map(|(price, model)| {
+                bill(price, model, date, t.input_tokens, cached, t.output_tokens).total_nanousd()
+            })
         };
         let expected = previous.map_or(0, |p| p.tokens.input_tokens.min(t.input_tokens));
         if previous.is_some() && t.cached_input_tokens + BREAK_THRESHOLD_TOKENS < expected {
@@ -557,7 +573,8 @@ pub fn analyse(threads: &[CodexThread], options: &CodexOptions, table: &PriceTab
         table,
         priced_provider: options.priced_providers.iter().any(|name| *name == thread.provider),
     };
-    let sessions: Vec<SessionReport> = threads.iter().map(|thread| session(thread, &pricing_of(thread))).collect();
+    let sessions: Vec<SessionReport> =
+        threads.iter().map(|thread| session(thread, &pricing_of(thread))).collect();
     let mut totals = Summary::default();
     for session in &sessions {
         totals.add(&session.totals);
@@ -608,7 +625,11 @@ impl CodexReport {
             "thread (file)", "req", "input", "hit", "cost", "breaks", "predicted", "baseline"
         );
         let mut line = |name: &str, s: &Summary| {
-            let cost = if s.unpriced_requests == s.requests && s.requests > 0 { "n/a".to_string() } else { usd(s.cost_nanousd) };
+            let cost = if s.unpriced_requests == s.requests && s.requests > 0 {
+                "n/a".to_string()
+            } else {
+                usd(s.cost_nanousd)
+            };
             let _ = writeln!(
                 out,
                 "{:<44} {:>5} {:>12} {:>7} {:>10} {:>6} {:>9} {:>9}",
@@ -623,7 +644,9 @@ impl CodexReport {
             );
         };
         for session in &self.sessions {
-            let file = std::path::Path::new(&session.file).file_name().map_or(session.file.clone(), |f| f.to_string_lossy().into_owned());
+            let file = std::path::Path::new(&session.file)
+                .file_name()
+                .map_or(session.file.clone(), |f| f.to_string_lossy().into_owned());
             line(&file.chars().take(44).collect::<String>(), &session.totals);
         }
         line("total", &self.totals);
@@ -633,7 +656,12 @@ impl CodexReport {
         }
         for what_if in &self.what_ifs {
             let sign = if what_if.delta_nanousd < 0 { "-" } else { "+" };
-            let _ = writeln!(out, "what-if {}: {sign}{}", what_if.setting.name(), usd(what_if.delta_nanousd.unsigned_abs()));
+            let _ = writeln!(
+                out,
+                "what-if {}: {sign}{}",
+                what_if.setting.name(),
+                usd(what_if.delta_nanousd.unsigned_abs())
+            );
         }
         out
     }
@@ -642,11 +670,37 @@ impl CodexReport {
     pub fn to_csv(&self) -> Result<(Vec<u8>, Vec<u8>), csv::Error> {
         let mut requests = csv::Writer::from_writer(Vec::new());
         requests.write_record([
-            "file", "thread", "line", "time", "model", "inferred", "input", "cached", "output", "reasoning",
-            "read", "written", "uncached", "cost_usd", "predicted_read", "baseline_read", "agreement", "baseline_agreement",
+            "file",
+            "thread",
+            "line",
+            "time",
+            "model",
+            "inferred",
+            "input",
+            "cached",
+            "output",
+            "reasoning",
+            "read",
+            "written",
+            "uncached",
+            "cost_usd",
+            "predicted_read",
+            "baseline_read",
+            "agreement",
+            "baseline_agreement",
         ])?;
         let mut breaks = csv::Writer::from_writer(Vec::new());
-        breaks.write_record(["file", "thread", "line", "time", "model", "expected_read", "read", "lost", "cause"])?;
+        breaks.write_record([
+            "file",
+            "thread",
+            "line",
+            "time",
+            "model",
+            "expected_read",
+            "read",
+            "lost",
+            "cause",
+        ])?;
         let text = |value: Option<&str>| value.unwrap_or("").to_string();
         for session in &self.sessions {
             for row in &session.requests {
@@ -686,7 +740,8 @@ impl CodexReport {
                 ])?;
             }
         }
-        let finish = |writer: csv::Writer<Vec<u8>>| writer.into_inner().map_err(|e| csv::Error::from(e.into_error()));
+        let finish =
+            |writer: csv::Writer<Vec<u8>>| writer.into_inner().map_err(|e| csv::Error::from(e.into_error()));
         Ok((finish(requests)?, finish(breaks)?))
     }
 }

@@ -39,7 +39,9 @@ impl TokenUsage {
             input_tokens: self.input_tokens.checked_sub(earlier.input_tokens)?,
             cached_input_tokens: self.cached_input_tokens.checked_sub(earlier.cached_input_tokens)?,
             output_tokens: self.output_tokens.checked_sub(earlier.output_tokens)?,
-            reasoning_output_tokens: self.reasoning_output_tokens.checked_sub(earlier.reasoning_output_tokens)?,
+            reasoning_output_tokens: self
+                .reasoning_output_tokens
+                .checked_sub(earlier.reasoning_output_tokens)?,
             total_tokens: self.total_tokens.checked_sub(earlier.total_tokens)?,
         })
     }
@@ -275,9 +277,9 @@ impl State {
         if last.is_zero_but_total() || total == self.previous_total {
             return Ok(());
         }
-        let rise = total.minus(&self.previous_total).ok_or_else(|| {
-            "token_count total_token_usage went down from the previous record".to_string()
-        })?;
+        let rise = total
+            .minus(&self.previous_total)
+            .ok_or_else(|| "token_count total_token_usage went down from the previous record".to_string())?;
         if let Some(missing) = rise.minus(&last).filter(|gap| gap.input_tokens > 0) {
             self.push(line, None, usage_object(&missing), missing, true);
         }
