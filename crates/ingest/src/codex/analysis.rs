@@ -571,7 +571,7 @@ fn session(thread: &CodexThread, pricing: &Pricing) -> SessionReport {
 pub fn analyse(threads: &[CodexThread], options: &CodexOptions, table: &PriceTable) -> CodexReport {
     let pricing_of = |thread: &CodexThread| Pricing {
         table,
-        priced_provider: options.priced_providers.iter().any(|name| *name == thread.provider),
+        priced_provider: options.priced_providers.contains(&thread.provider),
     };
     let sessions: Vec<SessionReport> =
         threads.iter().map(|thread| session(thread, &pricing_of(thread))).collect();
