@@ -129,3 +129,22 @@ fn a_bad_line_names_its_file_and_line() {
     assert!(stderr.contains("bad.jsonl:2:"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn prices_lists_openai_rows_with_uncertain_values_marked() {
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["prices", "--provider", "openai"])
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    let row = |id: &str| {
+        text.lines().find(|line| line.starts_with(&format!("{id} "))).unwrap_or_default().to_string()
+    };
+    // gpt-5.3-codex's $1.75 input comes from third-party copies only: marked `?`.
+    assert!(row("gpt-5.3-codex").contains("1.75?"), "{text}");
+    // gpt-5.5's $5 / $0.50 / $30 are from the pricing page: unmarked.
+    assert!(!row("gpt-5.5").contains('?') && row("gpt-5.5").contains("0.5"), "{text}");
+    // No API price for the ChatGPT-plan model.
+    assert!(row("gpt-5.3-codex-spark").is_empty());
+}
