@@ -22,6 +22,9 @@ pub enum ImportSource {
     /// Claude Code transcripts (~/.claude/projects/…): session files, sub-agent files, session or
     /// project directories.
     ClaudeCode(ClaudeCodeArgs),
+    /// Codex CLI and Codex Desktop rollout files (~/.codex/sessions/…): rollout files or a
+    /// sessions tree, priced and re-simulated under OpenAI's cache rules.
+    Codex(crate::cmd::import_codex::CodexArgs),
 }
 
 /// `import claude-code`.
@@ -77,6 +80,7 @@ impl ClaudeCodeArgs {
 pub fn run(source: &ImportSource) -> anyhow::Result<ExitCode> {
     match source {
         ImportSource::ClaudeCode(args) => run_claude_code(args),
+        ImportSource::Codex(args) => crate::cmd::import_codex::run(args),
     }
 }
 

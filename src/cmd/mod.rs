@@ -4,6 +4,7 @@
 pub mod demo;
 pub mod explain;
 pub mod import;
+pub mod import_codex;
 pub mod merge_shards;
 pub mod prices;
 pub mod proxy;

@@ -12,6 +12,7 @@ mod fuzz;
 mod hardening;
 mod identity;
 mod import_claude_code;
+mod import_codex;
 mod longest_prefix;
 mod lookback;
 mod minimum;

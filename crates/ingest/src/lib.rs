@@ -19,6 +19,7 @@
 
 pub mod breaks;
 pub mod calibrate;
+pub mod codex;
 pub mod compact;
 pub mod explain;
 pub mod files;

@@ -40,6 +40,10 @@ pub use forkcache_wire::{CacheCreation, InferenceGeo, Speed, StandardTier, Usage
 /// The price table shipped with forkcache (`fixtures/pricing.json`).
 pub const BUILTIN_PRICES_JSON: &str = include_str!("../../../../fixtures/pricing.json");
 
+/// OpenAI's models, dated, with sources (`fixtures/pricing-openai.json`): what `import codex`
+/// prices with. A row's write columns hold OpenAI's one write rate (= input through GPT-5.5).
+pub const BUILTIN_OPENAI_PRICES_JSON: &str = include_str!("../../../../fixtures/pricing-openai.json");
+
 /// How cache writes and reads are billed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -491,6 +495,12 @@ impl PriceTable {
     #[allow(clippy::expect_used)] // the compiled-in table is checked by the tests
     pub fn builtin() -> PriceTable {
         PriceTable::from_json(BUILTIN_PRICES_JSON).expect("the shipped price table is valid")
+    }
+
+    /// OpenAI's table shipped in `fixtures/pricing-openai.json`.
+    #[allow(clippy::expect_used)] // the compiled-in table is checked by the tests
+    pub fn builtin_openai() -> PriceTable {
+        PriceTable::from_json(BUILTIN_OPENAI_PRICES_JSON).expect("the shipped OpenAI price table is valid")
     }
 
     /// Parses a price table in the shape of `fixtures/pricing.json`.

@@ -4,6 +4,7 @@
 mod diagnostics;
 mod history;
 mod miss;
+pub mod openai;
 mod policy;
 mod store;
 
@@ -16,6 +17,7 @@ pub use diagnostics::{Fingerprint, Fingerprints, miss_reason_type, miss_type_of}
 pub use forkcache_wire::{CacheMissReason, CacheMissType, Diagnostics};
 pub use history::{Closest, HISTORY_LIMIT, History, Summary};
 pub use miss::{Miss, MissCause, describe_miss, layout_notes};
+pub use openai::OpenAi;
 pub use policy::{Anthropic, CachePolicy, LongestPrefix};
 pub use store::{Entry, EntryKey, EntryStore, ScopeId, StoreStats};
 
