@@ -222,6 +222,28 @@ def captures_section(binary, corpus, out):
     return totals
 
 
+EVIDENCE = [
+    "## Rules the real traffic decided\n",
+    "- **Images** (`--image-rule`, default `observed`): in `ccproxy__captured` request 24 "
+    "Claude Code 1.0.62 added the session's first image in its new user turn, and the real API "
+    "read 122,919 tokens, exactly the previous request's read + write: the image, after the "
+    "cached prefix, left it readable. The documentation's table (an image anywhere invalidates "
+    "the messages level) predicted 95,809 read and 26,008 written. `--image-rule documented` keeps "
+    "the table's reading.",
+    "- **Warmth** (`warmth` module): after a compaction, an expiry or a model switch a chain "
+    "reads the stable prefix the account keeps warm, sized by what the chain (else the import) "
+    "showed earlier on that model; a prediction resting on traffic the import does not hold is "
+    "counted as `unseen_activity`.",
+    "- **TTL**: the 5m/1h split of a request's own write says which TTL it asked for; its amounts "
+    "are never used for its own prediction.",
+    "- **Tool search**: a `ToolSearch` result's `tool_reference` blocks explain the break after "
+    "them in builds that write no `deferred_tools_delta` attachment.",
+    "- **Server tools**: a web search's results are input the request's bytes do not carry; "
+    "such requests are counted and left out of capture agreement.",
+    "",
+]
+
+
 def main():
     binary, corpus, out_path = sys.argv[1:4]
     out = [
@@ -237,6 +259,7 @@ def main():
         "",
     ]
     overall, within, sessions = transcripts_section(binary, corpus, out)
+    out.extend(EVIDENCE)
     groups_section(binary, corpus, out)
     totals = captures_section(binary, corpus, out)
     with open(out_path, "w", encoding="utf-8") as f:
