@@ -57,7 +57,9 @@ fn after_an_expiry_and_a_compaction_the_chain_reads_its_first_read() {
     let got = predictions(&document);
     let want: Vec<_> = expected
         .iter()
-        .map(|(id, read, warmth, cause)| (id.to_string(), *read, warmth.to_string(), cause.map(str::to_string)))
+        .map(|(id, read, warmth, cause)| {
+            (id.to_string(), *read, warmth.to_string(), cause.map(str::to_string))
+        })
         .collect();
     assert_eq!(got, want);
 }

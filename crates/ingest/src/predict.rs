@@ -35,14 +35,16 @@
 //! the simulation follows the table, and the refusal shows that the transcript contradicts it.
 //! Its real cost is priced at the long-context rates all the same (the API accepted it).
 //!
-//! **Assumption: the account keeps its stable prefix warm.** Other sessions of the same account
-//! (and Claude Code's own side calls) send the same system prompt and tools, so after an idle
-//! hour the main chain still reads them (~12–15K). The simulation models this by pre-warming the
-//! main chain's stable prefix before every main-chain request once the import has seen a
-//! main-chain request on that model start earlier. Sub-agents get no such help: an idle
-//! sub-agent reads 0 after its 5 minutes. The stable prefix's size is the last read seen at a
-//! chain start or after a break in an earlier request of that kind, else the smallest earlier
-//! total input, else [`DEFAULT_STABLE_TOKENS`].
+//! **Assumption: the account keeps its stable prefix warm** ([`crate::warmth`]). Other sessions
+//! of the same account (and Claude Code's own side calls) send the same system prompt and tools.
+//! After a compaction, an idle gap past the chain's TTL or a model switch, a main chain's stable
+//! prefix becomes what the chain showed on that model where nothing of it was cached (its first
+//! read, later reads after such a reset; a switch to a model the chain never ran: the import's
+//! latest such read on that model), pre-warmed before the request, and the rest of its history
+//! is sent anew. A chain's first request starts from the smallest read earlier chain starts of
+//! its kind showed on its model (what every session shared, so that a new turn is not predicted
+//! as read), else cold. Sub-agents get no such help: an idle sub-agent reads 0 after its 5
+//! minutes. A request's TTL is the one its own 5m/1h split asked for (never its amounts).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -779,7 +781,12 @@ fn advance(
 /// (a switch to a model it never ran: what the import showed on that model), capped below what
 /// the chain sent before (never a request's new content), and the rest of the history is sent
 /// anew. With no prefix shown on the model, a switch starts cold.
-fn rest_on_account_prefix(state: &mut ChainState, request: &SessionRequest, account: &AccountView, switched: bool) {
+fn rest_on_account_prefix(
+    state: &mut ChainState,
+    request: &SessionRequest,
+    account: &AccountView,
+    switched: bool,
+) {
     let shown = state.prefixes.on(&state.model).or_else(|| {
         if switched { account.model_prefix.get(&request.request.request_id).copied() } else { None }
     });

@@ -82,7 +82,10 @@ mod tests {
         prefixes.learn("opus", 18_528);
         prefixes.learn("opus", 0);
         prefixes.learn("sonnet", 9_000);
-        assert_eq!((prefixes.on("opus"), prefixes.on("sonnet"), prefixes.on("haiku")), (Some(18_528), Some(9_000), None));
+        assert_eq!(
+            (prefixes.on("opus"), prefixes.on("sonnet"), prefixes.on("haiku")),
+            (Some(18_528), Some(9_000), None)
+        );
     }
 
     #[test]

@@ -25,8 +25,8 @@ use std::collections::VecDeque;
 use forkcache_wire::{ContentView, RequestView, Role};
 
 use super::{
-    BlockKeys, ImageRule, KeyFeed, Renderer, SaltFacts, apply_automatic_marker, build_messages, salts, tool_prompt_size,
-    validate_breakpoints,
+    BlockKeys, ImageRule, KeyFeed, Renderer, SaltFacts, apply_automatic_marker, build_messages, salts,
+    tool_prompt_size, validate_breakpoints,
 };
 use super::{Item, ToolChanges, ToolPromptSize};
 use crate::billing::ModelPrice;
