@@ -761,6 +761,8 @@ fn advance(
         state.history.clear();
         if let Some(&stable_tokens) = account.system_resets.get(&request.request.request_id) {
             state.stable_tokens = stable_within(stable_tokens, usage.total_input_tokens());
+            // Earlier requests showed it read: the account keeps it warm.
+            state.warm = true;
         }
     }
     if switched {
