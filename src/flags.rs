@@ -9,7 +9,7 @@ use forkcache_engine::billing::{BillingProfile, PriceTable};
 use forkcache_engine::cache::Policy;
 use forkcache_engine::clock::Visibility;
 use forkcache_engine::endpoint::EndpointConfig;
-use forkcache_engine::prompt::{DeferredTools, IdentityMode};
+use forkcache_engine::prompt::{DeferredTools, IdentityMode, ImageRule};
 use forkcache_engine::tokenize::TokenizerKind;
 
 /// `--json`, the same on every command.
@@ -132,6 +132,20 @@ pub struct EngineArgs {
     /// prefix, as real transcripts show; by default the documented rule (no change).
     #[arg(long)]
     pub deferred_tools_observed: bool,
+    /// What an image does to the messages' cache: `observed` (the real API: an image added after
+    /// the cached prefix leaves it readable) or `documented` (the docs' table: an image anywhere
+    /// invalidates the messages level). See docs/fidelity.md.
+    #[arg(long, value_enum, default_value_t = ImageRuleArg::Observed)]
+    pub image_rule: ImageRuleArg,
+}
+
+/// `--image-rule`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ImageRuleArg {
+    /// What the real API did.
+    Observed,
+    /// The documentation's table read literally.
+    Documented,
 }
 
 /// `--policy`.
@@ -264,6 +278,10 @@ impl EngineArgs {
         if self.deferred_tools_observed {
             config.prompt.deferred_tools = DeferredTools::Observed;
         }
+        config.prompt.image_rule = match self.image_rule {
+            ImageRuleArg::Observed => ImageRule::Observed,
+            ImageRuleArg::Documented => ImageRule::Documented,
+        };
         config.cache.policy = match self.policy {
             PolicyArg::Anthropic => Policy::Anthropic,
             PolicyArg::LongestPrefix => Policy::LongestPrefix,

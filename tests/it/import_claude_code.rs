@@ -193,8 +193,9 @@ fn agreement_is_reported_beside_the_baseline() {
 ///
 /// `what_if_idle.jsonl` (Sonnet 4.6, main chain): req_1 at 0 s, 20,000 tokens; req_2 at 600 s,
 /// 21,000 tokens; the chain wrote 5-minute entries. As recorded: req_1 writes 20,000 at 5m
-/// (75,000,000); at 600 s only the pre-warmed stable prefix is warm: read 12,000, write 9,000
-/// (3,600,000 + 33,750,000); total 112,350,000, and req_2 breaks (20,000 − 12,000 > 1,000).
+/// (75,000,000); at 600 s the chain's cache has expired, and req_1 read nothing, so no stable
+/// prefix of the account is known warm (`warmth`): req_2 writes all 21,000 (78,750,000); total
+/// 153,750,000, and req_2 breaks (20,000 − 0 > 1,000).
 /// A chain's first request is predicted to send 3 of its tokens uncached (after its last
 /// breakpoint, `FIRST_TAIL_TOKENS`): req_1 writes 19,997 and sends 3 at 3,000 (9,000) in every
 /// setting, so predicted req_1 costs 9,000 + 19,997 × 3,750 = 74,997,750 at 5m (−2,250) and
@@ -203,11 +204,11 @@ fn agreement_is_reported_beside_the_baseline() {
 fn what_if_ttl_1h_by_hand() {
     let (_, document) = import("what_if_idle.jsonl", &["--what-if", "ttl=1h", "--what-if", "ttl=5m"]);
     // 1h: req_1 119,991,000; req_2 reads 20,000 × 300 = 6,000,000 and writes 1,000 × 6,000 =
-    // 6,000,000: 131,991,000 against 112,347,750 (112,350,000 − 2,250), i.e. +19,643,250;
+    // 6,000,000: 131,991,000 against 153,747,750 (153,750,000 − 2,250), i.e. −21,756,750;
     // writes 19,997 × 6,000 + 6,000,000 = 125,982,000; req_2's break avoided.
     let one_hour = &document["what_if"][0];
     assert_eq!(one_hour["setting"], "ttl=1h");
-    assert_eq!(one_hour["delta_usd"], 0.01964325);
+    assert_eq!(one_hour["delta_usd"], -0.02175675);
     assert_eq!(one_hour["writes_usd"], 0.125982);
     assert_eq!(one_hour["reads_usd"], 0.006);
     assert_eq!((one_hour["breaks_avoided"].as_u64(), one_hour["breaks_added"].as_u64()), (Some(1), Some(0)));
@@ -221,12 +222,12 @@ fn what_if_ttl_1h_by_hand() {
 fn what_if_max_idle_by_hand() {
     // The 600 s gap becomes 240 s, inside the 5-minute TTL: req_2 reads 20,000 (6,000,000) and
     // writes 1,000 × 3,750 = 3,750,000. Total 75,000,000 + 9,750,000 = 84,750,000, i.e.
-    // −27,600,000 against 112,350,000; writes 78,750,000 less req_1's 3 uncached tokens
+    // −69,000,000 against 153,750,000; writes 78,750,000 less req_1's 3 uncached tokens
     // (3 × 3,750 = 11,250): 78,738,750. req_1 is the same in both, so the delta is unchanged.
     let (_, document) = import("what_if_idle.jsonl", &["--what-if", "max-idle=4m"]);
     let idle = &document["what_if"][0];
     assert_eq!(idle["setting"], "max-idle=4m");
-    assert_eq!(idle["delta_usd"], -0.0276);
+    assert_eq!(idle["delta_usd"], -0.069);
     assert_eq!(idle["writes_usd"], 0.07873875);
     assert_eq!(idle["reads_usd"], 0.006);
     assert_eq!(idle["breaks_avoided"], 1);

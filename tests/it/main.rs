@@ -8,6 +8,7 @@ mod cli_docs;
 mod conventions;
 mod diagnostics;
 mod explain_request;
+mod fidelity;
 mod fuzz;
 mod hardening;
 mod identity;

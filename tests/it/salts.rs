@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use forkcache_engine::Dimension;
 use forkcache_engine::endpoint::EndpointConfig;
-use forkcache_engine::prompt::PromptConfig;
+use forkcache_engine::prompt::{ImageRule, PromptConfig};
 
 use crate::support::{Body, Client, SONNET, U, assistant, bp, text, tool, u, user};
 
@@ -143,19 +143,31 @@ fn rendered_ahead_thinking_invalidates_tools_too() {
     check(ahead(), &[], &[("tool_choice", json!({"type": "none"}))], MESSAGES, Some("tool_choice"));
 }
 
-#[test]
-fn an_image_anywhere_invalidates_messages() {
-    // The second request appends an image after U2 (its own 1,000 tokens, marked): without the
-    // image salt it would read 6,497; with it, S (3,997) is the last intact entry, and the writes
-    // run to the image: 7,497 − 3,997 = 3,500.
+/// The layout, then the same with an image appended after U2 (its own 1,000 tokens, marked).
+fn image_appended(config: PromptConfig) -> forkcache_engine::endpoint::Record {
     let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}, "forkcache_tokens": 1_000});
-    let mut client = Client::new();
+    let mut client = Client::with_config(EndpointConfig { prompt: config, ..Default::default() });
     client.send(&layout(&[]), 0);
     let mut body = layout(&[]);
     body.0["messages"].as_array_mut().unwrap().push(user(vec![bp(image)]));
-    let record = client.send(&body, 10_000);
+    client.send(&body, 10_000)
+}
+
+#[test]
+fn under_the_documented_image_rule_an_image_anywhere_invalidates_messages() {
+    // With the image salt, S (3,997) is the last intact entry, and the writes run to the image:
+    // 7,497 − 3,997 = 3,500.
+    let record = image_appended(PromptConfig { image_rule: ImageRule::Documented, ..default() });
     assert_eq!(U::of(&record), u(3_997, 3_500, 0, 0));
     assert_eq!(record.miss.map(|m| m.path), Some("images".to_string()));
+}
+
+#[test]
+fn an_image_added_after_the_cached_prefix_leaves_it_readable() {
+    // What the real API did (docs/fidelity.md): the earlier request's 6,497 tokens are read,
+    // and only the image's 1,000 are written: 7,497 − 6,497.
+    let record = image_appended(default());
+    assert_eq!(U::of(&record), u(6_497, 1_000, 0, 0));
 }
 
 #[test]

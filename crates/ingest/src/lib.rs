@@ -29,6 +29,7 @@ pub mod replay;
 pub mod report;
 pub mod trace;
 pub mod transcript;
+pub mod warmth;
 
 use std::collections::{BTreeMap, BTreeSet};
 

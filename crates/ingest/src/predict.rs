@@ -35,14 +35,16 @@
 //! the simulation follows the table, and the refusal shows that the transcript contradicts it.
 //! Its real cost is priced at the long-context rates all the same (the API accepted it).
 //!
-//! **Assumption: the account keeps its stable prefix warm.** Other sessions of the same account
-//! (and Claude Code's own side calls) send the same system prompt and tools, so after an idle
-//! hour the main chain still reads them (~12–15K). The simulation models this by pre-warming the
-//! main chain's stable prefix before every main-chain request once the import has seen a
-//! main-chain request on that model start earlier. Sub-agents get no such help: an idle
-//! sub-agent reads 0 after its 5 minutes. The stable prefix's size is the last read seen at a
-//! chain start or after a break in an earlier request of that kind, else the smallest earlier
-//! total input, else [`DEFAULT_STABLE_TOKENS`].
+//! **Assumption: the account keeps its stable prefix warm** ([`crate::warmth`]). Other sessions
+//! of the same account (and Claude Code's own side calls) send the same system prompt and tools.
+//! After a compaction, an idle gap past the chain's TTL or a model switch, a main chain's stable
+//! prefix becomes what the chain showed on that model where nothing of it was cached (its first
+//! read, later reads after such a reset; a switch to a model the chain never ran: the import's
+//! latest such read on that model), pre-warmed before the request, and the rest of its history
+//! is sent anew. A chain's first request starts from the smallest read earlier chain starts of
+//! its kind showed on its model (what every session shared, so that a new turn is not predicted
+//! as read), else cold. Sub-agents get no such help: an idle sub-agent reads 0 after its 5
+//! minutes. A request's TTL is the one its own 5m/1h split asked for (never its amounts).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -61,7 +63,8 @@ use forkcache_engine::tokenize::TokenizerUnavailable;
 use forkcache_wire::{ApiError, Betas, CONTEXT_1M, RawJson, Reply, Role};
 
 use super::transcript::{Chain, EpochMs, Event};
-use super::{ImportedSession, SessionRequest};
+use super::warmth::{self, WarmPrefixes, Warmth};
+use super::{ImportedSession, SessionRequest, breaks};
 use crate::trace::{Envelope, envelope_line};
 
 /// The stable prefix assumed before any earlier request shows one: the low end of the 12–30K
@@ -151,14 +154,22 @@ pub struct Predicted {
     /// Why the endpoint refused the simulated request (then `usage` is all zero and not a
     /// prediction): a transcript whose counts no real prompt could have.
     pub refused: Option<String>,
+    /// Whether the prediction assumed the account's stable prefix warm, and on what evidence.
+    pub warmth: Warmth,
 }
 
 /// Facts about the whole import the prediction of one request may use: only what started
 /// before it.
 #[derive(Clone, Debug, Default)]
 pub struct AccountView {
-    /// (chain kind, model) → start of the import's first request of that kind on that model.
-    first_seen: BTreeMap<(bool, String), EpochMs>,
+    /// Per request id: the latest earlier start of a request of its kind on its model.
+    previous_start: HashMap<String, EpochMs>,
+    /// Per request id of a chain start: the smallest read earlier chain starts of its kind on its
+    /// model showed (what every session of the account shared), when one did.
+    start_prefix: HashMap<String, u64>,
+    /// Per request id: the latest read an earlier chain start or break of its kind on its model
+    /// showed (what a switch to that model finds warm).
+    model_prefix: HashMap<String, u64>,
     /// Per request id: the stable prefix size and TTL to start its chain with.
     chain_starts: HashMap<String, ChainStart>,
     /// Per request id of a turn in another working directory: the stable prefix size earlier
@@ -184,9 +195,34 @@ impl AccountView {
         let mut smallest_total: BTreeMap<bool, u64> = BTreeMap::new();
         let mut last_ttl: BTreeMap<bool, Ttl> = BTreeMap::new();
         let mut last_tail: BTreeMap<bool, u64> = BTreeMap::new();
+        let mut last_start: BTreeMap<(bool, &str), EpochMs> = BTreeMap::new();
+        let mut start_reads: BTreeMap<(bool, &str), u64> = BTreeMap::new();
+        let mut reset_reads: BTreeMap<(bool, &str), u64> = BTreeMap::new();
         for request in all {
             let kind = request.is_agent();
             let usage = &request.request.recorded.usage;
+            let id = &request.request.request_id;
+            let key = (kind, request.request.model.as_str());
+            if let Some(&start) = last_start.get(&key) {
+                view.previous_start.insert(id.clone(), start);
+            }
+            last_start.insert(key, request.start_ms);
+            if let Some(&read) = reset_reads.get(&key) {
+                view.model_prefix.insert(id.clone(), read);
+            }
+            let read = usage.cache_read_input_tokens;
+            if request.chain_index == 0 {
+                if let Some(&smallest) = start_reads.get(&key) {
+                    view.start_prefix.insert(id.clone(), smallest);
+                }
+                if read > 0 {
+                    let smallest = start_reads.entry(key).or_insert(read);
+                    *smallest = (*smallest).min(read);
+                }
+            }
+            if (request.chain_index == 0 || request.observed_break()) && read > 0 {
+                reset_reads.insert(key, read);
+            }
             if request.chain_index == 0 {
                 let stable_tokens = floor_read
                     .get(&kind)
@@ -206,7 +242,6 @@ impl AccountView {
                 }
             }
             last_tail.insert(kind, usage.input_tokens);
-            view.first_seen.entry((kind, request.request.model.clone())).or_insert(request.start_ms);
             if (request.chain_index == 0 || request.observed_break()) && usage.cache_read_input_tokens > 0 {
                 floor_read.insert(kind, usage.cache_read_input_tokens);
             }
@@ -219,8 +254,10 @@ impl AccountView {
         view
     }
 
-    fn warm(&self, agent: bool, model: &str, start_ms: EpochMs) -> bool {
-        !agent && self.first_seen.get(&(agent, model.to_string())).is_some_and(|&first| first < start_ms)
+    /// The class of a request's prediction when its chain assumes the account's prefix warm.
+    fn warmth(&self, request: &SessionRequest, ttl: Ttl) -> Warmth {
+        let previous = self.previous_start.get(&request.request.request_id).copied();
+        warmth::classify(previous, request.start_ms, breaks::ttl_ms(ttl))
     }
 }
 
@@ -306,6 +343,13 @@ struct ChainState {
     /// The betas its simulated requests name: the 1M-context beta once a request of the chain
     /// was past its model's table window.
     betas: Betas,
+    /// The stable prefix sizes the chain's own requests showed, per model.
+    prefixes: WarmPrefixes,
+    /// Whether `stable_tokens` is a prefix the account is assumed to keep warm (each request is
+    /// then preceded by the account's pre-warm of it).
+    warm: bool,
+    /// The simulated start of the chain's previous request.
+    last_at_ms: Option<u64>,
 }
 
 impl ChainState {
@@ -538,11 +582,13 @@ impl<'s> Simulation<'s> {
                 self.chains.entry(request.request.chain.clone()).or_insert(state)
             }
         };
-        advance(state, request, account, what_if, &mut self.block_ids);
+        let reset = advance(state, request, account, what_if, at_ms, &mut self.block_ids);
         if ran_with_context_1m(self.endpoint.prices(), &state.model, &request.request.recorded.usage) {
             state.betas = Betas::from_names([CONTEXT_1M]);
         }
-        let warm = account.warm(state.agent, &state.model, request.start_ms);
+        // Sub-agents get no help from the account: their system prompt is their own.
+        let warm = state.warm && !state.agent;
+        let warmth = if warm { account.warmth(request, state.ttl) } else { Warmth::Cold };
         let output = request.request.recorded.usage.output_tokens;
         self.endpoint.set_price_date(PriceDate::parse(&request.request.at).ok());
         let priced = price_request(&mut self.endpoint, state, warm, at_ms, output);
@@ -554,6 +600,11 @@ impl<'s> Simulation<'s> {
         }
         let guessed_tail = state.last_tail;
         state.last_tail = request.request.recorded.usage.input_tokens;
+        state.last_at_ms = Some(at_ms);
+        if reset || request.chain_index == 0 {
+            // Nothing of the chain was cached for this request: what it read is the account's.
+            state.prefixes.learn(&state.model, request.request.recorded.usage.cache_read_input_tokens);
+        }
         let predicted = match priced {
             Ok(record) => Predicted {
                 usage: with_guessed_tail(record.usage, guessed_tail, state.ttl),
@@ -561,6 +612,7 @@ impl<'s> Simulation<'s> {
                 at_ms,
                 model: state.model.clone(),
                 refused: None,
+                warmth,
             },
             Err(refusal) => Predicted {
                 usage: Usage::default(),
@@ -568,6 +620,7 @@ impl<'s> Simulation<'s> {
                 at_ms,
                 model: state.model.clone(),
                 refused: Some(refusal.message),
+                warmth,
             },
         };
         if self.spawning.contains(request.request.request_id.as_str()) {
@@ -631,8 +684,12 @@ fn start_chain(
     what_if: Option<&WhatIf>,
 ) -> ChainState {
     let agent = request.is_agent();
-    let ttl = chain_ttl(agent, request.ttl_before.unwrap_or(Ttl::FiveMinutes), what_if);
-    let total = request.request.recorded.usage.total_input_tokens();
+    let usage = &request.request.recorded.usage;
+    // The TTL the request asked for, visible in its own 5m/1h split: its read and write amounts
+    // are not used, only which TTL it wrote with.
+    let asked = written_ttl(usage).or(request.ttl_before);
+    let ttl = chain_ttl(agent, asked.unwrap_or(Ttl::FiveMinutes), what_if);
+    let total = usage.total_input_tokens();
     if let Some(parent) = request.parent.as_ref().and_then(|p| spawn_points.get(p.request_id.as_str())) {
         if total >= parent.held_tokens() {
             return ChainState {
@@ -645,8 +702,10 @@ fn start_chain(
         }
     }
     let start = account.chain_starts.get(&request.request.request_id);
-    let stable_tokens = stable_within(start.map_or(DEFAULT_STABLE_TOKENS, |s| s.stable_tokens), total);
-    let ttl = match (request.ttl_before, start) {
+    let known = account.start_prefix.get(&request.request.request_id).copied();
+    let fallback = start.map_or(DEFAULT_STABLE_TOKENS, |s| s.stable_tokens);
+    let stable_tokens = stable_within(known.unwrap_or(fallback), total);
+    let ttl = match (asked, start) {
         (None, Some(start)) => chain_ttl(agent, start.ttl, what_if),
         _ => ttl,
     };
@@ -662,6 +721,9 @@ fn start_chain(
         turns: 0,
         rendering: None,
         betas: Betas::default(),
+        prefixes: WarmPrefixes::default(),
+        warm: known.is_some(),
+        last_at_ms: None,
     }
 }
 
@@ -673,16 +735,23 @@ fn stable_within(tokens: u64, total: u64) -> u64 {
 
 /// Applies what the transcript says happened before this request: a compaction or a turn in
 /// another working directory (the history sent anew after the stable prefix), a model switch,
-/// the chain's current TTL, then the growth to this request's total input.
+/// an idle gap past the chain's TTL, the chain's current TTL, then the growth to this request's
+/// total input. Returns whether the chain lost its own cache ([`warmth`]): then its stable
+/// prefix is the one the account keeps warm on the model, as the chain (else the import) showed
+/// it earlier, and nothing else is readable.
 fn advance(
     state: &mut ChainState,
     request: &SessionRequest,
     account: &AccountView,
     what_if: Option<&WhatIf>,
+    at_ms: u64,
     block_ids: &mut u64,
-) {
+) -> bool {
     let usage = &request.request.recorded.usage;
-    if request.request.events.iter().any(|e| matches!(e, Event::Compacted { .. })) {
+    let compacted = request.request.events.iter().any(|e| matches!(e, Event::Compacted { .. }));
+    let expired = state.last_at_ms.is_some_and(|last| at_ms.saturating_sub(last) > breaks::ttl_ms(state.ttl));
+    let switched = what_if != Some(&WhatIf::NoModelSwitch) && state.model != request.request.model;
+    if compacted {
         // The summary replaces the history: the growth below is the summary.
         state.history.clear();
     } else if request.request.events.contains(&Event::WorkingDirectoryChanged) {
@@ -692,15 +761,48 @@ fn advance(
         state.history.clear();
         if let Some(&stable_tokens) = account.system_resets.get(&request.request.request_id) {
             state.stable_tokens = stable_within(stable_tokens, usage.total_input_tokens());
+            // Earlier requests showed it read: the account keeps it warm.
+            state.warm = true;
         }
     }
-    if what_if != Some(&WhatIf::NoModelSwitch) {
+    if switched {
         state.model = request.request.model.clone();
     }
-    if let Some(ttl) = request.ttl_before {
+    let reset = compacted || expired || switched;
+    if reset {
+        rest_on_account_prefix(state, request, account, switched);
+    }
+    if let Some(ttl) = written_ttl(usage).or(request.ttl_before) {
         state.ttl = chain_ttl(state.agent, ttl, what_if);
     }
     state.grow_to(usage.total_input_tokens(), usage.input_tokens, &request.request.chain.name(), block_ids);
+    reset
+}
+
+/// After the chain lost its cache: the stable prefix becomes what the chain showed on its model
+/// (a switch to a model it never ran: what the import showed on that model), capped below what
+/// the chain sent before (never a request's new content), and the rest of the history is sent
+/// anew. With no prefix shown on the model, a switch starts cold.
+fn rest_on_account_prefix(
+    state: &mut ChainState,
+    request: &SessionRequest,
+    account: &AccountView,
+    switched: bool,
+) {
+    let shown = state.prefixes.on(&state.model).or_else(|| {
+        if switched { account.model_prefix.get(&request.request.request_id).copied() } else { None }
+    });
+    match shown {
+        Some(tokens) => {
+            let sent_before = state.held_tokens();
+            let total = request.request.recorded.usage.total_input_tokens();
+            state.stable_tokens = stable_within(tokens.min(sent_before), total);
+            state.history.clear();
+            state.warm = true;
+        }
+        None if switched => state.warm = false,
+        None => {}
+    }
 }
 
 /// The predicted usage as reported: the endpoint's read, and the rest split into uncached and

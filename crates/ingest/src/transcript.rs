@@ -54,7 +54,8 @@ pub enum Event {
         /// `compactMetadata.preTokens`: what the summarising call read.
         pre_tokens: u64,
     },
-    /// A `deferred_tools_delta` attachment: tool search loaded tools into the prompt.
+    /// A `deferred_tools_delta` attachment, or a `ToolSearch` result's `tool_reference` blocks:
+    /// tool search loaded tools into the prompt.
     ToolSearchLoaded,
     /// An `mcp_instructions_delta` attachment.
     McpInstructionsChanged,
@@ -622,6 +623,12 @@ impl TranscriptReader {
         let content = line.message.as_ref().and_then(|m| m.content).map_or("", |c| c.get());
         if content.contains("<task-notification>") {
             self.push_event(session.clone(), chain.clone(), Event::TaskNotification);
+        }
+        // A `ToolSearch` result names the deferred tools it loaded as `tool_reference` blocks:
+        // from the next request on they sit among the tools, ahead of the cached messages. Builds
+        // that write no `deferred_tools_delta` attachment show the load only this way.
+        if content.contains("\"tool_reference\"") {
+            self.push_event(session.clone(), chain.clone(), Event::ToolSearchLoaded);
         }
         if !content.contains("tool_result") {
             self.note_turn_cwd(line, session, chain);

@@ -43,6 +43,31 @@ pub struct PromptConfig {
     /// How tools with `defer_loading: true` enter the prompt. Default
     /// [`DeferredTools::Documented`].
     pub deferred_tools: DeferredTools,
+    /// What an image does to the messages' cache. Default [`ImageRule::Observed`].
+    pub image_rule: ImageRule,
+}
+
+/// What an image in the messages does to the cached prefix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImageRule {
+    /// What the real API did (docs/fidelity.md): an image is content of its block like any
+    /// other, so an image added after the cached prefix leaves that prefix readable.
+    #[default]
+    Observed,
+    /// The documentation's table read literally: an image anywhere in the request invalidates
+    /// the messages level, so the first image salts every message position.
+    Documented,
+}
+
+impl ImageRule {
+    /// The rule as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageRule::Observed => "observed",
+            ImageRule::Documented => "documented",
+        }
+    }
 }
 
 /// Tools with `defer_loading: true` (tool search) and the `tool_reference` blocks that load them.
@@ -78,6 +103,7 @@ impl Default for PromptConfig {
             ignored_system_prefixes: vec!["x-anthropic-billing-header:".to_string()],
             render_config_ahead: false,
             deferred_tools: DeferredTools::Documented,
+            image_rule: ImageRule::Observed,
         }
     }
 }
@@ -252,6 +278,7 @@ impl Renderer {
             collapse_runs: self.config.collapse_tool_runs,
             config_ahead: self.config.render_config_ahead,
             tool_changes,
+            images_salt: self.config.image_rule == ImageRule::Documented,
         }
     }
 
@@ -592,6 +619,8 @@ struct Layout {
     collapse_runs: bool,
     config_ahead: bool,
     tool_changes: ToolChanges,
+    /// Whether an image salts the messages ([`ImageRule::Documented`]).
+    images_salt: bool,
 }
 
 fn build(
@@ -601,7 +630,9 @@ fn build(
     layout: Layout,
     log: Option<&mut EndLog>,
 ) -> Prompt {
-    let salts = salts(request, model, SaltFacts::of(items), layout.config_ahead);
+    let facts = SaltFacts::of(items);
+    let facts = SaltFacts { images: facts.images && layout.images_salt, ..facts };
+    let salts = salts(request, model, facts, layout.config_ahead);
     let mut builder = PromptBuilder::new(salts, layout.collapse_runs);
     let tool_count = items.iter().take_while(|item| matches!(item.slot, Slot::Tool(_))).count();
     for item in &items[..tool_count] {

@@ -225,17 +225,26 @@ struct PredictedDoc<'a> {
     miss: Option<&'a Miss>,
     #[serde(skip_serializing_if = "Option::is_none")]
     refused: Option<&'a str>,
+    /// `cold`, `seen` or `unseen_activity` (`warmth`).
+    warmth: &'static str,
 }
 
 impl<'a> PredictedDoc<'a> {
     fn of(row: &'a RequestRow) -> PredictedDoc<'a> {
         match &row.predicted.refused {
-            Some(why) => PredictedDoc { usage: None, cost_usd: None, miss: None, refused: Some(why) },
+            Some(why) => PredictedDoc {
+                usage: None,
+                cost_usd: None,
+                miss: None,
+                refused: Some(why),
+                warmth: row.predicted.warmth.name(),
+            },
             None => PredictedDoc {
                 usage: Some(&row.predicted.usage),
                 cost_usd: usd(&row.predicted_cost),
                 miss: row.predicted.miss.as_ref(),
                 refused: None,
+                warmth: row.predicted.warmth.name(),
             },
         }
     }

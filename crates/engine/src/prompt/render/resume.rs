@@ -25,8 +25,8 @@ use std::collections::VecDeque;
 use forkcache_wire::{ContentView, RequestView, Role};
 
 use super::{
-    BlockKeys, KeyFeed, Renderer, SaltFacts, apply_automatic_marker, build_messages, salts, tool_prompt_size,
-    validate_breakpoints,
+    BlockKeys, ImageRule, KeyFeed, Renderer, SaltFacts, apply_automatic_marker, build_messages, salts,
+    tool_prompt_size, validate_breakpoints,
 };
 use super::{Item, ToolChanges, ToolPromptSize};
 use crate::billing::ModelPrice;
@@ -389,6 +389,8 @@ impl Renderer {
         }
         let end = parting.end();
         let facts = tail.iter().fold(end.facts, |facts, item| facts.with(&item.info));
+        let images_salt = self.config.image_rule == ImageRule::Documented;
+        let facts = SaltFacts { images: facts.images && images_salt, ..facts };
         let salts = salts(request, model, facts, self.config.render_config_ahead);
         if salts != parting.last.prompt.salts {
             return None;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Regenerates docs/fidelity.md from the real traffic in ../shared/corpus (scripts/fidelity.py)
+# and fails when the committed file differs, or when a gated target is missed.
+#
+# Gated (floors at what the prediction reaches now, so that it cannot fall back unnoticed):
+#   - agreement on the 32 transcripts (each imported alone) at least the baseline's + 0.5 point;
+#   - provable breaks predicted: at least MIN_PROVABLE_BREAKS;
+#   - Claude Code captures agreeing: at least MIN_CAPTURES.
+# The issue's targets not met yet, reported in docs/fidelity.md only: provable breaks >= 20 of
+# 29, all breaks >= 25, agreement >= baseline + 1.0 point, Claude Code captures >= 108 of 113,
+# predicted ÷ recorded cost within 0.98..1.02, >= 80% of sessions within 5%.
+# Without ../shared/corpus (a user's clone) it says so and skips.
+set -euo pipefail
+source "$(dirname "$0")/clients/common.sh"
+CORPUS="$ROOT/../shared/corpus"
+MIN_PROVABLE_BREAKS=18
+MIN_CAPTURES=107
+if [[ ! -d "$CORPUS/transcripts" || ! -d "$CORPUS/captures/envelopes" ]]; then
+  echo "SKIPPED: ../shared/corpus is absent; docs/fidelity.md is not regenerated"
+  exit 0
+fi
+build_forkcache
+out="$(mktemp)"
+trap 'rm -f "$out"' EXIT
+figures="$(python3 "$ROOT/scripts/fidelity.py" "$FORKCACHE_BIN" "$CORPUS" "$out")"
+echo "$figures"
+status=0
+if ! diff -u "$ROOT/docs/fidelity.md" "$out"; then
+  echo "FAIL  docs/fidelity.md is not current: run scripts/check-fidelity.sh --write and commit it" >&2
+  status=1
+fi
+if [[ "${1:-}" == "--write" ]]; then
+  cp "$out" "$ROOT/docs/fidelity.md"
+  status=0
+fi
+value() { sed -n "s/^$1=//p" <<<"$figures"; }
+agreement="$(value agreement_permille)"
+baseline="$(value baseline_permille)"
+if (( agreement < baseline + 5 )); then
+  echo "FAIL  agreement ${agreement}‰ is below the baseline's ${baseline}‰ + 5‰" >&2
+  status=1
+fi
+provable="$(value provable_breaks)"
+if (( ${provable%/*} < MIN_PROVABLE_BREAKS )); then
+  echo "FAIL  provable breaks predicted $provable, below $MIN_PROVABLE_BREAKS" >&2
+  status=1
+fi
+captures="$(value captures_claude_code)"
+if (( ${captures%/*} < MIN_CAPTURES )); then
+  echo "FAIL  Claude Code captures agreeing $captures, below $MIN_CAPTURES" >&2
+  status=1
+fi
+exit $status
