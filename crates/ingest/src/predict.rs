@@ -883,6 +883,9 @@ mod tests {
             turns: 0,
             rendering: None,
             betas: Betas::default(),
+            prefixes: WarmPrefixes::default(),
+            warm: true,
+            last_at_ms: None,
         }
     }
 
