@@ -22,15 +22,15 @@ fn run_with(spec: &ScenarioSpec, keep_bodies: bool) -> ScenarioReport {
 #[test]
 fn views_over_shared_blocks_price_exactly_like_the_wire_bytes() {
     // Every request of every fixture, sent again as its full body through `handle` (which
-    // parses the bytes) into a fresh endpoint at the same times, gives the same record.
+    // parses the bytes and applies the API's checks) into a fresh endpoint at the same times,
+    // gives the same record.
     for fixture in FIXTURES {
         let spec = ScenarioSpec::from_json(fixture.json).unwrap();
         let report = run_with(&spec, true);
         let config = RunConfig::for_spec(&spec);
-        // Lenient for now: the engine's side-request (sidecar) bodies hold tool calls without
-        // their results, which the API's checks refuse (issue 28 item 3, fixed with the engine).
-        let lenient = forkcache_engine::endpoint::EndpointConfig { lenient: true, ..config.endpoint };
-        let mut endpoint = MockEndpoint::new(lenient, PriceTable::builtin()).unwrap();
+        // With the API's own checks on: every body the engine writes is one the API accepts
+        // (a sidecar's snapshot included, taken at the end of a turn).
+        let mut endpoint = MockEndpoint::new(config.endpoint, PriceTable::builtin()).unwrap();
         for record in &report.records {
             let body = record.body.as_ref().unwrap();
             let reply =
