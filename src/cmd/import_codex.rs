@@ -79,11 +79,7 @@ pub fn run(args: &CodexArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(dir) = &args.csv {
         let (requests, breaks) = report.to_csv()?;
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        for (name, bytes) in [("requests.csv", requests), ("breaks.csv", breaks)] {
-            let path = dir.join(name);
-            std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
-        }
+        super::write_files(dir, &[("requests.csv", requests), ("breaks.csv", breaks)])?;
     }
     if let Some(dir) = &args.html {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -53,6 +53,16 @@ pub(crate) fn progress_bar(chatty: bool, total: u64, what: &str) -> indicatif::P
     if chatty { progress::bar(total, what) } else { indicatif::ProgressBar::hidden() }
 }
 
+/// Writes each `(name, bytes)` into `dir`, creating it first; an error names the file.
+pub(crate) fn write_files(dir: &std::path::Path, files: &[(&str, Vec<u8>)]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, bytes) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// The `--json` document of a command whose result is files written.
 pub(crate) fn files_json(out: &std::path::Path, files: &[String]) -> serde_json::Value {
     serde_json::json!({"out": out.display().to_string(), "files": files})
