@@ -34,10 +34,10 @@ pub struct ClaudeCodeArgs {
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Only requests on or after this day (UTC, YYYY-MM-DD).
-    #[arg(long)]
+    #[arg(long, value_name = "DAY", value_parser = parse_day)]
     pub since: Option<String>,
     /// Only requests on or before this day (UTC, YYYY-MM-DD).
-    #[arg(long)]
+    #[arg(long, value_name = "DAY", value_parser = parse_day)]
     pub until: Option<String>,
     #[command(flatten)]
     pub output: JsonFlag,
@@ -84,16 +84,23 @@ pub fn run(source: &ImportSource) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Runs the import; exit code 3 when some lines could not be read.
+/// Runs the import; exit code 3 when some lines could not be read, 2 when `--since` is after
+/// `--until`, 1 when no request at all was read (whatever else was skipped).
 pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
     let what_ifs = args.what_if.clone();
-    for day in [&args.since, &args.until].into_iter().flatten() {
-        anyhow::ensure!(
-            forkcache_ingest::transcript::parse_timestamp(&format!("{day}T00:00:00Z")).is_some(),
-            "--since/--until: {day:?} is not a YYYY-MM-DD date"
-        );
+    if let (Some(since), Some(until)) = (&args.since, &args.until)
+        && since > until
+    {
+        // Both are YYYY-MM-DD, so text order is day order.
+        eprintln!("forkcache: --since {since} is after --until {until}: no day is in both");
+        return Ok(ExitCode::from(super::EXIT_USAGE));
     }
     let paths = files::transcript_files(&args.paths).context("finding transcript files")?;
+    anyhow::ensure!(
+        !paths.is_empty(),
+        "no transcript file (*.jsonl) in {}: Claude Code keeps them under ~/.claude/projects/",
+        shown(&args.paths)
+    );
     let bar = if args.quiet.quiet || args.output.json {
         indicatif::ProgressBar::hidden()
     } else {
@@ -109,7 +116,11 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
     }
     bar.finish_and_clear();
     let mut transcripts = reader.finish();
+    let read_any = !transcripts.requests.is_empty();
     transcripts.retain_days(args.since.as_deref(), args.until.as_deref());
+    if transcripts.requests.is_empty() {
+        anyhow::bail!("{}", nothing_found(&transcripts.stats, read_any, paths.len(), args));
+    }
     let options = ImportOptions { what_ifs, emit_trace: args.emit_trace.is_some() };
     let mut report = import(transcripts, &options, &args.prices()?)?;
     if let Some(path) = &args.trace {
@@ -152,10 +163,50 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if report.read.skipped_lines > 0 || !join_skipped.is_empty() {
-        for note in &report.read.notes {
-            eprintln!("forkcache: skipped {note}");
+        // The table lists them already; --json and --quiet runs see them here.
+        if args.output.json || args.quiet.quiet {
+            for line in forkcache_ingest::report::listed_notes(&report.read.notes) {
+                eprintln!("forkcache: skipped {line}");
+            }
         }
-        return Ok(ExitCode::from(3));
+        return Ok(ExitCode::from(super::EXIT_SOME_LINES_UNREADABLE));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--since`/`--until`'s value: a day, YYYY-MM-DD.
+fn parse_day(text: &str) -> Result<String, String> {
+    let valid = text.len() == 10
+        && forkcache_ingest::transcript::parse_timestamp(&format!("{text}T00:00:00Z")).is_some();
+    if valid { Ok(text.to_string()) } else { Err(format!("{text:?} is not a day as YYYY-MM-DD")) }
+}
+
+/// Why an import that read files found no request to report, with what to try instead.
+fn nothing_found(
+    stats: &forkcache_ingest::transcript::ReadStats,
+    read_any: bool,
+    files: usize,
+    args: &ClaudeCodeArgs,
+) -> String {
+    if read_any {
+        let since = args.since.as_deref().unwrap_or("the first day");
+        let until = args.until.as_deref().unwrap_or("the last day");
+        return format!("no request of {} falls between {since} and {until} (UTC)", shown(&args.paths));
+    }
+    let mut message = format!(
+        "no Claude Code request in {files} file(s) of {} ({} lines read, {} unreadable)",
+        shown(&args.paths),
+        stats.lines,
+        stats.skipped_lines
+    );
+    message.push_str(
+        "; a Claude Code transcript holds `assistant` lines with `message.usage`. A forkcache or \
+         proxy trace is read by `forkcache replay`, Codex rollouts by `forkcache import codex`",
+    );
+    message
+}
+
+/// The paths as given, for a message.
+fn shown(paths: &[PathBuf]) -> String {
+    paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ")
 }

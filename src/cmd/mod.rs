@@ -45,6 +45,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// Exit code of a command that finished but skipped unreadable input lines.
 pub(crate) const EXIT_SOME_LINES_UNREADABLE: u8 = 3;
 
+/// Exit code of a usage error: a flag value or a combination of flags the command refuses.
+pub(crate) const EXIT_USAGE: u8 = 2;
+
 /// Exit code of invalid input.
 pub(crate) const EXIT_INVALID_INPUT: u8 = 1;
 

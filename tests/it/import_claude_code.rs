@@ -778,3 +778,76 @@ fn an_emitted_trace_names_the_1m_beta_where_the_prediction_used_it() {
     assert_eq!(document["totals"]["rejected"], 1, "{}", String::from_utf8_lossy(&replayed.stdout));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `import claude-code ARGS…` (no `--json`) → (exit code, stdout, stderr).
+fn import_plain(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "claude-code"])
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.code().expect("an exit code"), text(&output.stdout), text(&output.stderr))
+}
+
+#[test]
+fn finding_nothing_is_an_error_that_names_the_path_and_says_what_to_try() {
+    let dir = crate::proxy::scratch("import-nothing");
+    // An empty directory: no file at all.
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, _, stderr) = import_plain(&[empty.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains(empty.to_str().unwrap()) && stderr.contains("no transcript file"), "{stderr}");
+    // A path that does not exist is named in the error.
+    let missing = dir.join("missing.jsonl");
+    let (code, _, stderr) = import_plain(&[missing.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains(missing.to_str().unwrap()), "{stderr}");
+    // A forkcache trace is not a transcript: exit 1 (no request read wins over exit 3's
+    // unreadable lines), with the command that reads it.
+    let trace = dir.join("trace.jsonl");
+    std::fs::write(&trace, "{\"at_ms\":0,\"body\":{\"model\":\"claude-sonnet-4-6\"}}\n").unwrap();
+    let (code, stdout, stderr) = import_plain(&[trace.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("forkcache replay"), "{stderr}");
+    assert!(stdout.is_empty(), "no report of 0 requests: {stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn day_filters_are_checked_as_flags_and_an_empty_window_is_an_error() {
+    let every_rule = format!("{DATA}every_rule");
+    let (code, _, stderr) = import_plain(&[&every_rule, "--since", "yesterday"]);
+    assert_eq!(code, 2, "a value clap refuses: {stderr}");
+    assert!(stderr.contains("yesterday"), "{stderr}");
+    let (code, _, stderr) = import_plain(&[&every_rule, "--since", "2026-05-01", "--until", "2026-04-01"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--since 2026-05-01 is after --until 2026-04-01"), "{stderr}");
+    // Every request of the fixture is on 2026-04-02: none is in 2027.
+    let (code, _, stderr) = import_plain(&[&every_rule, "--since", "2027-01-01"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("no request of"), "{stderr}");
+}
+
+#[test]
+fn unreadable_lines_are_listed_up_to_twenty_then_counted() {
+    let dir = crate::proxy::scratch("import-notes");
+    let file = dir.join("session.jsonl");
+    // One real request, then 25 lines that are not JSON: 20 listed, "… and 5 more".
+    let mut text = std::fs::read_to_string(format!("{DATA}usage_as_recorded.jsonl")).unwrap();
+    for n in 0..25 {
+        text.push_str(&format!("not json {n}\n"));
+    }
+    std::fs::write(&file, text).unwrap();
+    let (code, stdout, stderr) = import_plain(&[file.to_str().unwrap()]);
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(stdout.matches(": not a JSON object").count(), 20, "{stdout}");
+    assert!(stdout.contains("… and 5 more"), "{stdout}");
+    assert!(stderr.is_empty(), "the table lists them; stderr does not repeat them: {stderr}");
+    // Under --json the list goes to stderr instead, as capped.
+    let (code, _, stderr) = import_plain(&[file.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 3);
+    assert_eq!(stderr.lines().count(), 21, "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

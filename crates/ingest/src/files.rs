@@ -20,12 +20,12 @@ pub fn transcript_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
 fn collect(path: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
     if !path.is_dir() {
         // A named file is read whatever its extension; a missing one is an error.
-        std::fs::metadata(path)?;
+        std::fs::metadata(path).map_err(|e| naming(path, e))?;
         found.push(path.to_path_buf());
         return Ok(());
     }
-    for entry in std::fs::read_dir(path)? {
-        let entry = entry?.path();
+    for entry in std::fs::read_dir(path).map_err(|e| naming(path, e))? {
+        let entry = entry.map_err(|e| naming(path, e))?.path();
         if entry.is_dir() {
             collect(&entry, found)?;
         } else if entry.extension().is_some_and(|ext| ext == "jsonl") {
@@ -33,4 +33,9 @@ fn collect(path: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The I/O error with the path it concerns (the OS's message names none).
+fn naming(path: &Path, error: std::io::Error) -> std::io::Error {
+    std::io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }

@@ -493,8 +493,8 @@ impl ImportReport {
         unknown_table_line(&mut out, "unknown fields", &self.read.unknown_fields);
         if self.read.skipped_lines > 0 {
             let _ = writeln!(out, "  {} unreadable lines skipped:", self.read.skipped_lines);
-            for note in &self.read.notes {
-                let _ = writeln!(out, "    {note}");
+            for line in listed_notes(&self.read.notes) {
+                let _ = writeln!(out, "    {line}");
             }
         }
         out
@@ -637,4 +637,17 @@ fn unknown_table_line(out: &mut String, what: &str, counts: &BTreeMap<String, u6
 
 fn percent(part: u64, whole: u64) -> f64 {
     ratio(part, whole) * 100.0
+}
+
+/// Notes listed at most, the rest summarised: a file that is not a transcript at all would
+/// otherwise print one note per line.
+pub const NOTES_LISTED: usize = 20;
+
+/// The first [`NOTES_LISTED`] notes, then a line counting the rest.
+pub fn listed_notes(notes: &[String]) -> Vec<String> {
+    let mut lines: Vec<String> = notes.iter().take(NOTES_LISTED).cloned().collect();
+    if notes.len() > NOTES_LISTED {
+        lines.push(format!("… and {} more", notes.len() - NOTES_LISTED));
+    }
+    lines
 }
