@@ -75,11 +75,25 @@ fn request_body(text: &str) -> anyhow::Result<String> {
     }
     let text = text.trim();
     let envelope: Envelope = serde_json::from_str(text).context("not a JSON object")?;
-    match envelope.body {
-        None => Ok(text.to_string()),
+    let body = match envelope.body {
+        None => text.to_string(),
         Some(body) => match serde_json::from_str::<String>(body.get()) {
-            Ok(string) => Ok(string),
-            Err(_) => Ok(body.get().to_string()),
+            Ok(string) => string,
+            Err(_) => body.get().to_string(),
         },
-    }
+    };
+    messages_request(&body)?;
+    Ok(body)
+}
+
+/// Refuses what is not a Messages request: two arbitrary JSON objects share no prompt, and
+/// comparing them would report a cache hit that means nothing.
+fn messages_request(body: &str) -> anyhow::Result<()> {
+    let not_a_request = |e: forkcache_wire::ApiError| {
+        anyhow::anyhow!("not a Messages request (a body with `model` and `messages`): {}", e.message)
+    };
+    let view = forkcache_wire::parse_request_str(body).map_err(not_a_request)?;
+    view.require_model().map_err(not_a_request)?;
+    view.require_messages().map_err(not_a_request)?;
+    Ok(())
 }

@@ -129,3 +129,21 @@ fn the_command_prints_the_fix_and_wants_b_or_request() {
     // Neither B nor --request: a usage error.
     assert_eq!(run(&[path]).status.code(), Some(2));
 }
+
+#[test]
+fn explaining_two_files_that_are_not_requests_is_an_error_naming_the_file() {
+    let dir = crate::proxy::scratch("explain-not-requests");
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    std::fs::write(&a, r#"{"a":1}"#).unwrap();
+    std::fs::write(&b, r#"{"b":[1,2,3]}"#).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .arg("explain")
+        .args([&a, &b])
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("a.json") && stderr.contains("not a Messages request"), "{stderr}");
+    assert!(output.stdout.is_empty(), "no verdict on two non-requests");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
