@@ -311,6 +311,18 @@ impl EngineArgs {
 /// that a typo (`--threads 1000000`) is refused at once instead of spawning a million threads.
 pub const MAX_THREADS: usize = 1024;
 
+/// `--addr`'s parser for `serve` and `proxy`: an IP address and port, or a host name and port
+/// (`localhost:8765`), taking the first address the name resolves to.
+pub fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    let mut resolved =
+        text.to_socket_addrs().map_err(|e| format!("{text:?}: expected HOST:PORT or IP:PORT ({e})"))?;
+    resolved.next().ok_or_else(|| format!("{text:?} resolves to no address"))
+}
+
 /// `--threads N`'s parser, the same on every command: 1 to [`MAX_THREADS`].
 pub fn parse_threads(text: &str) -> Result<usize, String> {
     let threads: usize = text.parse().map_err(|_| format!("{text:?} is not a whole number"))?;

@@ -18,13 +18,14 @@ use crate::flags::{EngineArgs, QuietFlag};
 #[derive(Args, Debug)]
 pub struct ProxyArgs {
     /// Where to forward: the API's base URL (`https://api.anthropic.com`) or a mock's.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_upstream)]
     pub upstream: String,
     /// PEM file of extra CA certificates to trust for an https upstream (a private CA).
     #[arg(long)]
     pub upstream_ca: Option<PathBuf>,
-    /// Address to listen on; port 0 picks a free port (the bound address is printed first).
-    #[arg(long, default_value = "127.0.0.1:8766")]
+    /// Address to listen on, IP:PORT or HOST:PORT; port 0 picks a free port (the bound address is
+    /// printed first).
+    #[arg(long, default_value = "127.0.0.1:8766", value_parser = crate::flags::parse_listen_addr)]
     pub addr: SocketAddr,
     /// Append every Messages exchange to this JSONL trace, created mode 0600 (`forkcache replay`
     /// reads it).
@@ -73,8 +74,16 @@ pub fn run(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
         );
         std::io::stdout().flush().context("writing to standard output")?;
         let stats = proxy.run(shutdown_signal()).await?;
-        println!("\n{}", stats.to_table().trim_end());
+        // The summary comes at shutdown, when whoever read the output may be gone (a closed
+        // pipe): it is the last thing written, so a failure to write it is not an error.
+        let _ = writeln!(std::io::stdout(), "\n{}", stats.to_table().trim_end());
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--upstream`'s parser: the URL checks the proxy makes at start (scheme, host, no query), at
+/// parse time, so a bad value is a usage error like any other flag's.
+fn parse_upstream(text: &str) -> Result<String, String> {
+    forkcache_net::proxy::Upstream::new(text, None).map(|_| text.to_string()).map_err(|e| e.to_string())
 }

@@ -16,8 +16,9 @@ use crate::flags::{EngineArgs, QuietFlag};
 /// `serve`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Address to listen on; port 0 picks a free port (the bound address is printed first).
-    #[arg(long, default_value = "127.0.0.1:8765")]
+    /// Address to listen on, IP:PORT or HOST:PORT; port 0 picks a free port (the bound address is
+    /// printed first).
+    #[arg(long, default_value = "127.0.0.1:8765", value_parser = crate::flags::parse_listen_addr)]
     pub addr: SocketAddr,
     /// Reply script (JSON, see fixtures/scripts/); by default a short text, or JSON shaped by
     /// the request's schema when it asks for structured output.
@@ -107,7 +108,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         println!("forkcache serve listening on http://{}", server.local_addr());
         std::io::stdout().flush().context("writing to standard output")?;
         let summary = server.run(shutdown_signal()).await?;
-        println!("\n{}", summary.to_table().trim_end());
+        // The summary comes at shutdown, when whoever read the output may be gone (a closed
+        // pipe): it is the last thing written, so a failure to write it is not an error.
+        let _ = writeln!(std::io::stdout(), "\n{}", summary.to_table().trim_end());
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)

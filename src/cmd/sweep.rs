@@ -20,8 +20,8 @@ pub struct SweepArgs {
     pub files: OutDir,
     /// Run only part i of n of the grid (contiguous cells; the header is in part 1 only, so
     /// the parts' files concatenate, in order, to the whole grid's).
-    #[arg(long, value_name = "i/n")]
-    pub shard: Option<String>,
+    #[arg(long, value_name = "i/n", value_parser = forkcache_report::sweep::Shard::parse)]
+    pub shard: Option<forkcache_report::sweep::Shard>,
     /// Worker threads (default: one per core). The output does not depend on it.
     #[arg(long, value_parser = crate::flags::parse_threads)]
     pub threads: Option<usize>,
@@ -43,12 +43,12 @@ impl SweepArgs {
 }
 
 pub fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
-    use forkcache_report::sweep::{self, Shard, SweepOptions};
+    use forkcache_report::sweep::{self, SweepOptions};
     let mut spec = read_sweep(&args.sweep)?;
     if let Some(seed) = args.generator.seed {
         spec.scenario.seed = seed;
     }
-    let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or_default();
+    let shard = args.shard.unwrap_or_default();
     let options = SweepOptions { threads: args.threads, shard };
     let cells = shard.range(spec.cells().len()).len();
     let chatty = !(args.output.json || args.quiet.quiet);

@@ -322,3 +322,26 @@ fn a_main_loop_past_the_window_compacts_when_enabled_and_is_an_error_otherwise()
     let largest = report.records.iter().map(|r| r.record.usage.total_input_tokens()).max().unwrap();
     assert!(largest <= 200_000, "no request past the window: {largest}");
 }
+
+#[test]
+fn a_bad_flag_value_is_a_usage_error_on_every_command() {
+    let cases: &[&[&str]] = &[
+        &["replay", "--date", "2026-13-01", "trace.jsonl"],
+        &["import", "claude-code", "--since", "yesterday", "tests/data/claude_code/every_rule"],
+        &["sweep", "fixtures/sweeps/default.json", "--shard", "abc"],
+        &["sweep", "fixtures/sweeps/default.json", "--shard", "4/3"],
+        &["proxy", "--upstream", "ftp://x"],
+        &["serve", "--addr", "nowhere"],
+        &["replay", "--threads", "0", "trace.jsonl"],
+    ];
+    for args in cases {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(*args)
+            .output()
+            .expect("the binary runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("invalid value"), "{args:?}: clap names the flag and value: {stderr}");
+    }
+}

@@ -83,3 +83,26 @@ fn wait(child: &mut std::process::Child) -> std::process::ExitStatus {
     child.kill().unwrap();
     panic!("forkcache serve did not stop after --max-requests");
 }
+
+#[test]
+fn serve_listens_on_a_host_name() {
+    let mut child = forkcache()
+        .args(["serve", "--addr", "localhost:0", "--max-requests", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("forkcache serve listening on http://")
+        .unwrap_or_else(|| panic!("{first}"));
+    // `localhost` resolves to a loopback address, IPv4 or IPv6.
+    let ip: std::net::SocketAddr = addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}"));
+    assert!(ip.ip().is_loopback(), "{addr}");
+    let body = cached_request("claude-sonnet-4-6", 2_000, "hi", false);
+    let reply = post(&client(), &format!("http://{addr}/v1/messages"), Some("cli"), body.as_bytes());
+    assert_eq!(reply.status, 200);
+    assert!(wait(&mut child).success());
+}
