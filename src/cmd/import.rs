@@ -119,6 +119,9 @@ pub fn run_claude_code(args: &ClaudeCodeArgs) -> anyhow::Result<ExitCode> {
     let read_any = !transcripts.requests.is_empty();
     transcripts.retain_days(args.since.as_deref(), args.until.as_deref());
     if transcripts.requests.is_empty() {
+        for line in forkcache_ingest::report::listed_notes(&transcripts.stats.notes) {
+            eprintln!("forkcache: skipped {line}");
+        }
         anyhow::bail!("{}", nothing_found(&transcripts.stats, read_any, paths.len(), args));
     }
     let options = ImportOptions { what_ifs, emit_trace: args.emit_trace.is_some() };

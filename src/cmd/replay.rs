@@ -75,14 +75,38 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     } else if !args.quiet.quiet {
         print!("{}", report.to_table());
     }
-    for line in &report.unreadable {
-        eprintln!("forkcache: {}: skipped unreadable {line}", args.trace.display());
+    let table_printed = !(args.output.json || args.table.csv || args.quiet.quiet);
+    unreadable_lines_done(args, &report.unreadable, report.records.len(), table_printed)
+}
+
+/// The exit code of a replay that skipped `unreadable` lines and read `requests`: 3 when some
+/// lines were skipped, 1 when no line at all was a request (the file is not a trace). The skipped
+/// lines go to stderr, as many as a table lists, unless the table already listed them.
+fn unreadable_lines_done(
+    args: &ReplayArgs,
+    unreadable: &[forkcache_ingest::trace::UnreadableLine],
+    requests: usize,
+    table_printed: bool,
+) -> anyhow::Result<ExitCode> {
+    if unreadable.is_empty() {
+        return Ok(ExitCode::SUCCESS);
     }
-    if report.unreadable.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Ok(ExitCode::from(EXIT_SOME_LINES_UNREADABLE))
+    if !table_printed {
+        for line in forkcache_ingest::report::listed_notes(unreadable) {
+            eprintln!("forkcache: {}: skipped unreadable {line}", args.trace.display());
+        }
     }
+    if requests == 0 {
+        eprintln!(
+            "forkcache: {}: no request read ({} unreadable lines): a trace holds request bodies or \
+             envelopes with a `body`, one per line; Claude Code transcripts are read by \
+             `forkcache import claude-code`",
+            args.trace.display(),
+            unreadable.len()
+        );
+        return Ok(ExitCode::from(EXIT_INVALID_INPUT));
+    }
+    Ok(ExitCode::from(EXIT_SOME_LINES_UNREADABLE))
 }
 
 /// A replay that stopped: at an unreadable line under `--strict` (exit 1, the line on stderr), or
@@ -112,13 +136,7 @@ fn run_calibrate(args: &ReplayArgs, config: &ReplayConfig, trace: &[u8]) -> anyh
     } else {
         print!("{}", calibration.to_table());
     }
-    // As replay: each skipped line named on stderr, and exit 3.
-    for line in &calibration.unreadable {
-        eprintln!("forkcache: {}: skipped unreadable {line}", args.trace.display());
-    }
-    if calibration.unreadable.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Ok(ExitCode::from(EXIT_SOME_LINES_UNREADABLE))
-    }
+    // As replay: the skipped lines named on stderr, exit 3 (1 when nothing was a request).
+    let requests = calibration.models.iter().map(|m| m.fit_requests + m.held_out_requests).sum::<u64>();
+    unreadable_lines_done(args, &calibration.unreadable, requests as usize, false)
 }

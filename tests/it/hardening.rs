@@ -118,6 +118,11 @@ fn item8_replay_exits_0_for_rejected_requests_3_for_unreadable_lines_and_1_under
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let table = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(table.contains("1 requests (0 rejected)"), "{table}");
+    assert!(table.contains("unreadable line 1: not JSON"), "{table}");
+    assert!(table.contains("unreadable line 2: expected a JSON object"), "{table}");
+    // Under --json the table is not printed: stderr lists them instead.
+    let output = forkcache(&["replay", "-", "--json"], broken.as_bytes());
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let err = stderr(&output);
     assert!(err.contains("skipped unreadable line 1: not JSON"), "{err}");
     assert!(err.contains("skipped unreadable line 2: expected a JSON object"), "{err}");
@@ -1132,7 +1137,8 @@ fn import_of_a_recorded_usage_near_2_64_skips_the_line_instead_of_panicking() {
         std::fs::write(&path, transcript_with_usage(usage)).unwrap();
         let output = forkcache(&["import", "claude-code", path.to_str().unwrap(), "--json"], b"");
         let err = stderr(&output);
-        assert_eq!(output.status.code(), Some(3), "{usage}: {err}");
+        // Every line skipped, so no request was read: exit 1 (nothing found) wins over exit 3.
+        assert_eq!(output.status.code(), Some(1), "{usage}: {err}");
         assert!(
             err.contains(":1: request r1: message.usage"),
             "{usage}: the line and the field are named: {err}"

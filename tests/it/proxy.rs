@@ -948,7 +948,7 @@ fn the_command_checks_its_upstream_before_it_listens() {
         .output()
         .expect("the binary runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "invalid input: {stderr}");
+    assert_eq!(output.status.code(), Some(2), "a usage error: {stderr}");
     assert!(
         stderr.contains(r#"--upstream "api.anthropic.com": give the scheme, http:// or https://"#),
         "{stderr}"

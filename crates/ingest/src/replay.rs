@@ -1039,8 +1039,12 @@ impl ReplayReport {
         if let Some(recorded) = &self.recorded {
             out.push_str(&recorded_footer(recorded));
         }
-        for line in &self.unreadable {
+        for line in self.unreadable.iter().take(super::report::NOTES_LISTED) {
             let _ = writeln!(out, "unreadable {line}");
+        }
+        if let Some(more) = self.unreadable.len().checked_sub(super::report::NOTES_LISTED).filter(|n| *n > 0)
+        {
+            let _ = writeln!(out, "… and {more} more unreadable lines");
         }
         if !t.unpriced_models.is_empty() {
             let models: Vec<&str> = t.unpriced_models.iter().map(String::as_str).collect();

@@ -644,8 +644,8 @@ fn percent(part: u64, whole: u64) -> f64 {
 pub const NOTES_LISTED: usize = 20;
 
 /// The first [`NOTES_LISTED`] notes, then a line counting the rest.
-pub fn listed_notes(notes: &[String]) -> Vec<String> {
-    let mut lines: Vec<String> = notes.iter().take(NOTES_LISTED).cloned().collect();
+pub fn listed_notes<T: std::fmt::Display>(notes: &[T]) -> Vec<String> {
+    let mut lines: Vec<String> = notes.iter().take(NOTES_LISTED).map(T::to_string).collect();
     if notes.len() > NOTES_LISTED {
         lines.push(format!("… and {} more", notes.len() - NOTES_LISTED));
     }

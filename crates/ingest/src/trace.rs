@@ -702,9 +702,14 @@ fn explain_line(line: usize, text: &str) -> Result<TraceEntry<'_>, UnreadableLin
         bounded_recorded::<serde_json::Error>(Some(&usage.to_string()))
             .map_err(|err| UnreadableLine { line, message: format!("envelope: {err}") })?;
     }
-    let envelope: Envelope = serde_json::from_value(value.clone()).map_err(|err| UnreadableLine {
-        line,
-        message: format!("envelope: {}", forkcache_wire::json::without_position(&err)),
+    let envelope: Envelope = serde_path_to_error::deserialize(value.clone()).map_err(|err| {
+        // Named by its field (`envelope.at_ms: …`): the message alone says only what was expected.
+        let field = match err.path().to_string() {
+            root if root == "." => String::new(),
+            path => format!(".{path}"),
+        };
+        let why = forkcache_wire::json::without_position(err.inner());
+        UnreadableLine { line, message: format!("envelope{field}: {why}") }
     })?;
     let error = match &envelope.error {
         Some(logged) => logged.to_api_error(),
@@ -905,7 +910,7 @@ mod tests {
         let message = unreadable(read_line(4, r#"{"at_ms":1,"body":"#));
         assert!(message.starts_with("line 4: not JSON"), "{message}");
         let message = unreadable(read_line(5, r#"{"at_ms":"soon","body":{}}"#));
-        assert!(message.starts_with("line 5: envelope: invalid type: string \"soon\""), "{message}");
+        assert!(message.starts_with("line 5: envelope.at_ms: invalid type: string \"soon\""), "{message}");
         let message = unreadable(read_line(5, "[1]"));
         assert_eq!(message, "line 5: expected a JSON object: a request body or an envelope");
         let line = request(read_line(
