@@ -30,7 +30,7 @@ pub struct Cli {
 
 /// The conventions every command shares, written once (the `forkcache --help` epilogue).
 pub const CONVENTIONS: &str = "\
-Conventions (every command):
+Conventions (the same on every command that takes the flag):
   --json         one JSON document on standard output instead of tables
   --csv          the table as CSV on standard output (import: --csv DIR writes its CSVs there)
   --quiet, -q    no progress bar, table or per-request line on standard output; errors still
@@ -121,13 +121,21 @@ pub fn man_page() -> std::io::Result<Vec<u8>> {
     let command = Cli::command();
     let mut out = Vec::new();
     clap_mangen::Man::new(command.clone()).render(&mut out)?;
-    for sub in command.get_subcommands() {
-        let title = format!("forkcache-{}", sub.get_name());
-        let sub = sub.clone().bin_name(format!("forkcache {}", sub.get_name()));
-        out.extend_from_slice(b".bp\n");
-        clap_mangen::Man::new(sub).title(title).render(&mut out)?;
-    }
+    render_subcommands(&command, "forkcache", &mut out)?;
     Ok(out)
+}
+
+/// A page for each subcommand of `command` (called `name`), and for theirs in turn
+/// (`forkcache import claude-code` has its own page).
+fn render_subcommands(command: &clap::Command, name: &str, out: &mut Vec<u8>) -> std::io::Result<()> {
+    for sub in command.get_subcommands().filter(|sub| sub.get_name() != "help") {
+        let sub_name = format!("{name} {}", sub.get_name());
+        let page = sub.clone().bin_name(&sub_name);
+        out.extend_from_slice(b".bp\n");
+        clap_mangen::Man::new(page).title(sub_name.replace(' ', "-")).render(out)?;
+        render_subcommands(sub, &sub_name, out)?;
+    }
+    Ok(())
 }
 
 /// Parses the process arguments.
@@ -190,6 +198,6 @@ mod tests {
             assert!(import.get_arguments().any(|a| a.get_long() == Some(flag)), "import --{flag}");
         }
         let help = command.clone().render_long_help().to_string();
-        assert!(help.contains("Conventions (every command):"), "{help}");
+        assert!(help.contains("Conventions (the same on every command that takes the flag):"), "{help}");
     }
 }

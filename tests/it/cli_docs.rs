@@ -51,6 +51,10 @@ fn the_man_page_has_a_page_per_subcommand() {
         assert!(man.contains(&format!(".TH forkcache-{command} ")), "no page for `{command}`");
     }
     assert!(man.contains("html"), "report's --html is documented");
+    // Nested subcommands have their own pages too.
+    for nested in ["import-claude-code", "import-codex"] {
+        assert!(man.contains(&format!(".TH forkcache-{nested} ")), "no page for `{nested}`");
+    }
 }
 
 #[test]
