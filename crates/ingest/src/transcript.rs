@@ -749,13 +749,14 @@ impl TranscriptReader {
         }
     }
 
-    /// The usage object as recorded, read by the price table's own reader.
+    /// The usage object as recorded, read by the price table's own reader. An unreadable one
+    /// skips its line, not its request: another line of a streamed reply may still count it.
     fn recorded_usage(&mut self, raw: &RawValue, request_id: &str) -> Result<RecordedUsage, Why> {
         let value: serde_json::Value =
             serde_json::from_str(raw.get()).map_err(|_| "message.usage is not JSON")?;
         if let Some((field, tokens)) = absurd_count(&value) {
             return Err(format!(
-                "request {request_id}: message.usage.{field} is {tokens} tokens, past any context window (more than {MAX_DECLARED_TOKENS}); request skipped"
+                "request {request_id}: message.usage.{field} is {tokens} tokens, past any context window (more than {MAX_DECLARED_TOKENS}); line skipped"
             )
             .into());
         }
@@ -767,7 +768,7 @@ impl TranscriptReader {
         }
         // Its error names the count (a sum past the cap, a count that is not a whole number).
         let read = billing::RecordedUsage::from_value(value)
-            .map_err(|why| format!("request {request_id}: message.{why}; request skipped"))?;
+            .map_err(|why| format!("request {request_id}: message.{why}; line skipped"))?;
         Ok(RecordedUsage {
             raw: self.keep_raw_usage.then(|| self.usage_shapes.compact(raw.get())),
             usage: read.usage,
