@@ -2,18 +2,19 @@
 # Regenerates docs/fidelity.md from the real traffic in ../shared/corpus (scripts/fidelity.py)
 # and fails when the committed file differs, or when a gated target is missed.
 #
-# Gated (floors at what the prediction reaches now, so that it cannot fall back unnoticed):
-#   - agreement on the 32 transcripts (each imported alone) at least the baseline's + 0.5 point;
-#   - provable breaks predicted: at least MIN_PROVABLE_BREAKS;
+# Gated (the issue's targets the prediction meets, and floors at what it reaches now, so that it
+# cannot fall back unnoticed):
+#   - agreement on the 32 transcripts (each imported alone) at least the baseline's + 1.0 point;
+#   - provable breaks predicted: at least MIN_PROVABLE_BREAKS (the target: 20 of 29);
 #   - Claude Code captures agreeing: at least MIN_CAPTURES.
-# The issue's targets not met yet, reported in docs/fidelity.md only: provable breaks >= 20 of
-# 29, all breaks >= 25, agreement >= baseline + 1.0 point, Claude Code captures >= 108 of 113,
-# predicted ÷ recorded cost within 0.98..1.02, >= 80% of sessions within 5%.
+# The issue's targets not met yet, reported in docs/fidelity.md only: all breaks >= 25, Claude
+# Code captures >= 108 of 113, predicted ÷ recorded cost within 0.98..1.02, >= 80% of sessions
+# within 5%.
 # Without ../shared/corpus (a user's clone) it says so and skips.
 set -euo pipefail
 source "$(dirname "$0")/clients/common.sh"
 CORPUS="$ROOT/../shared/corpus"
-MIN_PROVABLE_BREAKS=18
+MIN_PROVABLE_BREAKS=21
 MIN_CAPTURES=107
 if [[ ! -d "$CORPUS/transcripts" || ! -d "$CORPUS/captures/envelopes" ]]; then
   echo "SKIPPED: ../shared/corpus is absent; docs/fidelity.md is not regenerated"
@@ -36,8 +37,8 @@ fi
 value() { sed -n "s/^$1=//p" <<<"$figures"; }
 agreement="$(value agreement_permille)"
 baseline="$(value baseline_permille)"
-if (( agreement < baseline + 5 )); then
-  echo "FAIL  agreement ${agreement}‰ is below the baseline's ${baseline}‰ + 5‰" >&2
+if (( agreement < baseline + 10 )); then
+  echo "FAIL  agreement ${agreement}‰ is below the baseline's ${baseline}‰ + 10‰" >&2
   status=1
 fi
 provable="$(value provable_breaks)"

@@ -64,6 +64,24 @@ fn after_an_expiry_and_a_compaction_the_chain_reads_its_first_read() {
     assert_eq!(got, want);
 }
 
+/// `compaction_after_a_warm_start.jsonl` (Sonnet 4.6, every write 1h): req_1 at 09:00 reads
+/// 15,000 of 20,000 (the account's warm prefix, larger than the 12,000-token default a chain
+/// starts with); req_2 at 09:05 reads 20,000 of 21,000; a compaction; req_3 at 09:07 reads
+/// 15,000 of 18,000. The chain had sent 21,000 tokens before the compaction, so the prefix it
+/// showed first (15,000) is readable whole: the cap is what was sent *before* the compaction
+/// cleared the history, not the 12,000 left after it.
+#[test]
+fn a_compaction_reads_the_first_read_even_past_the_default_prefix() {
+    let document = import(&format!("{DATA}compaction_after_a_warm_start.jsonl"), &[]);
+    let got = predictions(&document);
+    let last = got.last().expect("three requests");
+    assert_eq!(
+        (last.0.as_str(), last.1, last.2.as_str(), last.3.as_deref()),
+        ("req_3", 15_000, "seen", Some("compacted")),
+        "{got:?}"
+    );
+}
+
 /// A what-if equal to what the session did changes nothing: every write of the fixture is 1h.
 #[test]
 fn what_if_ttl_1h_on_a_session_that_wrote_only_1h_is_zero() {

@@ -748,6 +748,8 @@ fn advance(
     block_ids: &mut u64,
 ) -> bool {
     let usage = &request.request.recorded.usage;
+    // What the chain had sent, measured before a compaction clears its history below.
+    let sent_before = state.held_tokens();
     let compacted = request.request.events.iter().any(|e| matches!(e, Event::Compacted { .. }));
     let expired = state.last_at_ms.is_some_and(|last| at_ms.saturating_sub(last) > breaks::ttl_ms(state.ttl));
     let switched = what_if != Some(&WhatIf::NoModelSwitch) && state.model != request.request.model;
@@ -770,7 +772,7 @@ fn advance(
     }
     let reset = compacted || expired || switched;
     if reset {
-        rest_on_account_prefix(state, request, account, switched);
+        rest_on_account_prefix(state, request, account, switched, sent_before);
     }
     if let Some(ttl) = written_ttl(usage).or(request.ttl_before) {
         state.ttl = chain_ttl(state.agent, ttl, what_if);
@@ -781,20 +783,20 @@ fn advance(
 
 /// After the chain lost its cache: the stable prefix becomes what the chain showed on its model
 /// (a switch to a model it never ran: what the import showed on that model), capped below what
-/// the chain sent before (never a request's new content), and the rest of the history is sent
-/// anew. With no prefix shown on the model, a switch starts cold.
+/// the chain sent before the request (`sent_before`: never the request's new content), and the
+/// rest of the history is sent anew. With no prefix shown on the model, a switch starts cold.
 fn rest_on_account_prefix(
     state: &mut ChainState,
     request: &SessionRequest,
     account: &AccountView,
     switched: bool,
+    sent_before: u64,
 ) {
     let shown = state.prefixes.on(&state.model).or_else(|| {
         if switched { account.model_prefix.get(&request.request.request_id).copied() } else { None }
     });
     match shown {
         Some(tokens) => {
-            let sent_before = state.held_tokens();
             let total = request.request.recorded.usage.total_input_tokens();
             state.stable_tokens = stable_within(tokens.min(sent_before), total);
             state.history.clear();
