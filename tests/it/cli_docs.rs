@@ -95,3 +95,35 @@ fn design_sections() -> Vec<String> {
         .filter(|number| !number.is_empty())
         .collect()
 }
+
+#[test]
+fn every_image_the_docs_show_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut documents = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|ext| ext == "md") {
+            documents.push(path);
+        }
+    }
+    let mut seen = 0;
+    for document in documents.iter().filter(|d| d.exists()) {
+        let text = std::fs::read_to_string(document).unwrap();
+        // `![alt](path)`: the path is relative to the document's folder.
+        for (at, _) in text.match_indices("](") {
+            if !text[..at].rsplit_once("![").is_some_and(|(_, alt)| !alt.contains(']')) {
+                continue;
+            }
+            let target = &text[at + 2..];
+            let target = &target[..target.find(')').expect("a closed link")];
+            if target.starts_with("http") {
+                continue;
+            }
+            seen += 1;
+            let path = document.parent().unwrap().join(target);
+            assert!(path.exists(), "{} shows {target}, which does not exist", document.display());
+        }
+    }
+    // README shows the report charts and the import chart at least.
+    assert!(seen >= 10, "{seen} images found");
+}
