@@ -119,6 +119,28 @@ fn a_fork_child_asking_to_fork_is_refused_and_compaction_blinds_only_the_tag_sca
 }
 
 #[test]
+fn compacted_siblings_summarise_their_own_work_and_miss_nothing() {
+    let report = run_with(&spec_of("recursion-guard"), true);
+    let turn_two: Vec<_> = report.records.iter().filter(|r| r.agent.ends_with("turn 2")).skip(2).collect();
+    let (first, second) = (turn_two[0], turn_two[1]);
+    assert_eq!((first.agent.as_str(), second.agent.as_str()), ("fork 2.1 turn 2", "fork 2.2 turn 2"));
+    // Each compacted child's history is its own summary: the bytes differ from the first
+    // message on (they summarise different directives), so the second cannot read the first's.
+    let summary = |r: &forkcache_scenario::ScenarioRecord| {
+        let body: serde_json::Value = serde_json::from_str(r.body.as_deref().unwrap()).unwrap();
+        body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string()
+    };
+    assert!(summary(first).contains("fork 2.1"), "{}", summary(first));
+    assert!(summary(second).contains("fork 2.2"), "{}", summary(second));
+    // Both are new content after a compaction (the spawn kept every tool_use, so the
+    // own-tool-use layout does not apply), and nothing that could have been read was missed.
+    for record in [first, second] {
+        let miss = record.record.miss.as_ref().unwrap();
+        assert_eq!((miss.cause, miss.tokens_missed), (MissCause::Compacted, 0), "{}", record.agent);
+    }
+}
+
+#[test]
 fn all_tool_uses_siblings_differ_only_in_the_directive() {
     let report = run_with(&spec_of("forks"), false);
     let check = report.spawns[0].verification.as_ref().unwrap();

@@ -809,10 +809,10 @@ impl<'s> Engine<'s> {
         };
         self.send(&request, who, at, self.spec.agent.summary_tokens)?;
         let c = &mut self.children[child];
-        c.next.head = Arc::new(compacted_history(
-            "[summary of the fork's work so far]",
-            self.spec.agent.summary_tokens,
-        ));
+        // Each child summarises its own work (its directive, its turns), so siblings' summaries
+        // are different bytes: one compacted child never reads another's summary.
+        let summary = format!("[summary of {}'s work so far]", c.label);
+        c.next.head = Arc::new(compacted_history(&summary, self.spec.agent.summary_tokens));
         c.next.tail.clear();
         Ok(())
     }

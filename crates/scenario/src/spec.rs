@@ -608,7 +608,7 @@ fn one() -> u32 {
 }
 
 /// `task`: seed 003's teaching sub-agent. A fresh `messages[]` holding only the task, its own
-/// system prompt, the parent's tools without `task`, `max_tokens` 8,000, no cache markers (the
+/// system prompt, the parent's base tools (no `task`, no `todo_write`), `max_tokens` 8,000, no cache markers (the
 /// seed's code sends none), at most 30 rounds; only its final text returns.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

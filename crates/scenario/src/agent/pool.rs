@@ -26,7 +26,10 @@ fn in_own_pool(agent: NamedAgent, configured: Option<&[String]>, tool: &Tool) ->
     }
     let named = |names: &[&str]| names.contains(&tool.name.as_str());
     match agent {
-        NamedAgent::Explore | NamedAgent::Plan => tool.read_only,
+        // Seed 000: Explore "retains only read-only tools (Glob, Grep, Read, Bash)" — Bash
+        // included, though it can write; Plan keeps the tools marked read-only.
+        NamedAgent::Explore => named(&["Glob", "Grep", "Read", "Bash"]),
+        NamedAgent::Plan => tool.read_only,
         NamedAgent::ClaudeCodeGuide => named(&["Glob", "Grep", "Read", "WebFetch", "WebSearch"]),
         NamedAgent::StatuslineSetup => named(&["Read", "Edit"]),
         NamedAgent::GeneralPurpose | NamedAgent::Verification | NamedAgent::Custom => true,
@@ -103,7 +106,9 @@ mod tests {
             pool(NamedAgent::GeneralPurpose, None, &rules),
             ["AskUserQuestion", "Bash", "Edit", "Glob", "Read", "WebFetch"]
         );
-        assert_eq!(pool(NamedAgent::Explore, None, &rules), ["AskUserQuestion", "Glob", "Read", "WebFetch"]);
+        // Explore: seed 000's Glob, Grep, Read, Bash (no Grep in this pool); Plan: read-only.
+        assert_eq!(pool(NamedAgent::Explore, None, &rules), ["Bash", "Glob", "Read"]);
+        assert_eq!(pool(NamedAgent::Plan, None, &rules), ["AskUserQuestion", "Glob", "Read", "WebFetch"]);
         assert_eq!(pool(NamedAgent::ClaudeCodeGuide, None, &rules), ["Glob", "Read", "WebFetch"]);
         assert_eq!(pool(NamedAgent::StatuslineSetup, None, &rules), ["Edit", "Read"]);
         // Layer 2 only for custom agents: Bash goes for them, not for verification.

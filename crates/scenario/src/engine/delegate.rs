@@ -25,6 +25,11 @@ pub(super) const REMOTE_API_KEY: &str = "remote-workspace";
 /// The seed's safety limit on the teaching sub-agent's loop.
 pub const TASK_MAX_ROUNDS: u32 = 30;
 
+/// The parent's tools the teaching sub-agent does not get. The seed: "it has
+/// bash/read/write/edit/glob, but no task" — its `sub_tools` are the base tools, so neither
+/// `task` (no recursion) nor s05's `todo_write` (the parent's planning tool).
+const TASK_CHILD_LEAVES_OUT: [&str; 2] = ["task", "todo_write"];
+
 /// `max_tokens` of the teaching sub-agent's requests (the seed's code).
 const TASK_MAX_TOKENS: u64 = 8_000;
 
@@ -242,8 +247,8 @@ impl Engine<'_> {
         self.queue.iter().find(|(_, queued)| **queued == child).map(|(key, _)| *key)
     }
 
-    /// Seed 003's `spawn_subagent`: fresh messages, its own system prompt, the parent's tools
-    /// without `task`, at most 30 rounds; only its final text returns.
+    /// Seed 003's `spawn_subagent`: fresh messages, its own system prompt, the parent's base
+    /// tools (without `task` and `todo_write`), at most 30 rounds; only its final text returns.
     pub(super) fn task(&mut self, spec: &TaskSpec) -> Result<(), ScenarioError> {
         self.drain(Some(self.now))?;
         self.task_count += 1;
@@ -251,7 +256,12 @@ impl Engine<'_> {
         let id = format!("toolu_task{number}");
         let (call, sent) =
             self.parent_calls(&id, "task", json!({"description": spec.description}), "task")?;
-        let tools = self.tools.iter().filter(|t| t.name != "task").map(|t| t.block.clone()).collect();
+        let tools = self
+            .tools
+            .iter()
+            .filter(|t| !TASK_CHILD_LEAVES_OUT.contains(&t.name.as_str()))
+            .map(|t| t.block.clone())
+            .collect();
         let mut next = AgentRequest {
             model: self.spec.model.clone(),
             max_tokens: TASK_MAX_TOKENS,
