@@ -332,8 +332,21 @@ fn a_memory_refresh_costs_least_after_the_agents_system_marker() {
 
 /// Team fixtures: tools 2,000 + system 3,000 + history 15,000 for the leader; a teammate adds
 /// its addendum (500) and task (1,000) to the leader's system prompt and tools: 6,500.
-/// Permission requests 100, notifications 200, messages 300, the leader's replies 100, a
-/// teammate's summary 300, its permission-asking reply 300 (text 200 + tool_use 100).
+/// Notifications 200, messages 300, the leader's replies 100, a teammate's summary 300, its
+/// permission-asking reply 300 (text 200 + tool_use 100).
+///
+/// Permissions (seed 002: "Permissions routed through leader's UI … Leader polls every 500ms,
+/// shows UI dialog") cost the leader no model turn and put nothing in its conversation.
+/// Bill (Sonnet 4.6: reads 0.1×, 5-minute writes 1.25×, output not billed):
+///   parent 1   20,000 × 1.25                          = 25,000
+///   turn 1 ×2  (5,000 × 0.1 + 1,500 × 1.25) × 2         =  4,750
+///   turn 2 ×2  (6,500 × 0.1 +   335 × 1.25) × 2         =  2,137.5
+///   parent 2   20,000 × 0.1 + 466 × 1.25                =  2,582.5
+///   turn 3 ×2  (6,835 × 0.1 +   600 × 1.25) × 2         =  2,867
+///   parent 3   20,466 × 0.1 + 500 × 1.25                =  2,671.6
+///   total      9 requests                               = 40,008.6
+/// (With the permission turn the leader paid parent 2 = 20,000 × 0.1 + 266 × 1.25 as well, and
+/// every later leader request read 266 more: 10 requests, 42,442.9.)
 #[test]
 fn a_team_shares_the_leaders_system_prefix_and_grows_the_leaders_context() {
     let report = run_fixture("team");
@@ -349,42 +362,50 @@ fn a_team_shares_the_leaders_system_prefix_and_grows_the_leaders_context() {
             // prefix (5,000) and writing its addendum and task (1,500).
             (1_000, "teammate-1@parser turn 1", (5_000, 1_500, 0)),
             (1_000, "teammate-2@parser turn 1", (5_000, 1_500, 0)),
-            // Their permission requests arrive at 1,000 + 430 = 1,430; the leader polls at 1,500
-            // and reads both (200) after the TeamCreate call and result (66, counted).
-            (1_500, "parent 2 (lead reads mail)", (20_000, 266, 0)),
-            // The answer (done at 1,906) runs the tool (1 s): 6,500 read, the call and its result
-            // (300 + 36) written.
-            (2_906, "teammate-1@parser turn 2", (6_500, 336, 0)),
-            (2_906, "teammate-2@parser turn 2", (6_500, 336, 0)),
-            // Both go idle at 3,313; the leader reads at 3,500: its reply (100) and two
-            // notifications (200 each) written.
-            (3_500, "parent 3 (lead reads mail)", (20_266, 500, 0)),
-            // The next message 10 s after the leader's answer (3,910): inside the TTL, the
-            // summary (300) and the message (300) are all that is written.
-            (13_910, "teammate-1@parser turn 3", (6_836, 600, 0)),
-            (13_910, "teammate-2@parser turn 3", (6_836, 600, 0)),
+            // Their permission requests arrive at 1,000 + 430 = 1,430; the leader's UI polls at
+            // 1,500 and grants both in its dialog (no leader request). The tool runs (1 s): at
+            // 2,500, 6,500 read, the call (300) and its result (35, counted from its bytes)
+            // written.
+            (2_500, "teammate-1@parser turn 2", (6_500, 335, 0)),
+            (2_500, "teammate-2@parser turn 2", (6_500, 335, 0)),
+            // Both go idle at 2,500 + 400 + 7 = 2,907; the leader polls at 3,000 and reads both
+            // notifications (2 × 200) after the TeamCreate call and result (66, counted).
+            (3_000, "parent 2 (lead reads mail)", (20_000, 466, 0)),
+            // The next message 10 s after the leader's answer (3,000 + 410): inside the TTL,
+            // the summary (300) and the message (300) are all that is written.
+            (13_410, "teammate-1@parser turn 3", (6_835, 600, 0)),
+            (13_410, "teammate-2@parser turn 3", (6_835, 600, 0)),
             // The last notifications reach the leader on its next turn: reply 100 + 2 × 200.
-            (14_322, "parent 4", (20_766, 500, 0)),
+            (13_822, "parent 3", (20_466, 500, 0)),
         ]
     );
-    let teammate = body(&report.records[7]);
+    let te = report.totals.token_equivalents.value();
+    assert!((te - 40_008.6).abs() < 0.05, "{te}");
+    // No leader body holds a permission request: the UI answered them.
+    for record in report.records.iter().filter(|r| r.role == RequestRole::Parent) {
+        assert!(!record.body.as_deref().unwrap().contains("permission"), "{}", record.agent);
+    }
+    let teammate = body(&report.records[6]);
     let system = teammate["system"].as_array().unwrap();
     assert!(system[2]["text"].as_str().unwrap().contains("teammate-1@parser"));
     let messages = teammate["messages"].as_array().unwrap();
+    // The grant is the waiting tool's result; the leader's id is seed 002's
+    // formatAgentId("lead", teamName).
+    assert_eq!(messages[2]["content"][0]["content"], "Permission granted by lead@parser.");
     let mail = messages.last().unwrap()["content"][0]["text"].as_str().unwrap();
-    assert!(mail.starts_with("<teammate-message teammate_id=\"team-lead@parser\">"), "{mail}");
+    assert!(mail.starts_with("<teammate-message teammate_id=\"lead@parser\">"), "{mail}");
 }
 
 #[test]
 fn a_teammate_woken_after_its_ttl_pays_its_whole_context_again() {
     let report = run_fixture("team-idle-past-ttl");
-    // Woken 6 minutes after the leader's answer: 6,836 + 300 + 300 = 7,436 written.
-    for index in [7, 8] {
-        assert_eq!(usage(&report.records[index]), (0, 7_436, 0));
+    // Woken 6 minutes after the leader's answer: 6,835 + 300 + 300 = 7,435 written.
+    for index in [6, 7] {
+        assert_eq!(usage(&report.records[index]), (0, 7_435, 0));
         assert_eq!(report.records[index].record.miss.as_ref().unwrap().cause, MissCause::Expired);
     }
-    // The leader waited as long: 20,766 + 500 written.
-    assert_eq!(usage(&report.records[9]), (0, 21_266, 0));
+    // The leader waited as long: 20,466 + 500 written.
+    assert_eq!(usage(&report.records[8]), (0, 20_966, 0));
 }
 
 #[test]
