@@ -611,3 +611,48 @@ fn run_reads_a_custom_agents_file_next_to_the_scenario() {
     assert!(run(&spec, &RunConfig::for_spec(&spec), &PriceTable::builtin()).is_err());
     spec.load_agent_files(&dir.join(".claude/agents")).unwrap_err();
 }
+
+/// The `tool_result` of the parent's Agent call `id` in the last parent body, and the
+/// `<task-notification>` text naming it, if any.
+fn agent_call_outcome(report: &ScenarioReport, id: &str) -> (String, Option<String>) {
+    let last = report.records.iter().rev().find(|r| r.role == RequestRole::Parent).unwrap();
+    let blocks: Vec<serde_json::Value> = body(last)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array().cloned())
+        .flatten()
+        .collect();
+    let result = blocks.iter().find(|b| b["tool_use_id"] == id).unwrap()["content"].clone();
+    let result = match result {
+        serde_json::Value::String(text) => text,
+        other => other.to_string(),
+    };
+    let tag = format!("<tool-use-id>{id}</tool-use-id>");
+    let notice =
+        blocks.iter().filter_map(|b| b["text"].as_str()).find(|t| t.contains(&tag)).map(String::from);
+    (result, notice)
+}
+
+#[test]
+fn with_forking_on_every_agent_spawn_is_asynchronous() {
+    // Seed 000: "Enabling forks also changes the overall behavior of the Agent tool: all agent
+    // spawns become asynchronous, using a unified task-notification interaction model."
+    // `session` forks and calls explore synchronously (no `launch`).
+    let spec = spec_of("session");
+    let report = run_spec(&spec);
+    let (result, notice) = agent_call_outcome(&report, "toolu_named1");
+    assert_eq!(result, "Async agent launched successfully. agentId: explore 1");
+    let notice = notice.expect("the report arrives as a notification");
+    assert!(notice.contains("<result>[explore 1 report: 500 tokens]</result>"), "{notice}");
+    // The model asked for no background: the tool made it asynchronous.
+    let calls = report.records.iter().rev().find(|r| r.role == RequestRole::Parent).unwrap();
+    assert!(!calls.body.as_deref().unwrap().contains("run_in_background"));
+    // Without forks the same call waits and its result is the report itself.
+    let mut unforked = spec.clone();
+    unforked.timeline.retain(|event| !matches!(event, forkcache_scenario::EventSpec::Fork(_)));
+    let report = run_spec(&unforked);
+    let (result, notice) = agent_call_outcome(&report, "toolu_named1");
+    assert_eq!(result, "explore report");
+    assert_eq!(notice, None);
+}

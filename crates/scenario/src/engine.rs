@@ -137,6 +137,8 @@ struct Engine<'s> {
     task_count: usize,
     /// The newest memory snapshot per (agent name, scope); 1 until a refresh.
     memory_snapshots: BTreeMap<(String, MemoryScope), u32>,
+    /// The fork gate is on (the scenario forks): every Agent spawn is asynchronous (seed 000).
+    forking: bool,
 }
 
 fn generate_spec(spec: &ScenarioSpec) -> GenerateSpec {
@@ -198,6 +200,7 @@ impl<'s> Engine<'s> {
             notices: Vec::new(),
             task_count: 0,
             memory_snapshots: BTreeMap::new(),
+            forking: spec.timeline.iter().any(|event| matches!(event, EventSpec::Fork(_))),
         };
         engine.snapshot = engine.params_now(Arc::clone(&engine.pending), None);
         Ok(engine)

@@ -56,6 +56,15 @@ impl Notice {
 
 impl Engine<'_> {
     pub(super) fn named(&mut self, index: usize, spec: &NamedSpec) -> Result<(), ScenarioError> {
+        let asked = spec.launch;
+        let forced;
+        let spec = match self.forced_async(spec.launch) {
+            Some(launch) => {
+                forced = NamedSpec { launch, ..spec.clone() };
+                &forced
+            }
+            None => spec,
+        };
         self.drain(Some(self.now))?;
         self.named_count += 1;
         let number = self.named_count;
@@ -63,7 +72,7 @@ impl Engine<'_> {
         let name = definition.as_ref().map_or(spec.agent.name(), |d| d.name.as_str()).to_string();
         let id = format!("toolu_named{number}");
         let mut input = json!({"description": name, "prompt": spec.prompt, "subagent_type": name});
-        if spec.launch != NamedLaunch::Sync {
+        if asked != NamedLaunch::Sync {
             input["run_in_background"] = json!(true);
         }
         let (call, sent) = self.parent_calls(&id, "Agent", input, &name)?;
@@ -89,6 +98,16 @@ impl Engine<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Seed 000: "Enabling forks also changes the overall behavior of the Agent tool: all agent
+    /// spawns become asynchronous, using a unified task-notification interaction model." With
+    /// forking on (the scenario forks), a named agent asked to run synchronously runs in the
+    /// background instead: the parent gets the launch receipt and, later, the notification with
+    /// the report; the agent's tools lose those not async-safe, as any async agent's do. The
+    /// model did not ask for the background, so the call's input has no `run_in_background`.
+    fn forced_async(&self, launch: NamedLaunch) -> Option<NamedLaunch> {
+        (self.forking && launch == NamedLaunch::Sync).then_some(NamedLaunch::Background)
     }
 
     /// The parent's request whose reply is one call of `tool`; the snapshot is saved as for any
