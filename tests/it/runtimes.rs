@@ -656,3 +656,50 @@ fn with_forking_on_every_agent_spawn_is_asynchronous() {
     assert_eq!(result, "explore report");
     assert_eq!(notice, None);
 }
+
+/// `agent-types` with one custom agent, defined by `front_matter` (before the body).
+fn custom_agent_run(front_matter: &str) -> ScenarioReport {
+    let mut spec = spec_of("agent-types");
+    let definition = format!("---\nname: checker\ndescription: Checks.\n{front_matter}---\nYou check.\n");
+    spec.timeline = vec![
+        serde_json::from_value(serde_json::json!({"named": {
+            "agent": "custom", "prompt": "Check it.", "prompt_tokens": 100, "turns": 1,
+            "result_tokens": 100, "definition": definition}}))
+        .unwrap(),
+        serde_json::from_value(serde_json::json!({"idle": {"ms": 60000}})).unwrap(),
+        serde_json::from_value(serde_json::json!({"turn": {}})).unwrap(),
+    ];
+    run_spec(&spec)
+}
+
+#[test]
+fn custom_agent_settings_that_change_the_bytes() {
+    // Seed 004: a definition carries "tool allowlists or deny lists", a "background preference"
+    // and an "isolation mode"; each changes what is sent.
+    let plain = custom_agent_run("tools: Read, Grep, Glob, Bash\n");
+    assert_eq!(tool_names(requests_of(&plain, "checker 1")[0]), ["Bash", "Glob", "Grep", "Read"]);
+    // disallowedTools removes from the pool after `tools`.
+    let denied = custom_agent_run("tools: Read, Grep, Glob, Bash\ndisallowedTools: Bash, Grep\n");
+    assert_eq!(tool_names(requests_of(&denied, "checker 1")[0]), ["Glob", "Read"]);
+    // background: true — the parent's call returns the launch receipt, the report comes as a
+    // notification, and tools not async-safe go (AskUserQuestion, mcp__ide__getDiagnostics
+    // in this fixture).
+    let background = custom_agent_run("tools: Read, AskUserQuestion\nbackground: true\n");
+    assert_eq!(tool_names(requests_of(&background, "checker 1")[0]), ["Read"]);
+    let (result, notice) = agent_call_outcome(&background, "toolu_named1");
+    assert_eq!(result, "Async agent launched successfully. agentId: checker 1");
+    assert!(notice.is_some());
+    let (result, notice) = agent_call_outcome(&custom_agent_run("tools: Read\n"), "toolu_named1");
+    assert_eq!((result.as_str(), notice), ("checker report", None));
+    // isolation: worktree — the worktree note follows its prompt.
+    let worktree = custom_agent_run("isolation: worktree\n");
+    let prompt = body(requests_of(&worktree, "checker 1")[0])["messages"][0]["content"].clone();
+    assert_eq!(prompt.as_array().unwrap().len(), 2);
+    assert!(prompt[1]["text"].as_str().unwrap().contains(".worktrees/agent-1"), "{prompt}");
+    // isolation: remote — another workspace: its first request reads nothing and the parent
+    // gets a notification.
+    let remote = custom_agent_run("isolation: remote\n");
+    let (result, notice) = agent_call_outcome(&remote, "toolu_named1");
+    assert!(result.starts_with("Async agent launched successfully."), "{result}");
+    assert!(notice.is_some());
+}

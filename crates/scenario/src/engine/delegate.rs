@@ -13,8 +13,8 @@ use forkcache_engine::clock::SimTime;
 use super::{Engine, Sent, extended};
 use crate::ScenarioError;
 use crate::agent::{
-    AgentDefinition, AgentRequest, Block, BlockRef, Mark, MemoryPosition, Message, NamedAgent, SectionKind,
-    ToolRules, agent_tools, memory_block, named_system, with_tokens, worktree_note_at,
+    AgentDefinition, AgentRequest, Block, BlockRef, Isolation, Mark, MemoryPosition, Message, NamedAgent,
+    SectionKind, ToolRules, agent_tools, memory_block, named_system, with_tokens, worktree_note_at,
 };
 use crate::record::{RequestRole, Who};
 use crate::spec::{NamedLaunch, NamedSpec, ResumeSpec, TaskSpec};
@@ -57,10 +57,11 @@ impl Notice {
 impl Engine<'_> {
     pub(super) fn named(&mut self, index: usize, spec: &NamedSpec) -> Result<(), ScenarioError> {
         let asked = spec.launch;
+        let definition = custom_definition(index, spec)?;
         let forced;
-        let spec = match self.forced_async(spec.launch) {
-            Some(launch) => {
-                forced = NamedSpec { launch, ..spec.clone() };
+        let spec = match self.launch_override(spec, definition.as_ref()) {
+            Some(overridden) => {
+                forced = overridden;
                 &forced
             }
             None => spec,
@@ -68,7 +69,6 @@ impl Engine<'_> {
         self.drain(Some(self.now))?;
         self.named_count += 1;
         let number = self.named_count;
-        let definition = custom_definition(index, spec)?;
         let name = definition.as_ref().map_or(spec.agent.name(), |d| d.name.as_str()).to_string();
         let id = format!("toolu_named{number}");
         let mut input = json!({"description": name, "prompt": spec.prompt, "subagent_type": name});
@@ -106,8 +106,23 @@ impl Engine<'_> {
     /// background instead: the parent gets the launch receipt and, later, the notification with
     /// the report; the agent's tools lose those not async-safe, as any async agent's do. The
     /// model did not ask for the background, so the call's input has no `run_in_background`.
-    fn forced_async(&self, launch: NamedLaunch) -> Option<NamedLaunch> {
-        (self.forking && launch == NamedLaunch::Sync).then_some(NamedLaunch::Background)
+    /// A custom agent's `background: true` or `isolation: remote` launches it so as well
+    /// (seed 004: the runtime "checks … background settings, and isolation settings");
+    /// `isolation: worktree` gives it the worktree note.
+    fn launch_override(&self, spec: &NamedSpec, definition: Option<&AgentDefinition>) -> Option<NamedSpec> {
+        let isolation = definition.and_then(|d| d.isolation);
+        let mut launch = spec.launch;
+        if isolation == Some(Isolation::Remote) {
+            launch = NamedLaunch::Remote;
+        } else if launch == NamedLaunch::Sync && (self.forking || definition.is_some_and(|d| d.background)) {
+            launch = NamedLaunch::Background;
+        }
+        let worktree = spec.worktree || isolation == Some(Isolation::Worktree);
+        (launch != spec.launch || worktree != spec.worktree).then(|| NamedSpec {
+            launch,
+            worktree,
+            ..spec.clone()
+        })
     }
 
     /// The parent's request whose reply is one call of `tool`; the snapshot is saved as for any
@@ -182,6 +197,7 @@ impl Engine<'_> {
             disallowed_for_all: &self.spec.agent.disallowed_for_agents,
             disallowed_for_custom: &self.spec.agent.disallowed_for_custom_agents,
             background: spec.launch != NamedLaunch::Sync,
+            disallowed_by_definition: definition.map_or(&[], |d| d.disallowed_tools.as_slice()),
         };
         let configured = definition.and_then(|d| d.tools.as_deref()).or(spec.tools.as_deref());
         let label = format!("{name} {number}");
