@@ -468,3 +468,24 @@ fn a_named_agents_model_missing_from_the_price_table_is_listed_as_unpriced() {
         serde_json::from_str(&run_with(&spec_of("launch-sync"), false).to_json()).unwrap();
     assert!(priced["totals"].get("unpriced_models").is_none());
 }
+
+#[test]
+fn run_render_config_ahead_moves_the_thinking_change_before_the_tools() {
+    let fork_one = |flag: Option<&str>| {
+        let fixture =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/scenarios/mistake-fork-max-output-tokens.json");
+        let mut args = vec!["run", fixture, "--json"];
+        args.extend(flag);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache")).args(&args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let usage = &report["requests"][1]["usage"];
+        (usage["cache_read_input_tokens"].as_u64(), usage["cache_creation_input_tokens"].as_u64())
+    };
+    // The fork's clamped thinking budget differs from the parent's. Rendered after the tools
+    // and system (the default), the fork still reads tools 1,503 + hidden 497 + system 3,000 =
+    // 5,000 and writes the rest (20,400 − 5,000 = 15,400); rendered ahead of the tools, the
+    // change comes first and nothing is read: 20,400 written.
+    assert_eq!(fork_one(None), (Some(5_000), Some(15_400)));
+    assert_eq!(fork_one(Some("--render-config-ahead")), (Some(0), Some(20_400)));
+}
