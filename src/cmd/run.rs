@@ -48,6 +48,10 @@ pub struct RunArgs {
     /// request index), for `explain`.
     #[arg(long, value_name = "DIR")]
     pub bodies: Option<PathBuf>,
+    /// Render thinking/effort ahead of the tools (the "model-specific" rows of the docs), as
+    /// `replay` and `serve` do with the same flag.
+    #[arg(long)]
+    pub render_config_ahead: bool,
 }
 
 impl RunArgs {
@@ -89,6 +93,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let mut config = RunConfig::for_spec(&spec);
     config.endpoint.tokenizer = args.tokenizer.into();
     config.keep_bodies = args.bodies.is_some();
+    config.endpoint.prompt.render_config_ahead = args.render_config_ahead;
     let report = forkcache_scenario::run(&spec, &config, &args.prices()?)
         .with_context(|| format!("running {}", args.scenario.display()))?;
     if let Some(dir) = &args.bodies {

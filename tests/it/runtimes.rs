@@ -174,8 +174,10 @@ fn every_agent_type_has_its_pool_model_and_max_turns() {
     let everything =
         ["Bash", "Edit", "Glob", "Grep", "Read", "WebFetch", "Write", "mcp__ide__getDiagnostics"];
     assert_eq!(tool_names(first("general-purpose 1")), everything);
+    // Explore: seed 000's "Glob, Grep, Read, Bash", in the parent's order.
+    assert_eq!(tool_names(first("explore 2")), ["Bash", "Glob", "Grep", "Read"]);
+    // Plan: the tools marked read-only (seed 002: no Edit, Write, Agent).
     let read_only = ["Glob", "Grep", "Read", "WebFetch", "mcp__ide__getDiagnostics"];
-    assert_eq!(tool_names(first("explore 2")), read_only);
     assert_eq!(tool_names(first("plan 3")), read_only);
     assert_eq!(tool_names(first("claude-code-guide 4")), ["Glob", "Grep", "Read", "WebFetch"]);
     assert_eq!(tool_names(first("statusline-setup 5")), ["Edit", "Read"]);
@@ -222,14 +224,15 @@ fn the_teaching_sub_agent_has_a_fresh_context_no_task_tool_and_thirty_rounds() {
     // Asked for 3 and 40 rounds: the loop stops at 30.
     assert_eq!((first.len(), second.len()), (3, 30));
     let child = body(first[0]);
-    assert_eq!(tool_names(first[0]), ["bash", "read_file", "write_file", "edit_file", "glob", "todo_write"]);
+    // The seed's child "has bash/read/write/edit/glob, but no task": no todo_write either.
+    assert_eq!(tool_names(first[0]), ["bash", "read_file", "write_file", "edit_file", "glob"]);
     assert_eq!(child["messages"].as_array().unwrap().len(), 1);
     assert_eq!(child["max_tokens"], 8_000);
     assert!(!first[0].body.as_ref().unwrap().contains("cache_control"));
-    // No markers: every round pays its whole input. Tools 3,000 + hidden 497 + system 40 +
-    // task 100 = 3,637; each round adds 1,300.
+    // No markers: every round pays its whole input. Tools 600 + 400 + 400 + 500 + 300 = 2,200,
+    // + hidden 497 + system 40 + task 100 = 2,837; each round adds 1,300.
     let sizes: Vec<_> = first.iter().map(|r| usage(r)).collect();
-    assert_eq!(sizes, [(0, 0, 3_637), (0, 0, 4_937), (0, 0, 6_237)]);
+    assert_eq!(sizes, [(0, 0, 2_837), (0, 0, 4_137), (0, 0, 5_437)]);
     // The parent gets only the final text (300 declared).
     let parent = body(&report.records[4]);
     assert_eq!(parent["messages"][2]["content"][0]["forkcache_tokens"], 300);
@@ -238,14 +241,14 @@ fn the_teaching_sub_agent_has_a_fresh_context_no_task_tool_and_thirty_rounds() {
 
 #[test]
 fn what_the_teaching_sub_agent_shares_with_the_parent_is_the_tools_before_task() {
-    // Under the idealised longest-prefix cache the child reads the six tool definitions it
-    // shares with the parent (600 + 400 + 400 + 500 + 300 + 800 = 3,000) and nothing after:
-    // its hidden tool prompt follows six tools, the parent's seven.
+    // Under the idealised longest-prefix cache the child reads the five tool definitions it
+    // shares with the parent (600 + 400 + 400 + 500 + 300 = 2,200) and nothing after: its
+    // hidden tool prompt follows five tools, where the parent has todo_write and task.
     let mut spec = spec_of("teaching-subagent");
     spec.policy = Policy::LongestPrefix;
     let report = run_spec(&spec);
     let first = requests_of(&report, "task 1");
-    assert_eq!(first[0].record.usage.cache_read_input_tokens, 3_000);
+    assert_eq!(first[0].record.usage.cache_read_input_tokens, 2_200);
     // A fork of the same parent would read all 20,997 tokens of its last request.
     let parent = &report.records[0].record.usage;
     assert_eq!(parent.total_input_tokens(), 20_997);
@@ -329,8 +332,21 @@ fn a_memory_refresh_costs_least_after_the_agents_system_marker() {
 
 /// Team fixtures: tools 2,000 + system 3,000 + history 15,000 for the leader; a teammate adds
 /// its addendum (500) and task (1,000) to the leader's system prompt and tools: 6,500.
-/// Permission requests 100, notifications 200, messages 300, the leader's replies 100, a
-/// teammate's summary 300, its permission-asking reply 300 (text 200 + tool_use 100).
+/// Notifications 200, messages 300, the leader's replies 100, a teammate's summary 300, its
+/// permission-asking reply 300 (text 200 + tool_use 100).
+///
+/// Permissions (seed 002: "Permissions routed through leader's UI … Leader polls every 500ms,
+/// shows UI dialog") cost the leader no model turn and put nothing in its conversation.
+/// Bill (Sonnet 4.6: reads 0.1×, 5-minute writes 1.25×, output not billed):
+///   parent 1   20,000 × 1.25                          = 25,000
+///   turn 1 ×2  (5,000 × 0.1 + 1,500 × 1.25) × 2         =  4,750
+///   turn 2 ×2  (6,500 × 0.1 +   335 × 1.25) × 2         =  2,137.5
+///   parent 2   20,000 × 0.1 + 466 × 1.25                =  2,582.5
+///   turn 3 ×2  (6,835 × 0.1 +   600 × 1.25) × 2         =  2,867
+///   parent 3   20,466 × 0.1 + 500 × 1.25                =  2,671.6
+///   total      9 requests                               = 40,008.6
+/// (With the permission turn the leader paid parent 2 = 20,000 × 0.1 + 266 × 1.25 as well, and
+/// every later leader request read 266 more: 10 requests, 42,442.9.)
 #[test]
 fn a_team_shares_the_leaders_system_prefix_and_grows_the_leaders_context() {
     let report = run_fixture("team");
@@ -346,42 +362,50 @@ fn a_team_shares_the_leaders_system_prefix_and_grows_the_leaders_context() {
             // prefix (5,000) and writing its addendum and task (1,500).
             (1_000, "teammate-1@parser turn 1", (5_000, 1_500, 0)),
             (1_000, "teammate-2@parser turn 1", (5_000, 1_500, 0)),
-            // Their permission requests arrive at 1,000 + 430 = 1,430; the leader polls at 1,500
-            // and reads both (200) after the TeamCreate call and result (66, counted).
-            (1_500, "parent 2 (lead reads mail)", (20_000, 266, 0)),
-            // The answer (done at 1,906) runs the tool (1 s): 6,500 read, the call and its result
-            // (300 + 36) written.
-            (2_906, "teammate-1@parser turn 2", (6_500, 336, 0)),
-            (2_906, "teammate-2@parser turn 2", (6_500, 336, 0)),
-            // Both go idle at 3,313; the leader reads at 3,500: its reply (100) and two
-            // notifications (200 each) written.
-            (3_500, "parent 3 (lead reads mail)", (20_266, 500, 0)),
-            // The next message 10 s after the leader's answer (3,910): inside the TTL, the
-            // summary (300) and the message (300) are all that is written.
-            (13_910, "teammate-1@parser turn 3", (6_836, 600, 0)),
-            (13_910, "teammate-2@parser turn 3", (6_836, 600, 0)),
+            // Their permission requests arrive at 1,000 + 430 = 1,430; the leader's UI polls at
+            // 1,500 and grants both in its dialog (no leader request). The tool runs (1 s): at
+            // 2,500, 6,500 read, the call (300) and its result (35, counted from its bytes)
+            // written.
+            (2_500, "teammate-1@parser turn 2", (6_500, 335, 0)),
+            (2_500, "teammate-2@parser turn 2", (6_500, 335, 0)),
+            // Both go idle at 2,500 + 400 + 7 = 2,907; the leader polls at 3,000 and reads both
+            // notifications (2 × 200) after the TeamCreate call and result (66, counted).
+            (3_000, "parent 2 (lead reads mail)", (20_000, 466, 0)),
+            // The next message 10 s after the leader's answer (3,000 + 410): inside the TTL,
+            // the summary (300) and the message (300) are all that is written.
+            (13_410, "teammate-1@parser turn 3", (6_835, 600, 0)),
+            (13_410, "teammate-2@parser turn 3", (6_835, 600, 0)),
             // The last notifications reach the leader on its next turn: reply 100 + 2 × 200.
-            (14_322, "parent 4", (20_766, 500, 0)),
+            (13_822, "parent 3", (20_466, 500, 0)),
         ]
     );
-    let teammate = body(&report.records[7]);
+    let te = report.totals.token_equivalents.value();
+    assert!((te - 40_008.6).abs() < 0.05, "{te}");
+    // No leader body holds a permission request: the UI answered them.
+    for record in report.records.iter().filter(|r| r.role == RequestRole::Parent) {
+        assert!(!record.body.as_deref().unwrap().contains("permission"), "{}", record.agent);
+    }
+    let teammate = body(&report.records[6]);
     let system = teammate["system"].as_array().unwrap();
     assert!(system[2]["text"].as_str().unwrap().contains("teammate-1@parser"));
     let messages = teammate["messages"].as_array().unwrap();
+    // The grant is the waiting tool's result; the leader's id is seed 002's
+    // formatAgentId("lead", teamName).
+    assert_eq!(messages[2]["content"][0]["content"], "Permission granted by lead@parser.");
     let mail = messages.last().unwrap()["content"][0]["text"].as_str().unwrap();
-    assert!(mail.starts_with("<teammate-message teammate_id=\"team-lead@parser\">"), "{mail}");
+    assert!(mail.starts_with("<teammate-message teammate_id=\"lead@parser\">"), "{mail}");
 }
 
 #[test]
 fn a_teammate_woken_after_its_ttl_pays_its_whole_context_again() {
     let report = run_fixture("team-idle-past-ttl");
-    // Woken 6 minutes after the leader's answer: 6,836 + 300 + 300 = 7,436 written.
-    for index in [7, 8] {
-        assert_eq!(usage(&report.records[index]), (0, 7_436, 0));
+    // Woken 6 minutes after the leader's answer: 6,835 + 300 + 300 = 7,435 written.
+    for index in [6, 7] {
+        assert_eq!(usage(&report.records[index]), (0, 7_435, 0));
         assert_eq!(report.records[index].record.miss.as_ref().unwrap().cause, MissCause::Expired);
     }
-    // The leader waited as long: 20,766 + 500 written.
-    assert_eq!(usage(&report.records[9]), (0, 21_266, 0));
+    // The leader waited as long: 20,466 + 500 written.
+    assert_eq!(usage(&report.records[8]), (0, 20_966, 0));
 }
 
 #[test]
@@ -586,4 +610,96 @@ fn run_reads_a_custom_agents_file_next_to_the_scenario() {
     let mut spec = ScenarioSpec::from_json(&scenario("x.md")).unwrap();
     assert!(run(&spec, &RunConfig::for_spec(&spec), &PriceTable::builtin()).is_err());
     spec.load_agent_files(&dir.join(".claude/agents")).unwrap_err();
+}
+
+/// The `tool_result` of the parent's Agent call `id` in the last parent body, and the
+/// `<task-notification>` text naming it, if any.
+fn agent_call_outcome(report: &ScenarioReport, id: &str) -> (String, Option<String>) {
+    let last = report.records.iter().rev().find(|r| r.role == RequestRole::Parent).unwrap();
+    let blocks: Vec<serde_json::Value> = body(last)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array().cloned())
+        .flatten()
+        .collect();
+    let result = blocks.iter().find(|b| b["tool_use_id"] == id).unwrap()["content"].clone();
+    let result = match result {
+        serde_json::Value::String(text) => text,
+        other => other.to_string(),
+    };
+    let tag = format!("<tool-use-id>{id}</tool-use-id>");
+    let notice =
+        blocks.iter().filter_map(|b| b["text"].as_str()).find(|t| t.contains(&tag)).map(String::from);
+    (result, notice)
+}
+
+#[test]
+fn with_forking_on_every_agent_spawn_is_asynchronous() {
+    // Seed 000: "Enabling forks also changes the overall behavior of the Agent tool: all agent
+    // spawns become asynchronous, using a unified task-notification interaction model."
+    // `session` forks and calls explore synchronously (no `launch`).
+    let spec = spec_of("session");
+    let report = run_spec(&spec);
+    let (result, notice) = agent_call_outcome(&report, "toolu_named1");
+    assert_eq!(result, "Async agent launched successfully. agentId: explore 1");
+    let notice = notice.expect("the report arrives as a notification");
+    assert!(notice.contains("<result>[explore 1 report: 500 tokens]</result>"), "{notice}");
+    // The model asked for no background: the tool made it asynchronous.
+    let calls = report.records.iter().rev().find(|r| r.role == RequestRole::Parent).unwrap();
+    assert!(!calls.body.as_deref().unwrap().contains("run_in_background"));
+    // Without forks the same call waits and its result is the report itself.
+    let mut unforked = spec.clone();
+    unforked.timeline.retain(|event| !matches!(event, forkcache_scenario::EventSpec::Fork(_)));
+    let report = run_spec(&unforked);
+    let (result, notice) = agent_call_outcome(&report, "toolu_named1");
+    assert_eq!(result, "explore report");
+    assert_eq!(notice, None);
+}
+
+/// `agent-types` with one custom agent, defined by `front_matter` (before the body).
+fn custom_agent_run(front_matter: &str) -> ScenarioReport {
+    let mut spec = spec_of("agent-types");
+    let definition = format!("---\nname: checker\ndescription: Checks.\n{front_matter}---\nYou check.\n");
+    spec.timeline = vec![
+        serde_json::from_value(serde_json::json!({"named": {
+            "agent": "custom", "prompt": "Check it.", "prompt_tokens": 100, "turns": 1,
+            "result_tokens": 100, "definition": definition}}))
+        .unwrap(),
+        serde_json::from_value(serde_json::json!({"idle": {"ms": 60000}})).unwrap(),
+        serde_json::from_value(serde_json::json!({"turn": {}})).unwrap(),
+    ];
+    run_spec(&spec)
+}
+
+#[test]
+fn custom_agent_settings_that_change_the_bytes() {
+    // Seed 004: a definition carries "tool allowlists or deny lists", a "background preference"
+    // and an "isolation mode"; each changes what is sent.
+    let plain = custom_agent_run("tools: Read, Grep, Glob, Bash\n");
+    assert_eq!(tool_names(requests_of(&plain, "checker 1")[0]), ["Bash", "Glob", "Grep", "Read"]);
+    // disallowedTools removes from the pool after `tools`.
+    let denied = custom_agent_run("tools: Read, Grep, Glob, Bash\ndisallowedTools: Bash, Grep\n");
+    assert_eq!(tool_names(requests_of(&denied, "checker 1")[0]), ["Glob", "Read"]);
+    // background: true — the parent's call returns the launch receipt, the report comes as a
+    // notification, and tools not async-safe go (AskUserQuestion, mcp__ide__getDiagnostics
+    // in this fixture).
+    let background = custom_agent_run("tools: Read, AskUserQuestion\nbackground: true\n");
+    assert_eq!(tool_names(requests_of(&background, "checker 1")[0]), ["Read"]);
+    let (result, notice) = agent_call_outcome(&background, "toolu_named1");
+    assert_eq!(result, "Async agent launched successfully. agentId: checker 1");
+    assert!(notice.is_some());
+    let (result, notice) = agent_call_outcome(&custom_agent_run("tools: Read\n"), "toolu_named1");
+    assert_eq!((result.as_str(), notice), ("checker report", None));
+    // isolation: worktree — the worktree note follows its prompt.
+    let worktree = custom_agent_run("isolation: worktree\n");
+    let prompt = body(requests_of(&worktree, "checker 1")[0])["messages"][0]["content"].clone();
+    assert_eq!(prompt.as_array().unwrap().len(), 2);
+    assert!(prompt[1]["text"].as_str().unwrap().contains(".worktrees/agent-1"), "{prompt}");
+    // isolation: remote — another workspace: its first request reads nothing and the parent
+    // gets a notification.
+    let remote = custom_agent_run("isolation: remote\n");
+    let (result, notice) = agent_call_outcome(&remote, "toolu_named1");
+    assert!(result.starts_with("Async agent launched successfully."), "{result}");
+    assert!(notice.is_some());
 }

@@ -119,6 +119,28 @@ fn a_fork_child_asking_to_fork_is_refused_and_compaction_blinds_only_the_tag_sca
 }
 
 #[test]
+fn compacted_siblings_summarise_their_own_work_and_miss_nothing() {
+    let report = run_with(&spec_of("recursion-guard"), true);
+    let turn_two: Vec<_> = report.records.iter().filter(|r| r.agent.ends_with("turn 2")).skip(2).collect();
+    let (first, second) = (turn_two[0], turn_two[1]);
+    assert_eq!((first.agent.as_str(), second.agent.as_str()), ("fork 2.1 turn 2", "fork 2.2 turn 2"));
+    // Each compacted child's history is its own summary: the bytes differ from the first
+    // message on (they summarise different directives), so the second cannot read the first's.
+    let summary = |r: &forkcache_scenario::ScenarioRecord| {
+        let body: serde_json::Value = serde_json::from_str(r.body.as_deref().unwrap()).unwrap();
+        body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string()
+    };
+    assert!(summary(first).contains("fork 2.1"), "{}", summary(first));
+    assert!(summary(second).contains("fork 2.2"), "{}", summary(second));
+    // Both are new content after a compaction (the spawn kept every tool_use, so the
+    // own-tool-use layout does not apply), and nothing that could have been read was missed.
+    for record in [first, second] {
+        let miss = record.record.miss.as_ref().unwrap();
+        assert_eq!((miss.cause, miss.tokens_missed), (MissCause::Compacted, 0), "{}", record.agent);
+    }
+}
+
+#[test]
 fn all_tool_uses_siblings_differ_only_in_the_directive() {
     let report = run_with(&spec_of("forks"), false);
     let check = report.spawns[0].verification.as_ref().unwrap();
@@ -445,4 +467,25 @@ fn a_named_agents_model_missing_from_the_price_table_is_listed_as_unpriced() {
     let priced: serde_json::Value =
         serde_json::from_str(&run_with(&spec_of("launch-sync"), false).to_json()).unwrap();
     assert!(priced["totals"].get("unpriced_models").is_none());
+}
+
+#[test]
+fn run_render_config_ahead_moves_the_thinking_change_before_the_tools() {
+    let fork_one = |flag: Option<&str>| {
+        let fixture =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/scenarios/mistake-fork-max-output-tokens.json");
+        let mut args = vec!["run", fixture, "--json"];
+        args.extend(flag);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache")).args(&args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let usage = &report["requests"][1]["usage"];
+        (usage["cache_read_input_tokens"].as_u64(), usage["cache_creation_input_tokens"].as_u64())
+    };
+    // The fork's clamped thinking budget differs from the parent's. Rendered after the tools
+    // and system (the default), the fork still reads tools 1,503 + hidden 497 + system 3,000 =
+    // 5,000 and writes the rest (20,400 − 5,000 = 15,400); rendered ahead of the tools, the
+    // change comes first and nothing is read: 20,400 written.
+    assert_eq!(fork_one(None), (Some(5_000), Some(15_400)));
+    assert_eq!(fork_one(Some("--render-config-ahead")), (Some(0), Some(20_400)));
 }

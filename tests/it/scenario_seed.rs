@@ -69,14 +69,21 @@ fn anthropic_policy_shares_only_what_a_breakpoint_wrote() {
 
 #[test]
 fn seed_forks_are_over_99_percent_identical_and_differ_only_in_the_directive() {
-    let report = run_fixture("seed-warm", Policy::LongestPrefix, BillingProfile::Seed);
+    // The seed's "over 99% of the bytes are identical" is about a real conversation, where the
+    // history is bytes, not a declared size: here the 100,000-token history is 400,000 bytes of
+    // text (4 bytes a token), so the share measured is the bytes' own.
+    let mut spec = ScenarioSpec::from_json(fixture("seed-warm").expect("fixture exists").json).unwrap();
+    let history = "The parent read the files and discussed the change. ".repeat(400_000 / 52 + 1);
+    spec.history.messages =
+        Some(vec![serde_json::json!({"role": "user", "content": [{"type": "text", "text": history}]})]);
+    let report = run(&spec, &RunConfig::for_spec(&spec), &PriceTable::builtin()).unwrap();
     let check = report.spawns[0].verification.as_ref().unwrap();
     assert!(check.only_directive, "{check:?}");
     assert_eq!(check.extends_parent, Some(true));
     let divergence = check.first_divergence.as_ref().unwrap();
     assert_eq!(divergence.path, "messages[2].content[3].text");
     assert_eq!(divergence.cause.name(), "directive");
-    // Declared sizes keep the bytes small (the history is one short text standing for
-    // 100,000 tokens), so the byte share here is modest; see the verify tests for filler.
-    assert!(check.identical_pct() > 90.0, "{}", check.identical_pct());
+    // Only the directive's last words differ: a few dozen bytes of over 400,000.
+    assert!(check.longest_bytes > 400_000, "{}", check.longest_bytes);
+    assert!(check.identical_pct() > 99.0, "{}", check.identical_pct());
 }

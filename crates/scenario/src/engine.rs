@@ -137,6 +137,8 @@ struct Engine<'s> {
     task_count: usize,
     /// The newest memory snapshot per (agent name, scope); 1 until a refresh.
     memory_snapshots: BTreeMap<(String, MemoryScope), u32>,
+    /// The fork gate is on (the scenario forks): every Agent spawn is asynchronous (seed 000).
+    forking: bool,
 }
 
 fn generate_spec(spec: &ScenarioSpec) -> GenerateSpec {
@@ -198,6 +200,7 @@ impl<'s> Engine<'s> {
             notices: Vec::new(),
             task_count: 0,
             memory_snapshots: BTreeMap::new(),
+            forking: spec.timeline.iter().any(|event| matches!(event, EventSpec::Fork(_))),
         };
         engine.snapshot = engine.params_now(Arc::clone(&engine.pending), None);
         Ok(engine)
@@ -809,10 +812,10 @@ impl<'s> Engine<'s> {
         };
         self.send(&request, who, at, self.spec.agent.summary_tokens)?;
         let c = &mut self.children[child];
-        c.next.head = Arc::new(compacted_history(
-            "[summary of the fork's work so far]",
-            self.spec.agent.summary_tokens,
-        ));
+        // Each child summarises its own work (its directive, its turns), so siblings' summaries
+        // are different bytes: one compacted child never reads another's summary.
+        let summary = format!("[summary of {}'s work so far]", c.label);
+        c.next.head = Arc::new(compacted_history(&summary, self.spec.agent.summary_tokens));
         c.next.tail.clear();
         Ok(())
     }

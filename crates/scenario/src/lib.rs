@@ -323,7 +323,6 @@ fn validate_team(index: usize, team: &TeamSpec) -> Result<(), ScenarioError> {
         ("addendum_tokens", team.addendum_tokens),
         ("message_tokens", team.message_tokens),
         ("notification_tokens", team.notification_tokens),
-        ("permission_tokens", team.permission_tokens),
         ("leader_reply_tokens", Some(team.leader_reply_tokens)),
         ("summary_tokens", Some(team.summary_tokens)),
     ] {

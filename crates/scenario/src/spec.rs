@@ -608,7 +608,7 @@ fn one() -> u32 {
 }
 
 /// `task`: seed 003's teaching sub-agent. A fresh `messages[]` holding only the task, its own
-/// system prompt, the parent's tools without `task`, `max_tokens` 8,000, no cache markers (the
+/// system prompt, the parent's base tools (no `task`, no `todo_write`), `max_tokens` 8,000, no cache markers (the
 /// seed's code sends none), at most 30 rounds; only its final text returns.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -720,8 +720,9 @@ pub struct Knobs {
 /// `team` (seed 002): the parent is the leader; each teammate has its own name, prompt and
 /// conversation (the parent's system prompt and tools, then a teammate addendum). Messages go
 /// through a file mailbox and appear in the recipient's conversation as a new user turn when it
-/// next wakes. A teammate's first wake asks the leader's permission for a tool (the leader polls
-/// every 500 ms, answers in a turn, and the answer returns as the tool's result); on Stop a
+/// next wakes. A teammate's first wake asks the leader's permission for a tool (the leader's UI
+/// polls every 500 ms and answers in a dialog, not in a model turn; the answer returns as the
+/// tool's result); on Stop a
 /// teammate goes idle and notifies the leader, who sends its next message after `idle_gap_ms`.
 /// The last notifications reach the leader on its next turn after the team.
 ///
@@ -730,7 +731,8 @@ pub struct Knobs {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TeamSpec {
-    /// The team's name (agent ids are `name@team`). Default `team`.
+    /// The team's name (agent ids are `name@team`, the leader's `lead@team`: seed 002's
+    /// `formatAgentId("lead", teamName)`). Default `team`.
     pub name: String,
     /// Teammates. Default 2.
     pub size: u32,
@@ -753,8 +755,6 @@ pub struct TeamSpec {
     pub message_tokens: Option<u64>,
     /// Declared size of each idle notification.
     pub notification_tokens: Option<u64>,
-    /// Declared size of each permission request.
-    pub permission_tokens: Option<u64>,
     /// Size of the leader's reply to what it read. Default 100.
     pub leader_reply_tokens: u64,
     /// Size of a teammate's closing summary. Default 300.
@@ -765,9 +765,7 @@ pub struct TeamSpec {
     pub prompt: String,
     /// A mailbox message from the leader.
     pub message: String,
-    /// A teammate's permission request, as the leader reads it.
-    pub permission: String,
-    /// The leader's answer, as the teammate's tool result.
+    /// The leader's answer (from its UI's dialog), as the teammate's tool result.
     pub permission_answer: String,
     /// A teammate's idle notification, with its last peer-DM summary.
     pub notification: String,
@@ -787,13 +785,11 @@ impl Default for TeamSpec {
             addendum_tokens: None,
             message_tokens: None,
             notification_tokens: None,
-            permission_tokens: None,
             leader_reply_tokens: 100,
             summary_tokens: 300,
             addendum: "# Agent teams\nYou are {name} ({id}), a teammate in team \"{team}\"; the team lead is {lead}. Messages from the lead and your teammates arrive as <teammate-message> turns; when you finish, stop and you will be woken for the next one.".into(),
             prompt: "You are {name}. Take the part of the plan the lead assigned to {name} and carry it out.".into(),
             message: "<teammate-message teammate_id=\"{lead}\">\n[the lead's next request for {name}]\n</teammate-message>".into(),
-            permission: "<permission-request teammate_id=\"{id}\">\n{name} asks to run a tool that needs approval.\n</permission-request>".into(),
             permission_answer: "Permission granted by {lead}.".into(),
             notification: "<idle-notification teammate_id=\"{id}\">\n{name} is idle. Last peer DM summary: [what {name} told its teammates]\n</idle-notification>".into(),
         }
@@ -807,6 +803,6 @@ impl TeamSpec {
             .replace("{name}", name)
             .replace("{id}", &format!("{name}@{}", self.name))
             .replace("{team}", &self.name)
-            .replace("{lead}", &format!("team-lead@{}", self.name))
+            .replace("{lead}", &format!("lead@{}", self.name))
     }
 }

@@ -199,6 +199,12 @@ fn report_of<'r>(runs: &'r [SuiteRun], name: &str) -> Option<&'r super::Scenario
     runs.iter().find(|run| run.fixture.name == name).map(|run| &run.report)
 }
 
+/// A percentage floored to two decimals: 99.98% must not print as 100%, which would claim the
+/// forks are the same bytes.
+fn floored_pct(pct: f64) -> String {
+    format!("{:.2}%", (pct * 100.0).floor() / 100.0)
+}
+
 /// One line per fixture: what sharing saves.
 pub fn suite_table(runs: &[SuiteRun]) -> String {
     use std::fmt::Write as _;
@@ -210,20 +216,14 @@ pub fn suite_table(runs: &[SuiteRun]) -> String {
     );
     for run in runs {
         let t = &run.report.totals;
-        let identical =
-            run.report
-                .spawns
-                .iter()
-                .filter_map(|s| s.verification.as_ref())
-                .map(|c| {
-                    if c.declared_sizes {
-                        "declared".to_string()
-                    } else {
-                        format!("{:.1}%", c.identical_pct())
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(" ");
+        let identical = run
+            .report
+            .spawns
+            .iter()
+            .filter_map(|s| s.verification.as_ref())
+            .map(|c| if c.declared_sizes { "declared".to_string() } else { floored_pct(c.identical_pct()) })
+            .collect::<Vec<_>>()
+            .join(" ");
         let _ = writeln!(
             out,
             "{:<36} {:>5} {:>12.1} {:>12.1} {:>6.1}% {:>7.1}% {:>7.2}x  {}",
@@ -277,4 +277,17 @@ pub fn mistakes_table(runs: &[SuiteRun]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::floored_pct;
+
+    #[test]
+    fn identity_is_floored_never_rounded_up_to_a_hundred() {
+        // 6,885 of 6,888 bytes = 99.956…%: rounding to one decimal would print 100.0%.
+        assert_eq!(floored_pct(100.0 * 6_885.0 / 6_888.0), "99.95%");
+        assert_eq!(floored_pct(100.0), "100.00%");
+        assert_eq!(floored_pct(99.999), "99.99%");
+    }
 }

@@ -11,9 +11,13 @@
 //! You are a senior reviewer. …
 //! ```
 //!
-//! `tools` is a comma-separated string (as Claude Code writes it) or a YAML list; absent means
-//! every tool. `model` is `inherit` (the default), an alias or a model id. Keys this model of the
-//! runtime does not use (`color`, …) are accepted and ignored, since real files carry them.
+//! `tools` and `disallowedTools` are a comma-separated string (as Claude Code writes it) or a
+//! YAML list; absent `tools` means every tool. `model` is `inherit` (the default), an alias or a
+//! model id. `background: true` launches the agent in the background; `isolation` is `worktree`
+//! (a note follows its prompt) or `remote` (another workspace). Keys whose effect on the bytes
+//! the seeds do not document (`effort`, `permissionMode`, `mcpServers`, `skills`, `hooks`,
+//! `color`, …; see the README's not-modelled list) are accepted and ignored, since real files
+//! carry them.
 
 use serde::Deserialize;
 
@@ -47,6 +51,14 @@ pub struct AgentDefinition {
     pub model: Option<String>,
     /// `maxTurns`, when given.
     pub max_turns: Option<u32>,
+    /// `disallowedTools`: removed from its pool after `tools` (seed 004: "tool allowlists or
+    /// deny lists").
+    pub disallowed_tools: Vec<String>,
+    /// `background: true`: launched in the background even when the call does not ask
+    /// (seed 004's "background preference").
+    pub background: bool,
+    /// `isolation` (seed 004's "isolation mode", the Agent tool's `worktree` or `remote`).
+    pub isolation: Option<Isolation>,
     /// The body: the agent's system prompt.
     pub prompt: String,
 }
@@ -59,6 +71,18 @@ struct FrontMatter {
     tools: Option<ToolList>,
     model: Option<String>,
     max_turns: Option<u32>,
+    disallowed_tools: Option<ToolList>,
+    background: Option<bool>,
+    isolation: Option<String>,
+}
+
+/// Where a custom agent works, apart from the parent's checkout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Its own git worktree: a note follows its prompt.
+    Worktree,
+    /// Another machine: a background agent in another workspace.
+    Remote,
 }
 
 #[derive(Deserialize)]
@@ -96,12 +120,23 @@ impl AgentDefinition {
             }
             turns => turns,
         };
+        let isolation = match front.isolation.as_deref() {
+            None => None,
+            Some("worktree") => Some(Isolation::Worktree),
+            Some("remote") => Some(Isolation::Remote),
+            Some(other) => {
+                return Err(error("isolation", format!("expected `worktree` or `remote`, got `{other}`")));
+            }
+        };
         Ok(AgentDefinition {
             name: required(front.name, "name")?,
             description: required(front.description, "description")?,
             tools: front.tools.map(ToolList::names),
             model: front.model.filter(|model| model != "inherit"),
             max_turns,
+            disallowed_tools: front.disallowed_tools.map(ToolList::names).unwrap_or_default(),
+            background: front.background.unwrap_or(false),
+            isolation,
             prompt: body.trim().to_string(),
         })
     }
@@ -155,5 +190,6 @@ mod tests {
         assert_eq!(field("---\nname: x\n---\n"), "description");
         assert_eq!(field("---\nname: x\ndescription: d\nmaxTurns: 500\n---\n"), "maxTurns");
         assert_eq!(field("---\nname: [x\n---\n"), "front matter");
+        assert_eq!(field("---\nname: x\ndescription: d\nisolation: cloud\n---\n"), "isolation");
     }
 }

@@ -16,7 +16,7 @@ mod render;
 mod request;
 
 pub use block::{Block, BlockKind, BlockRef, Message, block_text, with_tokens};
-pub use custom::{AgentDefinition, DefinitionError, MAX_CUSTOM_TURNS};
+pub use custom::{AgentDefinition, DefinitionError, Isolation, MAX_CUSTOM_TURNS};
 pub use fork::{
     FORK_BOILERPLATE_TAG, FORK_PLACEHOLDER, FORK_QUERY_SOURCE, FORK_TEMPLATE, ForkVariant, GuardVerdict,
     build_forked_messages, directive_text, fork_guard, placeholder_result, tool_result_id, tool_use_id,

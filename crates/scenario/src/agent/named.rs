@@ -29,7 +29,7 @@ pub enum SectionKind {
 pub struct Tool {
     /// Tool name.
     pub name: String,
-    /// Read-only tools are the ones Explore and Plan keep.
+    /// Read-only tools are the ones Plan keeps (Explore keeps seed 000's four by name).
     pub read_only: bool,
     /// Allowed for agents launched in the background (the third filtering layer drops the rest).
     pub async_safe: bool,

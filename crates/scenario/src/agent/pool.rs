@@ -16,6 +16,8 @@ pub struct ToolRules<'a> {
     pub disallowed_for_custom: &'a [String],
     /// Layer 3: the agent runs in the background, so tools not marked async-safe go.
     pub background: bool,
+    /// A custom agent's own deny list (its definition's `disallowedTools`).
+    pub disallowed_by_definition: &'a [String],
 }
 
 /// The tools the agent type may use before the layers apply: a configured list (`*` for all)
@@ -26,7 +28,10 @@ fn in_own_pool(agent: NamedAgent, configured: Option<&[String]>, tool: &Tool) ->
     }
     let named = |names: &[&str]| names.contains(&tool.name.as_str());
     match agent {
-        NamedAgent::Explore | NamedAgent::Plan => tool.read_only,
+        // Seed 000: Explore "retains only read-only tools (Glob, Grep, Read, Bash)" — Bash
+        // included, though it can write; Plan keeps the tools marked read-only.
+        NamedAgent::Explore => named(&["Glob", "Grep", "Read", "Bash"]),
+        NamedAgent::Plan => tool.read_only,
         NamedAgent::ClaudeCodeGuide => named(&["Glob", "Grep", "Read", "WebFetch", "WebSearch"]),
         NamedAgent::StatuslineSetup => named(&["Read", "Edit"]),
         NamedAgent::GeneralPurpose | NamedAgent::Verification | NamedAgent::Custom => true,
@@ -39,7 +44,8 @@ fn allowed_by_layers(agent: NamedAgent, rules: &ToolRules<'_>, tool: &Tool) -> b
     let disallowed_for_custom =
         agent == NamedAgent::Custom && rules.disallowed_for_custom.contains(&tool.name);
     let not_async = rules.background && !tool.async_safe;
-    !(disallowed_for_all || disallowed_for_custom || not_async)
+    let denied = rules.disallowed_by_definition.contains(&tool.name);
+    !(disallowed_for_all || disallowed_for_custom || not_async || denied)
 }
 
 /// The agent's tool definitions, in the parent's order (the blocks are the parent's, byte for
@@ -94,7 +100,12 @@ mod tests {
     fn each_type_has_its_pool_and_the_layers_apply_in_order() {
         let all = ["Agent".to_string()];
         let custom = ["Bash".to_string()];
-        let rules = ToolRules { disallowed_for_all: &all, disallowed_for_custom: &custom, background: false };
+        let rules = ToolRules {
+            disallowed_for_all: &all,
+            disallowed_for_custom: &custom,
+            background: false,
+            disallowed_by_definition: &[],
+        };
         let pool = |agent, configured: Option<&[String]>, rules: &ToolRules<'_>| {
             names(&agent_tools(agent, configured, rules, &tools()))
         };
@@ -103,7 +114,9 @@ mod tests {
             pool(NamedAgent::GeneralPurpose, None, &rules),
             ["AskUserQuestion", "Bash", "Edit", "Glob", "Read", "WebFetch"]
         );
-        assert_eq!(pool(NamedAgent::Explore, None, &rules), ["AskUserQuestion", "Glob", "Read", "WebFetch"]);
+        // Explore: seed 000's Glob, Grep, Read, Bash (no Grep in this pool); Plan: read-only.
+        assert_eq!(pool(NamedAgent::Explore, None, &rules), ["Bash", "Glob", "Read"]);
+        assert_eq!(pool(NamedAgent::Plan, None, &rules), ["AskUserQuestion", "Glob", "Read", "WebFetch"]);
         assert_eq!(pool(NamedAgent::ClaudeCodeGuide, None, &rules), ["Glob", "Read", "WebFetch"]);
         assert_eq!(pool(NamedAgent::StatuslineSetup, None, &rules), ["Edit", "Read"]);
         // Layer 2 only for custom agents: Bash goes for them, not for verification.

@@ -13,8 +13,8 @@ use forkcache_engine::clock::SimTime;
 use super::{Engine, Sent, extended};
 use crate::ScenarioError;
 use crate::agent::{
-    AgentDefinition, AgentRequest, Block, BlockRef, Mark, MemoryPosition, Message, NamedAgent, SectionKind,
-    ToolRules, agent_tools, memory_block, named_system, with_tokens, worktree_note_at,
+    AgentDefinition, AgentRequest, Block, BlockRef, Isolation, Mark, MemoryPosition, Message, NamedAgent,
+    SectionKind, ToolRules, agent_tools, memory_block, named_system, with_tokens, worktree_note_at,
 };
 use crate::record::{RequestRole, Who};
 use crate::spec::{NamedLaunch, NamedSpec, ResumeSpec, TaskSpec};
@@ -24,6 +24,11 @@ pub(super) const REMOTE_API_KEY: &str = "remote-workspace";
 
 /// The seed's safety limit on the teaching sub-agent's loop.
 pub const TASK_MAX_ROUNDS: u32 = 30;
+
+/// The parent's tools the teaching sub-agent does not get. The seed: "it has
+/// bash/read/write/edit/glob, but no task" — its `sub_tools` are the base tools, so neither
+/// `task` (no recursion) nor s05's `todo_write` (the parent's planning tool).
+const TASK_CHILD_LEAVES_OUT: [&str; 2] = ["task", "todo_write"];
 
 /// `max_tokens` of the teaching sub-agent's requests (the seed's code).
 const TASK_MAX_TOKENS: u64 = 8_000;
@@ -51,14 +56,23 @@ impl Notice {
 
 impl Engine<'_> {
     pub(super) fn named(&mut self, index: usize, spec: &NamedSpec) -> Result<(), ScenarioError> {
+        let asked = spec.launch;
+        let definition = custom_definition(index, spec)?;
+        let forced;
+        let spec = match self.launch_override(spec, definition.as_ref()) {
+            Some(overridden) => {
+                forced = overridden;
+                &forced
+            }
+            None => spec,
+        };
         self.drain(Some(self.now))?;
         self.named_count += 1;
         let number = self.named_count;
-        let definition = custom_definition(index, spec)?;
         let name = definition.as_ref().map_or(spec.agent.name(), |d| d.name.as_str()).to_string();
         let id = format!("toolu_named{number}");
         let mut input = json!({"description": name, "prompt": spec.prompt, "subagent_type": name});
-        if spec.launch != NamedLaunch::Sync {
+        if asked != NamedLaunch::Sync {
             input["run_in_background"] = json!(true);
         }
         let (call, sent) = self.parent_calls(&id, "Agent", input, &name)?;
@@ -84,6 +98,31 @@ impl Engine<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Seed 000: "Enabling forks also changes the overall behavior of the Agent tool: all agent
+    /// spawns become asynchronous, using a unified task-notification interaction model." With
+    /// forking on (the scenario forks), a named agent asked to run synchronously runs in the
+    /// background instead: the parent gets the launch receipt and, later, the notification with
+    /// the report; the agent's tools lose those not async-safe, as any async agent's do. The
+    /// model did not ask for the background, so the call's input has no `run_in_background`.
+    /// A custom agent's `background: true` or `isolation: remote` launches it so as well
+    /// (seed 004: the runtime "checks … background settings, and isolation settings");
+    /// `isolation: worktree` gives it the worktree note.
+    fn launch_override(&self, spec: &NamedSpec, definition: Option<&AgentDefinition>) -> Option<NamedSpec> {
+        let isolation = definition.and_then(|d| d.isolation);
+        let mut launch = spec.launch;
+        if isolation == Some(Isolation::Remote) {
+            launch = NamedLaunch::Remote;
+        } else if launch == NamedLaunch::Sync && (self.forking || definition.is_some_and(|d| d.background)) {
+            launch = NamedLaunch::Background;
+        }
+        let worktree = spec.worktree || isolation == Some(Isolation::Worktree);
+        (launch != spec.launch || worktree != spec.worktree).then(|| NamedSpec {
+            launch,
+            worktree,
+            ..spec.clone()
+        })
     }
 
     /// The parent's request whose reply is one call of `tool`; the snapshot is saved as for any
@@ -158,6 +197,7 @@ impl Engine<'_> {
             disallowed_for_all: &self.spec.agent.disallowed_for_agents,
             disallowed_for_custom: &self.spec.agent.disallowed_for_custom_agents,
             background: spec.launch != NamedLaunch::Sync,
+            disallowed_by_definition: definition.map_or(&[], |d| d.disallowed_tools.as_slice()),
         };
         let configured = definition.and_then(|d| d.tools.as_deref()).or(spec.tools.as_deref());
         let label = format!("{name} {number}");
@@ -242,8 +282,8 @@ impl Engine<'_> {
         self.queue.iter().find(|(_, queued)| **queued == child).map(|(key, _)| *key)
     }
 
-    /// Seed 003's `spawn_subagent`: fresh messages, its own system prompt, the parent's tools
-    /// without `task`, at most 30 rounds; only its final text returns.
+    /// Seed 003's `spawn_subagent`: fresh messages, its own system prompt, the parent's base
+    /// tools (without `task` and `todo_write`), at most 30 rounds; only its final text returns.
     pub(super) fn task(&mut self, spec: &TaskSpec) -> Result<(), ScenarioError> {
         self.drain(Some(self.now))?;
         self.task_count += 1;
@@ -251,7 +291,12 @@ impl Engine<'_> {
         let id = format!("toolu_task{number}");
         let (call, sent) =
             self.parent_calls(&id, "task", json!({"description": spec.description}), "task")?;
-        let tools = self.tools.iter().filter(|t| t.name != "task").map(|t| t.block.clone()).collect();
+        let tools = self
+            .tools
+            .iter()
+            .filter(|t| !TASK_CHILD_LEAVES_OUT.contains(&t.name.as_str()))
+            .map(|t| t.block.clone())
+            .collect();
         let mut next = AgentRequest {
             model: self.spec.model.clone(),
             max_tokens: TASK_MAX_TOKENS,

@@ -1,9 +1,10 @@
 //! Teams (seed 002): the parent leads; teammates run their own conversations on the same
-//! clock. A teammate's permission request and its idle notification reach the leader's mailbox,
-//! which the leader reads on its next poll tick (every `poll_ms`) once its previous turn is done;
-//! what the leader reads becomes a user turn of its conversation. Its answer returns to the
-//! teammate: a permission as the waiting tool's result, a mailbox message as a new user turn when
-//! the teammate next wakes, `idle_gap_ms` later.
+//! clock. A teammate's permission request is "routed through leader's UI": the leader's UI polls
+//! (every `poll_ms`), shows a dialog, and the answer returns as the waiting tool's result — no
+//! model turn of the leader, nothing in its conversation. An idle notification reaches the
+//! leader's mailbox, which the leader reads on its next poll tick once its previous turn is done;
+//! what it reads becomes a user turn of its conversation, and its answer (a mailbox message)
+//! becomes a new user turn of the teammate when it next wakes, `idle_gap_ms` later.
 //!
 //! Teammates start from the leader's snapshot (system prompt and tools, byte for byte) plus
 //! their own addendum, so each one's first request can read the leader's cached system prefix.
@@ -34,10 +35,8 @@ struct Teammate {
     waiting: Option<Message>,
 }
 
-/// What the leader's mailbox holds.
+/// What the leader's mailbox holds (permission requests go to its UI, not here).
 enum Mail {
-    /// Teammate `i` waits for a permission: the leader must answer.
-    Permission(usize),
     /// Teammate `i` went idle with messages left: the leader sends the next.
     Idle(usize),
     /// Teammate `i` went idle for good: read on the leader's next turn, nothing to answer.
@@ -47,6 +46,8 @@ enum Mail {
 enum Step {
     Wake(usize),
     Lead,
+    /// The leader's UI answers teammate `i`'s permission dialog.
+    Dialog(usize),
 }
 
 struct Team<'t> {
@@ -67,16 +68,28 @@ impl Team<'_> {
         self.ends_at = self.ends_at.max(at);
     }
 
+    /// The first poll tick at or after `at`.
+    fn tick(&self, at: SimTime) -> SimTime {
+        SimTime(at.ms().div_ceil(self.spec.poll_ms) * self.spec.poll_ms)
+    }
+
     /// The leader reads at its first poll tick at or after `at`, once its last turn is done.
     fn schedule_lead(&mut self, at: SimTime) {
-        let earliest = at.max(self.leader_free_at).ms();
-        let tick = earliest.div_ceil(self.spec.poll_ms) * self.spec.poll_ms;
-        self.schedule(SimTime(tick), Step::Lead);
+        let tick = self.tick(at.max(self.leader_free_at));
+        self.schedule(tick, Step::Lead);
+    }
+
+    /// The leader's UI sees a pending permission request at its first poll tick and answers it
+    /// there (the seed: "Leader polls every 500ms, shows UI dialog"); the model is not asked, so
+    /// a model turn in progress does not delay it. The user's time at the dialog is not modelled.
+    fn schedule_dialog(&mut self, at: SimTime, mate: usize) {
+        let tick = self.tick(at);
+        self.schedule(tick, Step::Dialog(mate));
     }
 
     fn post(&mut self, at: SimTime, template: &str, tokens: Option<u64>, mail: Mail) {
         let mate = match mail {
-            Mail::Permission(i) | Mail::Idle(i) | Mail::Done(i) => i,
+            Mail::Idle(i) | Mail::Done(i) => i,
         };
         let block = Block::text(&self.spec.fill(template, &self.mates[mate].name), tokens);
         let answer_needed = !matches!(mail, Mail::Done(_));
@@ -115,6 +128,7 @@ impl Engine<'_> {
             match step {
                 Step::Wake(mate) => self.teammate_wakes(&mut team, mate, at)?,
                 Step::Lead => self.leader_reads(&mut team, at)?,
+                Step::Dialog(mate) => self.dialog_answers(&mut team, mate, at),
             }
         }
         // The last notifications wait for the leader's next turn.
@@ -181,7 +195,7 @@ impl Engine<'_> {
         let mate = &mut team.mates[index];
         if asks {
             mate.waiting = Some(reply);
-            team.post(sent.completes_at, &spec.permission, spec.permission_tokens, Mail::Permission(index));
+            team.schedule_dialog(sent.completes_at, index);
         } else {
             mate.next = extended(&mate.next, vec![reply]);
             let mail = if mate.messages_left > 0 { Mail::Idle(index) } else { Mail::Done(index) };
@@ -229,27 +243,29 @@ impl Engine<'_> {
         Ok(())
     }
 
-    #[allow(clippy::expect_used)] // a permission request is answered only while its call waits
+    /// The leader's UI grants teammate `index`'s permission: the waiting tool runs and its
+    /// result is the answer; the teammate's next request follows the tool's run.
+    fn dialog_answers(&mut self, team: &mut Team<'_>, index: usize, at: SimTime) {
+        let spec = team.spec;
+        let mate = &mut team.mates[index];
+        // A dialog is scheduled only when a request leaves its call waiting.
+        let Some(call) = mate.waiting.take() else { return };
+        let answer = spec.fill(&spec.permission_answer, &mate.name);
+        let results = call
+            .blocks
+            .iter()
+            .filter_map(crate::agent::tool_use_id)
+            .map(|id| {
+                Block::from_value(&json!({"type": "tool_result", "tool_use_id": id, "content": answer}))
+            })
+            .collect();
+        mate.next = extended(&mate.next, vec![call, Message::user(results)]);
+        team.schedule(at.plus_ms(self.spec.agent.tool_ms), Step::Wake(index));
+    }
+
     fn answer(&mut self, team: &mut Team<'_>, mail: Mail, at: SimTime) {
         let spec = team.spec;
         match mail {
-            Mail::Permission(index) => {
-                let mate = &mut team.mates[index];
-                let call = mate.waiting.take().expect("a permission request waits on its call");
-                let answer = spec.fill(&spec.permission_answer, &mate.name);
-                let results = call
-                    .blocks
-                    .iter()
-                    .filter_map(crate::agent::tool_use_id)
-                    .map(|id| {
-                        Block::from_value(
-                            &json!({"type": "tool_result", "tool_use_id": id, "content": answer}),
-                        )
-                    })
-                    .collect();
-                mate.next = extended(&mate.next, vec![call, Message::user(results)]);
-                team.schedule(at.plus_ms(self.spec.agent.tool_ms), Step::Wake(index));
-            }
             Mail::Idle(index) => {
                 let mate = &mut team.mates[index];
                 mate.messages_left -= 1;
