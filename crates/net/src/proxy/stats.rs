@@ -152,6 +152,9 @@ pub struct ProxyStats {
     pub workspaces: BTreeMap<String, WorkspaceComparison>,
     /// Trace lines that could not be written.
     pub trace_write_errors: u64,
+    /// Requests sent to the upstream a second time because the connection closed before any
+    /// byte of an answer (an upstream closing a kept-alive connection as the request went out).
+    pub upstream_retries: u64,
     /// Exchanges written to the trace whose prediction has not run yet: how far the prediction
     /// lags behind forwarding. An exchange's recorded side is counted in `workspaces` once
     /// written; its predicted side and recorded cost once predicted (or skipped).
@@ -211,6 +214,7 @@ impl ProxyStats {
     pub fn to_json(&self) -> String {
         let proxy_wide = ProxyWide {
             trace_write_errors: self.trace_write_errors,
+            upstream_retries: self.upstream_retries,
             predictions_pending: self.predictions_pending,
             renders: self.renders,
         };
@@ -249,6 +253,7 @@ struct StatsJson<'s> {
 #[derive(Serialize)]
 struct ProxyWide {
     trace_write_errors: u64,
+    upstream_retries: u64,
     predictions_pending: u64,
     renders: RenderCounts,
 }
