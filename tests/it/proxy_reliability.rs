@@ -90,3 +90,78 @@ fn item14_an_upstream_closing_each_connection_after_its_response_costs_no_502() 
     // The race was met (a request sent on a connection the upstream was closing), and retried.
     assert!(stats.upstream_retries > 0, "no request met a closing connection: the test proves nothing");
 }
+
+/// An upstream that answers every request with `body`, declared as `content-encoding: gzip`.
+fn gzip_upstream(body: Vec<u8>) -> (String, tokio::runtime::Runtime) {
+    use axum::http::header;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(move || {
+        let body = body.clone();
+        async move {
+            ([(header::CONTENT_TYPE, "application/json"), (header::CONTENT_ENCODING, "gzip")], body)
+        }
+    });
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), runtime)
+}
+
+/// One request through the proxy on a raw socket: the response's body bytes as received.
+fn raw_body(proxy: &RunningProxy) -> Vec<u8> {
+    let body = cached_request(MODEL, 2_000, "bomb", false);
+    let addr = proxy.url("").trim_start_matches("http://").to_string();
+    let mut socket = TcpStream::connect(addr).unwrap();
+    write!(
+        socket,
+        "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = Vec::new();
+    socket.read_to_end(&mut response).unwrap();
+    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&response[..head_end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200") && head.contains("content-length"), "{head}");
+    response[head_end..].to_vec()
+}
+
+#[test]
+fn item6_a_gzip_bomb_reaches_the_client_untouched_and_its_copy_is_not_decoded_past_the_limit() {
+    use forkcache_net::proxy::DecodeLimit;
+    // A valid Messages response padded with 64 MiB of zeros: gzip shrinks it about 1,000 times.
+    let padding = "0".repeat(64 << 20);
+    let message = MESSAGE.replacen("\"content\":[]", &format!("\"content\":[],\"pad\":\"{padding}\""), 1);
+    drop(padding);
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(message.as_bytes()).unwrap();
+    let bomb = encoder.finish().unwrap();
+    drop(message);
+    // Under 256 KiB, so 256 × its size is under the 64 MiB cap: the ratio fires first (part 2).
+    assert!(bomb.len() < 256 << 10, "{} bytes", bomb.len());
+    let (upstream, _runtime) = gzip_upstream(bomb.clone());
+
+    // 1. A cap lowered to 4 MiB: the copy stops decoding at 4 << 20 = 4,194,304 bytes (the
+    //    ratio allows more: 256 × the bomb's size is past 16 MiB for any bomb past 64 KiB).
+    let dir = crate::proxy::scratch("bomb");
+    let trace = dir.join("proxy.jsonl");
+    let proxy = RunningProxy::start_with(&upstream, |config| {
+        config.trace = Some(trace.clone());
+        config.decode_limit = DecodeLimit { bytes: 4 << 20, ratio: 256 };
+    });
+    assert_eq!(raw_body(&proxy), bomb, "the client gets the upstream's bytes as sent");
+    let (stats, _) = proxy.stop();
+    assert_eq!(stats.copies_unread.get("decodes past 4194304 bytes"), Some(&1), "{:?}", stats.copies_unread);
+    let lines = crate::proxy::trace_lines(&trace);
+    assert_eq!(lines.len(), 1, "the exchange is recorded");
+    assert!(lines[0].get("usage").is_none(), "its usage was not read: {}", lines[0]["usage"]);
+
+    // 2. The default cap (64 MiB): the ratio stops it, at 256 × the bomb's size, before the
+    //    66 MiB it expands to.
+    let proxy = RunningProxy::start(&upstream, None);
+    assert_eq!(raw_body(&proxy), bomb);
+    let (stats, _) = proxy.stop();
+    let by_ratio = format!("decodes past {} bytes", bomb.len() * 256);
+    assert_eq!(stats.copies_unread.get(&by_ratio), Some(&1), "{:?}", stats.copies_unread);
+    let _ = std::fs::remove_dir_all(&dir);
+}
