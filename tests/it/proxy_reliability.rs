@@ -165,3 +165,50 @@ fn item6_a_gzip_bomb_reaches_the_client_untouched_and_its_copy_is_not_decoded_pa
     assert_eq!(stats.copies_unread.get(&by_ratio), Some(&1), "{:?}", stats.copies_unread);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn item2_a_trace_of_24_clients_with_large_bodies_replays_with_no_unreadable_line() {
+    use forkcache_engine::billing::PriceTable;
+    use forkcache_engine::endpoint::EndpointConfig;
+    use forkcache_ingest::replay::{ReplayConfig, replay};
+    use forkcache_net::serve::ServeConfig;
+
+    use crate::serve_harness::Running;
+
+    const CLIENTS: usize = 24;
+    const TURNS: usize = 150;
+    let dir = crate::proxy::scratch("load-order");
+    let trace = dir.join("proxy.jsonl");
+    let server = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let proxy = RunningProxy::start(&server.url(""), Some(trace.clone()));
+    let url = proxy.url("/v1/messages");
+    let started = std::time::Instant::now();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let agent = client();
+                // A large body: 16 KiB of text beside a declared 2,000-token system prompt.
+                let filler = format!("client {c} ").repeat(16 << 10 >> 4);
+                (0..TURNS)
+                    .map(|turn| {
+                        let user = format!("turn {turn}: {filler}");
+                        let body = cached_request(MODEL, 2_000, &user, turn % 2 == 0);
+                        post(&agent, &url, Some(&format!("key-{c}")), body.as_bytes()).status
+                    })
+                    .filter(|status| *status == 200)
+                    .count()
+            })
+        })
+        .collect();
+    let answered: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    proxy.stop();
+    drop(server);
+    eprintln!("24 x 150 through the proxy in {:?}", started.elapsed());
+    assert_eq!(answered, CLIENTS * TURNS);
+    let bytes = std::fs::read(&trace).unwrap();
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), &bytes).expect("the trace replays");
+    assert_eq!(report.unreadable.len(), 0, "{:?}", report.unreadable.first());
+    assert_eq!(report.records.len(), CLIENTS * TURNS);
+    let _ = std::fs::remove_dir_all(&dir);
+}
