@@ -23,6 +23,7 @@ mod positions;
 mod prices;
 mod properties;
 mod proxy;
+mod proxy_reliability;
 mod proxy_tls;
 mod reference;
 mod reliability;

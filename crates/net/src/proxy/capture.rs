@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use forkcache_ingest::trace::LoggedError;
 use forkcache_wire::ErrorKind;
 
-pub use crate::edge::encoding::Encodings;
+pub use crate::edge::encoding::{DecodeLimit, Decoded, Encodings};
 
 /// A response copy larger than this is not kept (its usage is then unknown): a Messages response
 /// is a few kilobytes to a few megabytes.

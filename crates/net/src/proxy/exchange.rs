@@ -8,7 +8,7 @@ use forkcache_engine::billing::RecordedUsage;
 use forkcache_ingest::trace::{Envelope, LoggedError, scrub_secrets};
 use forkcache_wire::Betas;
 
-use super::capture::{Encodings, Observed, observe};
+use super::capture::{COPY_LIMIT_BYTES, DecodeLimit, Decoded, Encodings, Observed, observe};
 
 /// One Messages exchange as the forwarding path saw it.
 pub(super) struct Exchange {
@@ -56,13 +56,15 @@ pub(super) struct Entry {
     pub(super) recorded: Option<RecordedUsage>,
     /// The model the response named.
     pub(super) model: Option<String>,
+    /// Why the response copy was not read, when it was not (its usage is then unknown).
+    pub(super) unread: Option<String>,
 }
 
 impl Entry {
-    pub(super) fn of(exchange: &Exchange) -> Entry {
+    pub(super) fn of(exchange: &Exchange, decode_limit: &DecodeLimit) -> Entry {
         let response = exchange.response.as_ref();
         let workspace = workspace(exchange);
-        let observed = response.map(read_copy).unwrap_or_default();
+        let (observed, unread) = response.map(|r| read_copy(r, decode_limit)).unwrap_or_default();
         let usage = observed.usage.map(serde_json::Value::Object);
         let recorded = usage.as_ref().and_then(|usage| read_recorded(&usage.to_string()));
         // No response and no answer of our own: the client left before the upstream answered.
@@ -86,7 +88,7 @@ impl Entry {
             error,
             incomplete: incomplete.then_some(true),
         };
-        Entry { workspace, envelope, recorded, model }
+        Entry { workspace, envelope, recorded, model, unread }
     }
 }
 
@@ -130,21 +132,31 @@ fn client_left() -> LoggedError {
     }
 }
 
-/// What the response copy says: decoded, then read; a body that ended early is incomplete.
-fn read_copy(response: &Response) -> Observed {
+/// What the response copy says: decoded (within `limit`), then read; a body that ended early is
+/// incomplete. A copy that is not read says why.
+fn read_copy(response: &Response, limit: &DecodeLimit) -> (Observed, Option<String>) {
     if response.copy_overflowed {
-        return Observed::default();
+        return (Observed::default(), Some(format!("received past {} MiB", COPY_LIMIT_BYTES >> 20)));
     }
     let received = response.copy.concat();
     let decoded = if response.encodings.is_identity() {
         received
     } else {
-        response.encodings.decode(&received).unwrap_or_default()
+        match response.encodings.decode_within(&received, limit) {
+            Decoded::Whole(decoded) => decoded,
+            Decoded::TooLarge { limit } => {
+                return (Observed::default(), Some(format!("decodes past {limit} bytes")));
+            }
+            Decoded::Unknown => {
+                let reason = format!("unknown content-encoding {}", response.encodings.name());
+                return (Observed::default(), Some(reason));
+            }
+        }
     };
     let mut observed = observe(response.status, response.event_stream, &decoded);
     let success = (200..300).contains(&response.status);
     if success && (!response.ended || response.upstream_error.is_some()) {
         observed.incomplete = true;
     }
-    observed
+    (observed, None)
 }

@@ -65,11 +65,24 @@ async fn forward(State(shared): SharedState, request: Request) -> Response {
         // References to the frames' buffers: the journal joins them, off this path.
         ticket.set_body(frames.clone());
     }
-    let mut upstream_request = hyper::Request::new(Frames::new(frames));
-    *upstream_request.method_mut() = parts.method;
-    *upstream_request.uri_mut() = shared.upstream.target(parts.uri.path_and_query());
-    *upstream_request.headers_mut() = end_to_end(&parts.headers);
-    let response = match shared.upstream.client().request(upstream_request).await {
+    let target = shared.upstream.target(parts.uri.path_and_query());
+    let headers = end_to_end(&parts.headers);
+    let upstream_request = |frames: Vec<Bytes>| {
+        let mut request = hyper::Request::new(Frames::new(frames));
+        *request.method_mut() = parts.method.clone();
+        *request.uri_mut() = target.clone();
+        *request.headers_mut() = headers.clone();
+        request
+    };
+    let mut sent = shared.upstream.client().request(upstream_request(frames.clone())).await;
+    if sent.as_ref().is_err_and(never_answered) {
+        // The upstream closed the connection before answering a byte: on a kept-alive connection
+        // it closed while the request was on its way. Once more, on a new connection (another
+        // kept-alive one may be closing too).
+        shared.stats.lock().unwrap_or_else(PoisonError::into_inner).upstream_retries += 1;
+        sent = shared.upstream.fresh_client().request(upstream_request(frames)).await;
+    }
+    let response = match sent {
         Ok(response) => response,
         Err(err) => {
             let message = format!(
@@ -148,6 +161,32 @@ async fn read_frames(body: Body, limit: usize) -> Result<Vec<Bytes>, Unread> {
         }
     }
     Ok(frames)
+}
+
+/// Whether a request failed because its connection closed (or was reset) before any byte of a
+/// response came back: the failure hyper reports when an upstream closes a kept-alive connection
+/// just as a request is sent on it. A request that was never sent at all is retried by the client
+/// itself; a connection that could not be made is not retried (the upstream is down).
+fn never_answered(err: &hyper_util::client::legacy::Error) -> bool {
+    if err.is_connect() {
+        return false;
+    }
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(hyper_error) = cause.downcast_ref::<hyper::Error>() {
+            if hyper_error.is_incomplete_message() || hyper_error.is_canceled() {
+                return true;
+            }
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+            if matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted) {
+                return true;
+            }
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// The client error and its causes, most specific last (`connection refused`, not only

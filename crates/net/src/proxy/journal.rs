@@ -18,7 +18,7 @@ use forkcache_engine::endpoint::MockEndpoint;
 use forkcache_engine::tokenize::Tokenizer;
 use forkcache_ingest::trace::{LoggedError, TraceWriter, envelope_line, key_fingerprint};
 
-use super::capture::{COPY_LIMIT_BYTES, Encodings};
+use super::capture::{COPY_LIMIT_BYTES, DecodeLimit, Encodings};
 use super::exchange::{Entry, Exchange, Response, workspace};
 use super::mailbox::Mailbox;
 use super::order::{Order, Stamp};
@@ -209,11 +209,19 @@ pub(super) fn start(
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
     prediction_queue_bytes: usize,
+    decode_limit: DecodeLimit,
 ) -> std::io::Result<(Arc<Sequencer>, Handle)> {
     let (predictions, prediction) =
         predict::start(endpoint, request_log, Arc::clone(&stats), prediction_queue_bytes)?;
     let notes = Arc::new(Mailbox::default());
-    let journal = Journal { trace, predictions, stats, order: Order::default(), waiting: BTreeMap::new() };
+    let journal = Journal {
+        trace,
+        predictions,
+        stats,
+        order: Order::default(),
+        waiting: BTreeMap::new(),
+        decode_limit,
+    };
     let inbox = Arc::clone(&notes);
     let journal = std::thread::Builder::new()
         .name("forkcache-proxy-journal".into())
@@ -231,6 +239,8 @@ struct Journal {
     order: Order,
     /// Ended exchanges waiting for an earlier-started one.
     waiting: BTreeMap<u64, Exchange>,
+    /// How far a compressed copy is decoded.
+    decode_limit: DecodeLimit,
 }
 
 impl Journal {
@@ -265,7 +275,7 @@ impl Journal {
 
     /// Writes the exchange's trace line, then queues it for its prediction.
     fn write(&mut self, mut exchange: Exchange) {
-        let entry = Entry::of(&exchange);
+        let entry = Entry::of(&exchange, &self.decode_limit);
         if let Some(trace) = &mut self.trace {
             exchange.join_body();
             let line = match &trace.redact_with {
@@ -295,6 +305,9 @@ impl Journal {
         stats.add_recorded(&entry.workspace, recorded, error, incomplete);
         // Queued for its prediction right after this (`PredictionQueue::push`).
         stats.predictions_pending += 1;
+        if let Some(unread) = &entry.unread {
+            *stats.copies_unread.entry(unread.clone()).or_default() += 1;
+        }
         if let Some(response) = &exchange.response {
             *stats.content_encodings.entry(response.encodings.name()).or_default() += 1;
         }

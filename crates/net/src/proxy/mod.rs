@@ -29,6 +29,7 @@ mod redact;
 mod stats;
 mod upstream;
 
+pub use crate::edge::encoding::DecodeLimit;
 use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -99,6 +100,10 @@ pub struct ProxyConfig {
     /// Show `GET /forkcache/stats` only to a key, and only that key's workspaces (as `serve
     /// --require-key`). Default false: without a key, every workspace is shown.
     pub require_key: bool,
+    /// How far a compressed response copy is decoded to read its usage; past it the copy is not
+    /// read (the stats count it in `copies_unread`). Default [`DecodeLimit::default`]: 64 MiB,
+    /// at most 256 decoded bytes per encoded byte.
+    pub decode_limit: DecodeLimit,
 }
 
 impl ProxyConfig {
@@ -115,6 +120,7 @@ impl ProxyConfig {
             shutdown_grace_ms: 10_000,
             prediction_queue_bytes: PREDICTION_QUEUE_BYTES,
             require_key: false,
+            decode_limit: DecodeLimit::default(),
         }
     }
 }
@@ -166,6 +172,7 @@ impl Proxy {
             config.request_log,
             Arc::clone(&stats),
             config.prediction_queue_bytes,
+            config.decode_limit,
         )
         .map_err(EdgeError::Io)?;
         let shared = Shared {

@@ -152,6 +152,13 @@ pub struct ProxyStats {
     pub workspaces: BTreeMap<String, WorkspaceComparison>,
     /// Trace lines that could not be written.
     pub trace_write_errors: u64,
+    /// Requests sent to the upstream a second time because the connection closed before any
+    /// byte of an answer (an upstream closing a kept-alive connection as the request went out).
+    pub upstream_retries: u64,
+    /// Response copies not read for their usage, by why: `received past 64 MiB`, `decodes past N
+    /// bytes` (the decode limit: a bomb, or a response larger than the limit), `unknown
+    /// content-encoding …`. The client got each as sent.
+    pub copies_unread: BTreeMap<String, u64>,
     /// Exchanges written to the trace whose prediction has not run yet: how far the prediction
     /// lags behind forwarding. An exchange's recorded side is counted in `workspaces` once
     /// written; its predicted side and recorded cost once predicted (or skipped).
@@ -211,6 +218,8 @@ impl ProxyStats {
     pub fn to_json(&self) -> String {
         let proxy_wide = ProxyWide {
             trace_write_errors: self.trace_write_errors,
+            upstream_retries: self.upstream_retries,
+            copies_unread: self.copies_unread.clone(),
             predictions_pending: self.predictions_pending,
             renders: self.renders,
         };
@@ -249,6 +258,8 @@ struct StatsJson<'s> {
 #[derive(Serialize)]
 struct ProxyWide {
     trace_write_errors: u64,
+    upstream_retries: u64,
+    copies_unread: BTreeMap<String, u64>,
     predictions_pending: u64,
     renders: RenderCounts,
 }

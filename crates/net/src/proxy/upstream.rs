@@ -56,6 +56,9 @@ pub struct Upstream {
     /// Path prefix without its trailing `/` (empty for none).
     prefix: String,
     client: Client<HttpsConnector<HttpConnector>, Frames>,
+    /// A client that keeps no idle connection: each request it sends goes on a connection of its
+    /// own, for a retry that must not meet another connection the upstream is closing.
+    fresh: Client<HttpsConnector<HttpConnector>, Frames>,
 }
 
 impl Upstream {
@@ -74,7 +77,8 @@ impl Upstream {
         }
         let prefix = uri.path().trim_end_matches('/').to_string();
         let client = Client::builder(TokioExecutor::new()).build(connector(ca_pem)?);
-        Ok(Upstream { scheme, authority, prefix, client })
+        let fresh = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(0).build(connector(ca_pem)?);
+        Ok(Upstream { scheme, authority, prefix, client, fresh })
     }
 
     /// The upstream URL for a request's path and query.
@@ -104,6 +108,11 @@ impl Upstream {
     /// The client.
     pub(super) fn client(&self) -> &Client<HttpsConnector<HttpConnector>, Frames> {
         &self.client
+    }
+
+    /// The client that sends each request on a new connection.
+    pub(super) fn fresh_client(&self) -> &Client<HttpsConnector<HttpConnector>, Frames> {
+        &self.fresh
     }
 }
 
