@@ -111,7 +111,7 @@ fn every_image_the_docs_show_exists() {
         let text = std::fs::read_to_string(document).unwrap();
         // `![alt](path)`: the path is relative to the document's folder.
         for (at, _) in text.match_indices("](") {
-            if !text[..at].rsplit_once("![").is_some_and(|(_, alt)| !alt.contains(']')) {
+            if text[..at].rsplit_once("![").is_none_or(|(_, alt)| alt.contains(']')) {
                 continue;
             }
             let target = &text[at + 2..];
