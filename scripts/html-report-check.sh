@@ -2,7 +2,8 @@
 # Opens `forkcache report --html`'s index.html in headless Chromium (from the Debian packages)
 # and checks that every chart is in the rendered page as an <svg> and that the page's console
 # logged no error. Also leaves a screenshot beside the page for a person to look at. Then does the
-# same for `forkcache import claude-code --html` on a transcript fixture (DIR/import).
+# same for `forkcache import claude-code --html` on a transcript fixture (DIR/import) and for
+# `forkcache import codex --html` on a rollout fixture (DIR/import-codex).
 #
 # Usage: scripts/html-report-check.sh [DIR]   (DIR: where to write the report; target/ci-html)
 # FORKCACHE_BIN: a forkcache binary to use instead of building the release one.
@@ -69,6 +70,30 @@ if grep -qE ':CONSOLE|Uncaught' "$dir/console.log"; then
 fi
 echo "index.html: $rendered of $charts charts rendered, $tables sortable tables, no console error ($dir/screenshot.png)"
 
+# Opens DIR/index.html, a page whose charts are all inline: the count to reach is the page's own
+# <svg> count, and the console must stay quiet. NAME is the command that wrote it.
+check_inline_page() {
+    local name=$1 page_dir=$2
+    local url="file://$(realpath "$page_dir/index.html")"
+    local written rendered tables
+    written=$(grep -o '<svg' "$page_dir/index.html" | wc -l)
+    "${browser[@]}" --dump-dom "$url" >"$page_dir/dom.html" 2>"$page_dir/console.log"
+    "${browser[@]}" --screenshot="$page_dir/screenshot.png" --window-size=1280,2000 "$url" \
+        >/dev/null 2>>"$page_dir/console.log"
+    rendered=$(grep -o '<svg' "$page_dir/dom.html" | wc -l)
+    if [[ "$rendered" -ne "$written" || "$written" -eq 0 ]]; then
+        echo "$name index.html: $rendered charts rendered, $written in the page" >&2
+        exit 1
+    fi
+    if grep -qE ':CONSOLE|Uncaught' "$page_dir/console.log"; then
+        echo "$name index.html logged to the console:" >&2
+        grep -E ':CONSOLE|Uncaught' "$page_dir/console.log" >&2
+        exit 1
+    fi
+    tables=$(grep -o '<table class="sortable">' "$page_dir/dom.html" | wc -l)
+    echo "$name index.html: $rendered of $written charts rendered, $tables sortable tables, no console error ($page_dir/screenshot.png)"
+}
+
 # The import's page: every chart is inline (no files beside it), so the count to reach is the
 # page's own <svg> count; the fixture ends in a torn line, so the import exits 3 by design.
 import_dir="$dir/import"
@@ -79,20 +104,9 @@ if [[ "$status" -ne 3 ]]; then
     echo "import --html: exit $status (expected 3: the fixture's torn last line)" >&2
     exit 1
 fi
-import_page="file://$(realpath "$import_dir/index.html")"
-written=$(grep -o '<svg' "$import_dir/index.html" | wc -l)
-"${browser[@]}" --dump-dom "$import_page" >"$import_dir/dom.html" 2>"$import_dir/console.log"
-"${browser[@]}" --screenshot="$import_dir/screenshot.png" --window-size=1280,2000 "$import_page" \
-    >/dev/null 2>>"$import_dir/console.log"
-rendered=$(grep -o '<svg' "$import_dir/dom.html" | wc -l)
-if [[ "$rendered" -ne "$written" || "$written" -eq 0 ]]; then
-    echo "import index.html: $rendered charts rendered, $written in the page" >&2
-    exit 1
-fi
-if grep -qE ':CONSOLE|Uncaught' "$import_dir/console.log"; then
-    echo "import index.html logged to the console:" >&2
-    grep -E ':CONSOLE|Uncaught' "$import_dir/console.log" >&2
-    exit 1
-fi
-tables=$(grep -o '<table class="sortable">' "$import_dir/dom.html" | wc -l)
-echo "import index.html: $rendered of $written charts rendered, $tables sortable tables, no console error ($import_dir/screenshot.png)"
+check_inline_page "import claude-code" "$import_dir"
+
+# The Codex import's page, the same way (charts inline, sortable tables, a quiet console).
+codex_dir="$dir/import-codex"
+"$FORKCACHE_BIN" import codex fixtures/codex/rules.jsonl --what-if retention=24h --html "$codex_dir" -q
+check_inline_page "import codex" "$codex_dir"

@@ -25,8 +25,9 @@ pub struct CodexArgs {
     /// Write requests.csv and breaks.csv (a row per request and per break) to this directory.
     #[arg(long, value_name = "DIR")]
     pub csv: Option<PathBuf>,
-    /// Write one self-contained page to DIR/index.html: every thread's totals, its breaks with
-    /// their causes, and the what-ifs.
+    /// Write one self-contained page to DIR/index.html: every thread's totals, two charts (real
+    /// usage per request with breaks marked; real beside predicted reads), its breaks with their
+    /// causes, and the what-ifs.
     #[arg(long, value_name = "DIR")]
     pub html: Option<PathBuf>,
     /// Re-price the prediction under a changed setting: retention=24h, no-model-switch
@@ -82,9 +83,8 @@ pub fn run(args: &CodexArgs) -> anyhow::Result<ExitCode> {
         super::write_files(dir, &[("requests.csv", requests), ("breaks.csv", breaks)])?;
     }
     if let Some(dir) = &args.html {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let path = dir.join("index.html");
-        std::fs::write(&path, report.to_html()).with_context(|| format!("writing {}", path.display()))?;
+        let page = forkcache_report::import::codex::page(&report)?;
+        forkcache_report::write(dir, &[page]).with_context(|| format!("writing {}", dir.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -148,3 +148,25 @@ fn prices_lists_openai_rows_with_uncertain_values_marked() {
     // No API price for the ChatGPT-plan model.
     assert!(row("gpt-5.3-codex-spark").is_empty());
 }
+
+#[test]
+fn html_is_one_page_with_charts_breaks_unbilled_work_and_what_ifs() {
+    let dir = std::env::temp_dir().join(format!("forkcache-codex-html-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["import", "codex", "fixtures/codex/rules.jsonl", "-q", "--what-if", "retention=24h", "--html"])
+        .arg(&dir)
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let page = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    // One session with 7 requests: its two charts inline, nothing fetched.
+    assert_eq!(page.matches("<svg").count(), 2, "usage and read charts");
+    assert!(!page.contains("src=\"http") && !page.contains("href=\"http"), "self-contained");
+    assert!(page.contains("real usage per request") && page.contains("real and predicted cache reads"));
+    // The fixture's breaks table, its remote compaction (no usage), and the what-if row.
+    assert!(page.contains("the breaks, with their causes"), "breaks table");
+    assert!(page.contains("remote_compaction"), "the unbilled remote compaction is listed");
+    assert!(page.contains("retention=24h"), "the what-if row");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -90,7 +90,8 @@ pub enum BreakCause {
 }
 
 impl BreakCause {
-    fn name(self) -> &'static str {
+    /// The cause as output spells it.
+    pub fn name(self) -> &'static str {
         match self {
             BreakCause::LocalCompaction => "local_compaction",
             BreakCause::RemoteCompaction => "remote_compaction",
@@ -743,55 +744,6 @@ impl CodexReport {
         let finish =
             |writer: csv::Writer<Vec<u8>>| writer.into_inner().map_err(|e| csv::Error::from(e.into_error()));
         Ok((finish(requests)?, finish(breaks)?))
-    }
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-impl CodexReport {
-    /// One self-contained page: the per-thread table, each thread's breaks with causes, the
-    /// what-ifs.
-    pub fn to_html(&self) -> String {
-        let mut out = String::from(
-            "<!doctype html><html><head><meta charset=\"utf-8\"><title>forkcache: Codex sessions</title>\
-             <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
-             td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style></head><body>",
-        );
-        let _ = write!(out, "<h1>Codex sessions</h1><pre>{}</pre>", escape(&self.to_table()));
-        for session in &self.sessions {
-            let _ = write!(
-                out,
-                "<h2>{}</h2><p>thread {} · provider {} · {} {}{}</p>",
-                escape(&session.file),
-                escape(&session.thread),
-                escape(&session.provider),
-                escape(&session.originator),
-                escape(&session.cli_version),
-                session.parent.as_deref().map_or(String::new(), |p| format!(" · parent {}", escape(p))),
-            );
-            out.push_str("<table><tr><th>line</th><th>time</th><th>model</th><th>expected</th><th>read</th><th>lost</th><th>cause</th></tr>");
-            for row in &session.breaks {
-                let _ = write!(
-                    out,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                    row.line,
-                    escape(row.time.as_deref().unwrap_or("")),
-                    escape(row.model.as_deref().unwrap_or("")),
-                    row.expected_read,
-                    row.read,
-                    row.lost,
-                    row.cause.name()
-                );
-            }
-            out.push_str("</table>");
-            for unbilled in &session.unbilled {
-                let _ = write!(out, "<p>unbilled {} at {}</p>", unbilled.kind, escape(&unbilled.time));
-            }
-        }
-        out.push_str("</body></html>\n");
-        out
     }
 }
 
