@@ -18,6 +18,8 @@ use crate::chart::{
 };
 use crate::html::{Page, Table};
 
+use super::html::percent;
+
 /// The page, as the one file of the directory.
 pub fn page(report: &CodexReport) -> Result<Artifact, ChartError> {
     let t = &report.totals;
@@ -219,8 +221,4 @@ fn breaks_table(session: &SessionReport) -> Table {
 
 fn usd(nanousd: u64) -> f64 {
     nanousd as f64 / 1e9
-}
-
-fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 }
 }

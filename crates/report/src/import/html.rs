@@ -140,6 +140,7 @@ fn breaks_table(session: &SessionReport) -> Table {
     Table { columns: columns.map(String::from).to_vec(), rows }
 }
 
-fn percent(part: u64, whole: u64) -> f64 {
+/// `part` of `whole` in percent, 0 for nothing at all.
+pub(super) fn percent(part: u64, whole: u64) -> f64 {
     if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 }
 }
