@@ -384,7 +384,7 @@ fn a_bad_sweep_file_is_an_error_not_a_panic() {
 
 #[test]
 fn the_readme_sweep_example_is_a_valid_sweep() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide.md")).unwrap();
     let section = &readme[readme.find("## Sweeps").expect("a Sweeps section")..];
     let start = section.find("```json\n").expect("a JSON example") + "```json\n".len();
     let example = &section[start..start + section[start..].find("```").unwrap()];
