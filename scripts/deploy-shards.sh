@@ -3,7 +3,8 @@
 # the Kubernetes Job's shard command (read from the manifest) with JOB_COMPLETION_INDEX 0..3,
 # and the Slurm array script with task ids 1..4. Each set goes through `forkcache merge-shards`,
 # whose output must equal the single run (reports/sweep.csv, sweep.meta.json) byte for byte;
-# then a set with a shard taken away must be refused.
+# then a set with a shard taken away must be refused. The manifest is validated against the
+# Kubernetes schema first; a real Slurm runs the sbatch script in scripts/slurm-sweep.sh.
 # Usage: scripts/deploy-shards.sh [FORKCACHE_BINARY]   (default: target/release/forkcache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,13 +15,17 @@ work=target/ci-deploy
 rm -rf "$work"
 mkdir -p "$work"
 
-# The manifest is read with PyYAML; install it into a scratch environment when it is missing.
-python=python3
-if ! "$python" -c 'import yaml' 2>/dev/null; then
-    python3 -m venv "$work/venv"
-    "$work/venv/bin/pip" install --quiet pyyaml
-    python=$work/venv/bin/python
-fi
+# The manifest is read with PyYAML and checked against the Kubernetes API schema, offline, by
+# kubernetes-validate (it ships the schemas of every Kubernetes release), both pinned in a
+# scratch environment.
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install --quiet pyyaml==6.0.3 kubernetes-validate==1.37.0
+python=$work/venv/bin/python
+
+# --strict refuses any field the Job schema does not have (a misspelt `completions` would
+# otherwise be ignored by the cluster, not refused).
+"$work/venv/bin/kubernetes-validate" --strict --kubernetes-version 1.37.0 \
+    deploy/kubernetes/forkcache-sweep-job.yaml
 
 same_as_single_run() {
     "$bin" merge-shards "$1" > /dev/null
