@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.request
 
-ELEMENT = "element-6066-11e4-a52f-4a4d4a7a5a4e"
+ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 
 driver_url, proxy_url, key, other_key, screenshot, separator, *client = sys.argv[1:]
 assert separator == "--" and client, __doc__
@@ -70,7 +70,9 @@ def script(source):
 
 
 def element(css):
-    return call("POST", f"{base}/element", {"using": "css selector", "value": css})[ELEMENT]
+    found = call("POST", f"{base}/element", {"using": "css selector", "value": css})
+    # The W3C name of the reference, or the name older drivers use.
+    return found.get(ELEMENT) or found["ELEMENT"]
 
 
 def wait_for(what, predicate, seconds=20):

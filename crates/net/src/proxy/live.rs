@@ -70,8 +70,8 @@ pub(super) async fn events(State(shared): State<Arc<Shared>>, headers: HeaderMap
     let mine: Option<BTreeSet<String>> =
         key.map(|key| stats.key_workspaces.get(&key_fingerprint(&key)).cloned().unwrap_or_default());
     let shown = |workspace: &str| mine.as_ref().is_none_or(|mine| mine.contains(workspace));
-    let totals = totals(&stats, &shown);
-    let slice = shared.live.lock().unwrap_or_else(PoisonError::into_inner).since(since, &shown);
+    let totals = totals(&stats, shown);
+    let slice = shared.live.lock().unwrap_or_else(PoisonError::into_inner).since(since, shown);
     drop(stats);
     events_response(slice.to_json(totals))
 }
