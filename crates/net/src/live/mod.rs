@@ -29,7 +29,7 @@ use forkcache_engine::endpoint::Record;
 use forkcache_ingest::trace::LoggedError;
 use forkcache_wire::ApiError;
 
-/// Rows a feed keeps by default: the last 1,000 requests (a few hundred bytes each).
+/// Rows a feed keeps by default: the last 1,000 requests (about a kilobyte each).
 pub const LIVE_ROWS: usize = 1_000;
 
 /// The page itself.
