@@ -54,7 +54,10 @@ start_server() {
   fi
   PROXY_DIR="$(dirname "$1")"
   local log="$PROXY_DIR/proxy.log"
-  "$FORKCACHE_BIN" proxy --addr 127.0.0.1:0 --upstream "$SERVE_URL" --trace "$PROXY_DIR/proxy.jsonl" >"$log" 2>&1 &
+  # FORKCACHE_PROXY_ARGS: more proxy flags (scripts/live-page-check.sh: --require-key).
+  # shellcheck disable=SC2086
+  "$FORKCACHE_BIN" proxy --addr 127.0.0.1:0 --upstream "$SERVE_URL" --trace "$PROXY_DIR/proxy.jsonl" \
+    ${FORKCACHE_PROXY_ARGS:-} >"$log" 2>&1 &
   PROXY_PID=$!
   for _ in $(seq 1 100); do
     if grep -q "listening on" "$log" 2>/dev/null; then

@@ -37,14 +37,18 @@ pub struct ProxyArgs {
     pub redact: bool,
     #[command(flatten)]
     pub quiet: QuietFlag,
-    /// `GET /forkcache/stats` needs a key (`x-api-key` or a bearer token) and shows only the
-    /// workspaces that key's requests were counted in.
+    /// `GET /forkcache/stats` and the live page's feed need a key (`x-api-key` or a bearer
+    /// token) and show only the workspaces that key's requests were counted in.
     #[arg(long)]
     pub require_key: bool,
     /// Request bodies (MiB) that may wait for their prediction, which runs at the lowest CPU
     /// priority; past it an exchange is recorded but not predicted (its line says so).
     #[arg(long, default_value_t = forkcache_net::proxy::PREDICTION_QUEUE_BYTES >> 20)]
     pub prediction_queue_mb: usize,
+    /// Requests the live page (`/forkcache/`) keeps, the newest; older ones leave its feed
+    /// (`GET /forkcache/events`), never the stats.
+    #[arg(long, default_value_t = forkcache_net::live::LIVE_ROWS as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub live_rows: u64,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -57,6 +61,7 @@ pub fn run(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
     config.trace = args.trace.clone();
     config.redact = args.redact;
     config.require_key = args.require_key;
+    config.live_rows = usize::try_from(args.live_rows).unwrap_or(usize::MAX);
     config.prediction_queue_bytes = args.prediction_queue_mb.saturating_mul(1 << 20);
     if let Some(path) = &args.upstream_ca {
         let pem = std::fs::read(path).with_context(|| format!("reading --upstream-ca {}", path.display()))?;

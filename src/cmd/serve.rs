@@ -59,6 +59,10 @@ pub struct ServeArgs {
     /// flushed as sent, like the real API.
     #[arg(long)]
     pub compress: bool,
+    /// Requests the live page (`/forkcache/`) keeps, the newest; older ones leave its feed
+    /// (`GET /forkcache/events`), never the stats.
+    #[arg(long, default_value_t = forkcache_net::live::LIVE_ROWS as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub live_rows: u64,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -98,6 +102,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     config.idle_timeout_ms = millis(args.idle_timeout);
     config.strict = args.strict;
     config.compress = args.compress;
+    config.live_rows = usize::try_from(args.live_rows).unwrap_or(usize::MAX);
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     raise_open_file_limit(config.max_connections);
     if !args.quiet.quiet {

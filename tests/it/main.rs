@@ -14,6 +14,7 @@ mod hardening;
 mod identity;
 mod import_claude_code;
 mod import_codex;
+mod live;
 mod longest_prefix;
 mod lookback;
 mod minimum;

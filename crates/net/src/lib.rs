@@ -9,5 +9,6 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod edge;
+pub mod live;
 pub mod proxy;
 pub mod serve;

@@ -25,7 +25,13 @@ type SharedState = State<Arc<Shared>>;
 
 /// The stats page, and everything else forwarded.
 pub(super) fn router(shared: Arc<Shared>) -> Router {
-    Router::new().route("/forkcache/stats", get(stats)).fallback(forward).with_state(shared)
+    Router::new()
+        .route("/forkcache/stats", get(stats))
+        .route("/forkcache/", get(crate::live::page))
+        .route("/forkcache", get(crate::live::to_page))
+        .route("/forkcache/events", get(super::live::events))
+        .fallback(forward)
+        .with_state(shared)
 }
 
 /// `GET /forkcache/stats`: recorded and predicted totals per workspace so far. As in `serve`:

@@ -210,9 +210,10 @@ pub(super) fn start(
     stats: Arc<Mutex<ProxyStats>>,
     prediction_queue_bytes: usize,
     decode_limit: DecodeLimit,
+    live: Arc<Mutex<crate::live::Feed>>,
 ) -> std::io::Result<(Arc<Sequencer>, Handle)> {
     let (predictions, prediction) =
-        predict::start(endpoint, request_log, Arc::clone(&stats), prediction_queue_bytes)?;
+        predict::start(endpoint, request_log, Arc::clone(&stats), prediction_queue_bytes, live)?;
     let notes = Arc::new(Mailbox::default());
     let journal = Journal {
         trace,

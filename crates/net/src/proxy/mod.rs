@@ -22,6 +22,7 @@ mod capture;
 mod exchange;
 mod http;
 mod journal;
+mod live;
 mod mailbox;
 mod order;
 mod predict;
@@ -42,6 +43,7 @@ use forkcache_engine::endpoint::MockEndpoint;
 use forkcache_ingest::trace::{SessionMarker, TraceWriter};
 
 use crate::edge::{EdgeError, Limits, serve_until};
+use crate::live::{Edge, Feed};
 
 pub use capture::{COPY_LIMIT_BYTES, Encodings, Observed, observe};
 pub use predict::PREDICTION_QUEUE_BYTES;
@@ -104,6 +106,9 @@ pub struct ProxyConfig {
     /// read (the stats count it in `copies_unread`). Default [`DecodeLimit::default`]: 64 MiB,
     /// at most 256 decoded bytes per encoded byte.
     pub decode_limit: DecodeLimit,
+    /// Exchanges the live page's feed keeps (`GET /forkcache/events`). Default
+    /// [`crate::live::LIVE_ROWS`].
+    pub live_rows: usize,
 }
 
 impl ProxyConfig {
@@ -121,6 +126,7 @@ impl ProxyConfig {
             prediction_queue_bytes: PREDICTION_QUEUE_BYTES,
             require_key: false,
             decode_limit: DecodeLimit::default(),
+            live_rows: crate::live::LIVE_ROWS,
         }
     }
 }
@@ -161,6 +167,7 @@ impl Proxy {
             .await
             .map_err(|source| EdgeError::Bind { addr: config.addr, source })?;
         let stats = Arc::new(Mutex::new(ProxyStats::default()));
+        let live = Arc::new(Mutex::new(Feed::new(Edge::Proxy, config.live_rows)));
         let tokenizer = endpoint.config().tokenizer;
         let built = "the endpoint was built with this tokenizer";
         #[allow(clippy::expect_used)] // `MockEndpoint::new` already built this tokenizer
@@ -173,6 +180,7 @@ impl Proxy {
             Arc::clone(&stats),
             config.prediction_queue_bytes,
             config.decode_limit,
+            Arc::clone(&live),
         )
         .map_err(EdgeError::Io)?;
         let shared = Shared {
@@ -181,6 +189,7 @@ impl Proxy {
             stats,
             body_limit_bytes: config.body_limit_bytes,
             require_key: config.require_key,
+            live,
         };
         Ok(Proxy { listener, shared: Arc::new(shared), journal, shutdown_grace_ms: config.shutdown_grace_ms })
     }
@@ -220,4 +229,6 @@ struct Shared {
     body_limit_bytes: usize,
     /// `GET /forkcache/stats` needs a key, and shows only that key's workspaces.
     require_key: bool,
+    /// The live page's last rows (`GET /forkcache/events`); locked after `stats`, never before.
+    live: Arc<Mutex<Feed>>,
 }

@@ -35,6 +35,7 @@ use forkcache_wire::Reply;
 
 use super::exchange::{Entry, Exchange};
 use super::stats::{Comparison, ProxyStats};
+use crate::live::Feed;
 
 /// The default bound of the prediction queue: 256 MiB of request bodies, a few hundred requests
 /// of a long agent conversation.
@@ -122,6 +123,7 @@ pub(super) fn start(
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
     limit_bytes: usize,
+    live: Arc<Mutex<Feed>>,
 ) -> std::io::Result<(PredictionQueue, Predictor)> {
     let (jobs, receiver) = channel();
     let room = Room { queued: Arc::new(AtomicUsize::new(0)), limit: limit_bytes };
@@ -133,6 +135,7 @@ pub(super) fn start(
         stats: Arc::clone(&stats),
         recent: Recent::default(),
         room: room.clone(),
+        live,
     };
     let hand_back = Arc::new(AtomicBool::new(false));
     let asked = Arc::clone(&hand_back);
@@ -170,6 +173,8 @@ struct Prediction {
     stats: Arc<Mutex<ProxyStats>>,
     recent: Recent,
     room: Room,
+    /// The live page's rows, added in trace order under the stats' lock.
+    live: Arc<Mutex<Feed>>,
 }
 
 impl Prediction {
@@ -218,6 +223,8 @@ impl Prediction {
         stats.add_predicted(&comparison);
         stats.predictions_pending = stats.predictions_pending.saturating_sub(1);
         stats.renders = self.endpoint.render_counts();
+        let row = super::live::row(&comparison, exchange.at_ms, entry, &stats);
+        self.live.lock().unwrap_or_else(PoisonError::into_inner).push(row);
     }
 
     /// What the recorded usage costs at the endpoint's prices (none for an unpriced or unknown

@@ -160,6 +160,7 @@ fn finish_priced(
     });
     core.log(|| request_line(&request_id, at, &record.workspace, Ok(&record)));
     core.stats.priced(&record);
+    core.live_priced(&record, &request_id);
     shared.count_for_shutdown(core.stats.messages_requests());
     let response = Box::new(response);
     Answer::Message { request_id, response, stream: record.stream, ending, first_byte_ms, done_ms }
@@ -195,6 +196,7 @@ fn finish_rejected(shared: &Shared, core: &mut Core, rejection: Rejection) -> An
     core.append_trace(|| refused_envelope_line(&envelope, body));
     core.log(|| request_line(&request_id, at, &workspace, Err(&error)));
     core.stats.rejected(&workspace, at);
+    core.live_refused(at, &request_id, &workspace, &error);
     shared.count_for_shutdown(core.stats.messages_requests());
     Answer::Error { request_id, error, retry_after_s }
 }

@@ -33,6 +33,9 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
         .route("/forkcache/stats", get(stats))
+        .route("/forkcache/", get(crate::live::page))
+        .route("/forkcache", get(crate::live::to_page))
+        .route("/forkcache/events", get(super::live::events))
         // Claude Code 2.1.330 probes `HEAD /api/hello` before its first request.
         .route("/api/hello", get(root))
         .fallback(not_found)

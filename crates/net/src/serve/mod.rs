@@ -13,6 +13,7 @@
 mod answer;
 mod compress;
 mod http;
+mod live;
 mod pricer;
 mod read;
 mod script;
@@ -40,6 +41,7 @@ use crate::edge::{
     BODY_LIMIT_BYTES, BODY_TIMEOUT_MS, EdgeError, HEADER_TIMEOUT_MS, IDLE_TIMEOUT_MS, Limits,
     MAX_CONNECTIONS, pricing_settings, serve_until,
 };
+use crate::live::{Edge, Feed};
 
 pub use script::{
     ErrorReply, Planned, Rule, Script, ScriptError, ScriptReply, ToolCall, When, schema_example,
@@ -97,6 +99,9 @@ pub struct ServeConfig {
     /// Encode responses as the request's `accept-encoding` allows (gzip, br, zstd), each body
     /// frame flushed as sent. Default false.
     pub compress: bool,
+    /// Requests the live page's feed keeps (`GET /forkcache/events`). Default
+    /// [`crate::live::LIVE_ROWS`].
+    pub live_rows: usize,
 }
 
 impl ServeConfig {
@@ -119,6 +124,7 @@ impl ServeConfig {
             max_connections: MAX_CONNECTIONS,
             strict: false,
             compress: false,
+            live_rows: crate::live::LIVE_ROWS,
         }
     }
 }
@@ -180,6 +186,7 @@ impl Server {
             trace,
             request_log: config.request_log,
             next_request: 0,
+            live: Feed::new(Edge::Serve, config.live_rows),
         };
         let settings = Settings {
             script: config.script,
@@ -313,6 +320,8 @@ struct Core {
     trace: Option<TraceWriter>,
     request_log: Option<Box<dyn Write + Send>>,
     next_request: u64,
+    /// The live page's last rows, in pricing order.
+    live: Feed,
 }
 
 impl Core {
@@ -396,7 +405,14 @@ mod tests {
 
     fn core() -> Core {
         let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
-        Core { endpoint, stats: ServeStats::default(), trace: None, request_log: None, next_request: 0 }
+        Core {
+            endpoint,
+            stats: ServeStats::default(),
+            trace: None,
+            request_log: None,
+            next_request: 0,
+            live: Feed::new(Edge::Serve, 0),
+        }
     }
 
     /// What the server does with a priced request arriving at `at_ms`, in its order.
