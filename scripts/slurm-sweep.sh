@@ -138,9 +138,15 @@ submit_array() { # RESULTS FORKCACHE [FAIL_TASK]
         deploy/slurm/forkcache-sweep.sbatch "$sweep" "$1"
 }
 
-submit_merge() { # ARRAY_JOB RESULTS
+submit_merge() { # DEPENDENCY RESULTS
     sbatch --parsable --dependency="afterok:$1" --chdir="$work/logs" --job-name=forkcache-merge \
         --wrap "$bin merge-shards $2"
+}
+
+# An array's failure outlives a requeue: `afterok:ARRAY` stays unsatisfiable ("afterok:6_*(failed)")
+# even once every task has completed. A merge submitted after a requeue waits on the tasks.
+each_task() { # ARRAY_JOB
+    echo "${1}_1:${1}_2:${1}_3:${1}_4"
 }
 
 same_as_single_run() {
@@ -179,7 +185,7 @@ scancel "$merge"
 scontrol requeue "${array}_3"
 wait_for "$array"
 [[ $(job_states "$array") == " 4 JobState=COMPLETED" ]] || fail "after the requeue: $(job_states "$array")"
-merge=$(submit_merge "$array" "$work/run-2")
+merge=$(submit_merge "$(each_task "$array")" "$work/run-2")
 wait_for "$merge"
 [[ $(task_state "$merge") == COMPLETED ]] || fail "the second merge job ended $(task_state "$merge")"
 same_as_single_run "$work/run-2"
