@@ -201,7 +201,7 @@ fn inspect_object(
     };
     Ok(BlockInfo {
         key,
-        tokens: tokens_of(block, config.tokenizer)?,
+        tokens: tokens_of(block, kind, config.tokenizer)?,
         estimated: !block.contains_key(DECLARED_TOKENS_KEY),
         kind,
         marker,
@@ -324,8 +324,13 @@ fn parse_marker(marker: &Value, at: &str) -> Result<Ttl, BlockProblem> {
     }
 }
 
-fn tokens_of(block: &Map<String, Value>, tokenizer: &dyn Tokenizer) -> Result<u64, BlockProblem> {
+fn tokens_of(
+    block: &Map<String, Value>,
+    kind: BlockKind,
+    tokenizer: &dyn Tokenizer,
+) -> Result<u64, BlockProblem> {
     match block.get(DECLARED_TOKENS_KEY) {
+        None if contains_image(block, kind) => Ok(tokens_with_images(block, tokenizer)),
         None => Ok(tokenizer.count(&canonical(block, false))),
         Some(declared) => match declared.as_u64() {
             Some(tokens) if tokens <= MAX_DECLARED_TOKENS => Ok(tokens),
@@ -339,6 +344,41 @@ fn tokens_of(block: &Map<String, Value>, tokenizer: &dyn Tokenizer) -> Result<u6
             )),
         },
     }
+}
+
+/// The tokenizer's count of the block with every image whose header gives its size counted by
+/// its pixels instead of its base64 (see [`super::image`]).
+fn tokens_with_images(block: &Map<String, Value>, tokenizer: &dyn Tokenizer) -> u64 {
+    let mut without_data = block.clone();
+    let pixels = take_sized_image_data(&mut without_data);
+    tokenizer.count(&canonical(&without_data, false)) + pixels
+}
+
+/// Empties the data of the block's sized images (itself, or those in its `content`, as a tool
+/// result holds them) and returns what they cost.
+fn take_sized_image_data(block: &mut Map<String, Value>) -> u64 {
+    let mut tokens = 0;
+    if block.get("type").and_then(Value::as_str) == Some("image") {
+        tokens += take_base64_source(block).unwrap_or(0);
+    }
+    for item in block.get_mut("content").and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Value::Object(item) = item {
+            tokens += take_sized_image_data(item);
+        }
+    }
+    tokens
+}
+
+/// An image block's base64 data emptied and its cost, when its header gives its size.
+fn take_base64_source(image: &mut Map<String, Value>) -> Option<u64> {
+    let source = image.get_mut("source")?.as_object_mut()?;
+    if source.get("type")?.as_str()? != "base64" {
+        return None;
+    }
+    let Value::String(data) = source.get_mut("data")? else { return None };
+    let tokens = super::image::image_size(data)?.tokens();
+    data.clear();
+    Some(tokens)
 }
 
 fn contains_image(block: &Map<String, Value>, kind: BlockKind) -> bool {
@@ -508,6 +548,28 @@ mod tests {
 
     fn key(json: &str, identity: IdentityMode) -> u128 {
         inspect(json, BlockContext::Message, identity).unwrap().key
+    }
+
+    /// A 1,269 × 299 px PNG (its 24-byte header and 24 bytes of pixels, 64 base64 characters): 506 tokens
+    /// for its pixels (379,431 / 750, rounded up), plus the block without its data by bytes/4.
+    #[test]
+    fn an_image_is_counted_by_its_pixels_and_an_unreadable_one_by_its_bytes() {
+        let data = "iVBORw0KGgoAAAANSUhEUgAABPUAAAErAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        let block = |data: &str| {
+            format!(
+                r#"{{"type":"image","source":{{"type":"base64","media_type":"image/png","data":"{data}"}}}}"#
+            )
+        };
+        let tokens = |json: &str| inspect(json, BlockContext::Message, IdentityMode::Wire).unwrap().tokens;
+        // Without its data the block is 78 bytes: 20 tokens.
+        assert_eq!(block("").len(), 78);
+        assert_eq!(tokens(&block(data)), 20 + 506);
+        // In a tool result the image is counted the same way; the wrapper adds its own bytes.
+        let result = format!(r#"{{"type":"tool_result","tool_use_id":"t","content":[{}]}}"#, block(data));
+        let wrapper = result.len() - block(data).len() + block("").len();
+        assert_eq!(tokens(&result), (wrapper as u64).div_ceil(4) + 506);
+        // "aGk=" ("hi") is no image: 82 bytes by bytes/4, 21 tokens.
+        assert_eq!(tokens(&block("aGk=")), 21);
     }
 
     #[test]

@@ -95,12 +95,16 @@ impl DeferredTools {
     }
 }
 
+/// How Claude Code's per-request billing line starts: a system block the API leaves out of the
+/// cache (see [`PromptConfig::ignored_system_prefixes`]).
+pub const BILLING_HEADER_PREFIX: &str = "x-anthropic-billing-header:";
+
 impl Default for PromptConfig {
     fn default() -> Self {
         PromptConfig {
             identity: IdentityMode::Semantic,
             collapse_tool_runs: true,
-            ignored_system_prefixes: vec!["x-anthropic-billing-header:".to_string()],
+            ignored_system_prefixes: vec![BILLING_HEADER_PREFIX.to_string()],
             render_config_ahead: false,
             deferred_tools: DeferredTools::Documented,
             image_rule: ImageRule::Observed,
