@@ -31,8 +31,9 @@ pub struct ProxyArgs {
     /// reads it).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Write every text of a request to the trace as a hash with its declared size
-    /// (`forkcache_tokens`): the trace can be shared and still replays to the same usage.
+    /// Rewrite every string a user wrote or a tool returned before it goes to the trace, one
+    /// character for one of the same kind (base64 stays base64): the trace can be shared and
+    /// still replays to the same usage.
     #[arg(long)]
     pub redact: bool,
     #[command(flatten)]

@@ -26,6 +26,7 @@ mod properties;
 mod proxy;
 mod proxy_reliability;
 mod proxy_tls;
+mod redaction;
 mod reference;
 mod reliability;
 mod rendered;

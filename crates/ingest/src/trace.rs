@@ -179,8 +179,10 @@ pub fn scrub_secrets<'t>(text: &'t str, key: Option<&str>) -> Cow<'t, str> {
 }
 
 /// The trace format this version writes. Revision 2: a refused body that is not strict JSON (a
-/// number out of range, a lone surrogate) is logged as a string of its bytes. Older revisions
-/// read unchanged.
+/// number out of range, a lone surrogate) is logged as a string of its bytes, and a redacted
+/// body (`proxy --redact`) has every written string rewritten character for character, base64
+/// kept valid, where revision 1 replaced texts with hashes declaring their sizes
+/// (`forkcache_tokens`). Older revisions read unchanged.
 pub const TRACE_FORMAT: u32 = 2;
 
 /// The session marker line (no trailing newline): `{"forkcache_session": {…}}`.

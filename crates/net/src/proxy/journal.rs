@@ -15,7 +15,6 @@ use axum::http::{HeaderMap, header};
 use tokio::time::Instant;
 
 use forkcache_engine::endpoint::MockEndpoint;
-use forkcache_engine::tokenize::Tokenizer;
 use forkcache_ingest::trace::{LoggedError, TraceWriter, envelope_line, key_fingerprint};
 
 use super::capture::{COPY_LIMIT_BYTES, DecodeLimit, Encodings};
@@ -196,8 +195,8 @@ impl Handle {
 /// The trace file and how bodies are written to it.
 pub(super) struct TraceOut {
     pub(super) out: TraceWriter,
-    /// Bodies go through [`redact`], counted with this tokenizer (the endpoint's).
-    pub(super) redact_with: Option<Box<dyn Tokenizer>>,
+    /// Bodies go through [`redact`] first.
+    pub(super) redact: bool,
 }
 
 /// Starts the journal thread and the prediction thread behind it, and the sequencer that feeds
@@ -279,11 +278,10 @@ impl Journal {
         let entry = Entry::of(&exchange, &self.decode_limit);
         if let Some(trace) = &mut self.trace {
             exchange.join_body();
-            let line = match &trace.redact_with {
-                Some(tokenizer) => {
-                    envelope_line(&entry.envelope, &redact(&exchange.body, tokenizer.as_ref()))
-                }
-                None => envelope_line(&entry.envelope, &exchange.body),
+            let line = if trace.redact {
+                envelope_line(&entry.envelope, &redact(&exchange.body))
+            } else {
+                envelope_line(&entry.envelope, &exchange.body)
             };
             if trace.out.append(&line).is_err() {
                 self.stats.lock().unwrap_or_else(PoisonError::into_inner).trace_write_errors += 1;

@@ -86,8 +86,9 @@ pub struct ProxyConfig {
     pub upstream_ca_pem: Option<Vec<u8>>,
     /// Append one envelope per Messages exchange to this JSONL trace (created mode 0600).
     pub trace: Option<PathBuf>,
-    /// Write every text of a request body to the trace as a hash with its declared size, so the
-    /// trace can be shared and still replays to the same usage. Default false.
+    /// Rewrite every string a user wrote or a tool returned, character for character, before a
+    /// body goes to the trace (see [`redact`]), so the trace can be shared and still replays to
+    /// the same usage. Default false.
     pub redact: bool,
     /// Where to write the live comparison, one line per Messages exchange. Default none.
     pub request_log: Option<Box<dyn Write + Send>>,
@@ -168,11 +169,7 @@ impl Proxy {
             .map_err(|source| EdgeError::Bind { addr: config.addr, source })?;
         let stats = Arc::new(Mutex::new(ProxyStats::default()));
         let live = Arc::new(Mutex::new(Feed::new(Edge::Proxy, config.live_rows)));
-        let tokenizer = endpoint.config().tokenizer;
-        let built = "the endpoint was built with this tokenizer";
-        #[allow(clippy::expect_used)] // `MockEndpoint::new` already built this tokenizer
-        let redact_with = config.redact.then(|| tokenizer.build().expect(built));
-        let trace = trace.map(|out| journal::TraceOut { out, redact_with });
+        let trace = trace.map(|out| journal::TraceOut { out, redact: config.redact });
         let (sequencer, journal) = journal::start(
             endpoint,
             trace,
