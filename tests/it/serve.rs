@@ -445,6 +445,10 @@ fn count_tokens_models_root_and_stats() {
         (one["type"].as_str(), one["display_name"].as_str()),
         (Some("model"), Some("Claude Opus 4.8"))
     );
+    // An id that is not UTF-8 once decoded names no model: a 404 in the API's shape.
+    let bad = get(&agent, &server.url("/v1/models/%ff"));
+    assert_eq!((bad.status, bad.content_type.as_deref()), (404, Some("application/json")));
+    assert_eq!(bad.json()["error"], json!({"type": "not_found_error", "message": "model: %ff"}));
     let head = agent.head(&server.url("/")).call().unwrap();
     assert_eq!(head.status().as_u16(), 200);
 

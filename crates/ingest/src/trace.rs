@@ -38,9 +38,7 @@ pub use resume::{
 
 use forkcache_engine::billing::{RecordedUsage, Usage};
 use forkcache_engine::prompt::BlockKeys;
-use forkcache_wire::{
-    ApiError, Betas, ErrorKind, MapValues, MemberValues, RequestView, describe_parse_error,
-};
+use forkcache_wire::{ApiError, Betas, MapValues, MemberValues, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
 #[derive(Debug)]
@@ -94,7 +92,7 @@ impl LoggedError {
     /// The record of `error` as sent.
     pub fn of(error: &ApiError) -> LoggedError {
         LoggedError {
-            status: error.kind.status(),
+            status: error.status,
             kind: error.kind.type_name().to_string(),
             message: error.message.clone(),
         }
@@ -102,7 +100,7 @@ impl LoggedError {
 
     /// The error to replay.
     pub fn to_api_error(&self) -> ApiError {
-        ApiError::new(ErrorKind::from_status(self.status), self.message.clone())
+        ApiError::with_status(self.status, self.message.clone())
     }
 }
 
@@ -842,6 +840,7 @@ fn is_one_line_object(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use forkcache_wire::ErrorKind;
 
     fn request(entry: TraceEntry) -> TraceLine {
         match entry {
@@ -939,6 +938,13 @@ mod tests {
         ));
         let TraceBody::Rejected(error) = line.body else { panic!("rejected") };
         assert_eq!(error.kind, ErrorKind::RequestTooLarge);
+        // An upstream's 502 through the proxy: an api_error, still a 502 when replayed.
+        let line = request(read_line(
+            9,
+            r#"{"at_ms":9,"error":{"status":502,"type":"api_error","message":"upstream unreachable"},"body":""}"#,
+        ));
+        let TraceBody::Rejected(error) = line.body else { panic!("rejected") };
+        assert_eq!(error.to_string(), "api_error (502): upstream unreachable");
     }
 
     #[test]

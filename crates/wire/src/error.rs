@@ -90,23 +90,32 @@ impl ErrorKind {
 
 /// A rejected request: what the API would answer instead of a message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{} ({}): {message}", kind.type_name(), kind.status())]
+#[error("{} ({status}): {message}", kind.type_name())]
 pub struct ApiError {
-    /// The error type (and so the status).
+    /// The error type.
     pub kind: ErrorKind,
     /// The human message, worded as the API words it where that wording is known.
     pub message: String,
+    /// The HTTP status: the kind's own, unless the error was recorded under another status of
+    /// its class (an upstream's 502 is an `api_error` too).
+    pub status: u16,
 }
 
 impl ApiError {
     /// A 400 `invalid_request_error`.
     pub fn invalid(message: impl Into<String>) -> ApiError {
-        ApiError { kind: ErrorKind::InvalidRequest, message: message.into() }
+        ApiError::new(ErrorKind::InvalidRequest, message)
     }
 
-    /// An error of any kind.
+    /// An error of any kind, under its kind's status.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> ApiError {
-        ApiError { kind, message: message.into() }
+        ApiError { kind, message: message.into(), status: kind.status() }
+    }
+
+    /// An error as it was sent: its kind is the status's ([`ErrorKind::from_status`]), and the
+    /// status stays what it was.
+    pub fn with_status(status: u16, message: impl Into<String>) -> ApiError {
+        ApiError { kind: ErrorKind::from_status(status), message: message.into(), status }
     }
 
     /// The response body: `{"type":"error","error":{"type","message"},"request_id"}`.
@@ -133,5 +142,8 @@ mod tests {
         );
         assert_eq!(ErrorKind::from_status(529).type_name(), "overloaded_error");
         assert_eq!(ErrorKind::RequestTooLarge.status(), 413);
+        // An upstream's 502 stays a 502 when replayed, under the API's type for a 5xx.
+        assert_eq!(ApiError::with_status(502, "bad gateway").to_string(), "api_error (502): bad gateway");
+        assert_eq!(ApiError::new(ErrorKind::Api, "x").to_string(), "api_error (500): x");
     }
 }

@@ -331,9 +331,28 @@ fn describe_json_error(path: &str, err: &serde_json::Error) -> String {
         Category::Data if path == "." || path.is_empty() => {
             format!("request body: {}", crate::json::without_position(err))
         }
-        Category::Data => format!("{path}: {}", crate::json::without_position(err)),
+        Category::Data => {
+            let message = crate::json::without_position(err);
+            format!("{path}: {}", integer_words(&message).unwrap_or(message))
+        }
         Category::Io => format!("request body could not be read: {err}"),
     }
+}
+
+/// serde reads an integer too large for 64 bits as a float, and then says it found a "floating
+/// point"; the API, in pydantic's words, says what an integer field wants.
+fn integer_words(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("invalid type: floating point `")?;
+    let (number, expected) = rest.split_once("`, expected ")?;
+    if !matches!(expected, "u64" | "u32" | "u16" | "i64" | "i32" | "usize" | "an integer") {
+        return None;
+    }
+    let value: f64 = number.parse().ok()?;
+    Some(if value.fract() == 0.0 {
+        format!("Input should be a valid integer, got a number too large for one ({number})")
+    } else {
+        "Input should be a valid integer, got a number with a fractional part".to_string()
+    })
 }
 
 /// `messages[3].content` → `messages.3.content`, the API's spelling of a field path.
@@ -365,6 +384,17 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind.status(), 400);
         assert!(err.message.starts_with("messages.0.content: invalid type: integer `7`"), "{}", err.message);
+        // 2^64 is one more than u64 holds: serde reads it as a float.
+        let huge = r#"{"model":"m","max_tokens":18446744073709551616,"messages":[]}"#;
+        assert_eq!(
+            parse_request_str(huge).unwrap_err().message,
+            "max_tokens: Input should be a valid integer, got a number too large for one (1.8446744073709552e+19)"
+        );
+        let fraction = r#"{"model":"m","max_tokens":1.5,"messages":[]}"#;
+        assert_eq!(
+            parse_request_str(fraction).unwrap_err().message,
+            "max_tokens: Input should be a valid integer, got a number with a fractional part"
+        );
     }
 
     #[test]

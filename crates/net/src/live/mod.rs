@@ -341,7 +341,7 @@ pub fn events_response(json: String) -> Response {
 
 /// An error in the API's shape, with its status and `request-id`.
 pub fn refusal(error: &ApiError, request_id: &str) -> Response {
-    let status = StatusCode::from_u16(error.kind.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::BAD_REQUEST);
     let mut reply = (status, error.to_json(request_id)).into_response();
     reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     if let Ok(value) = HeaderValue::from_str(request_id) {

@@ -63,7 +63,7 @@ async fn forward(State(shared): SharedState, request: Request) -> Response {
         Ok(frames) => frames,
         Err(unread) => {
             let error = unread.answer(shared.body_limit_bytes);
-            let status = StatusCode::from_u16(error.kind.status()).unwrap_or(StatusCode::BAD_REQUEST);
+            let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::BAD_REQUEST);
             return refuse(ticket, error, status);
         }
     };

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -221,8 +222,13 @@ async fn models(State(shared): SharedState) -> Response {
     json_response(StatusCode::OK, shared.models_json.clone())
 }
 
-/// `GET /v1/models/{id}`.
-async fn model(State(shared): SharedState, Path(id): Path<String>) -> Response {
+/// `GET /v1/models/{id}`. An id that does not decode to UTF-8 (`%ff`) names no model either: a
+/// 404 in the API's shape, naming it as it was sent.
+async fn model(State(shared): SharedState, uri: Uri, id: Result<Path<String>, PathRejection>) -> Response {
+    let id = match id {
+        Ok(Path(id)) => id,
+        Err(_) => uri.path().rsplit('/').next().unwrap_or_default().to_string(),
+    };
     // Our own JSON; were it ever unreadable, every id would be a 404.
     let list: serde_json::Value = serde_json::from_str(&shared.models_json).unwrap_or_default();
     let found = list["data"].as_array().and_then(|models| models.iter().find(|m| m["id"] == id.as_str()));
@@ -376,7 +382,7 @@ fn json_response(status: StatusCode, body: String) -> Response {
 
 /// An error in the API's shape, with its status, `request-id` and, if given, `retry-after`.
 fn error_response(error: &ApiError, request_id: &str, retry_after_s: Option<u64>) -> Response {
-    let status = StatusCode::from_u16(error.kind.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::BAD_REQUEST);
     let mut reply = error_response_as(status, error, request_id);
     if let Some(seconds) = retry_after_s {
         reply.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));

@@ -292,7 +292,7 @@ impl ScriptReply {
         if let Some(error) = &self.error {
             let kind = ErrorKind::from_status(error.status);
             let message = error.message.clone().unwrap_or_else(|| default_message(kind).to_string());
-            let api_error = ApiError::new(kind, message);
+            let api_error = ApiError::with_status(error.status, message);
             if error.mid_stream {
                 return Planned::StreamError(api_error);
             }
