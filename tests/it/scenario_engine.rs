@@ -291,7 +291,7 @@ fn run_and_explain_on_the_command_line() {
 
 #[test]
 fn the_readme_example_is_the_fixture_and_runs() {
-    let readme = include_str!("../../docs/guide.md");
+    let readme = include_str!("../../docs/run.md");
     let fixture = fixture("readme-example").unwrap().json.trim_end();
     assert!(
         readme.contains(fixture),

@@ -384,8 +384,7 @@ fn a_bad_sweep_file_is_an_error_not_a_panic() {
 
 #[test]
 fn the_readme_sweep_example_is_a_valid_sweep() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide.md")).unwrap();
-    let section = &readme[readme.find("## Sweeps").expect("a Sweeps section")..];
+    let section = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/sweep.md")).unwrap();
     let start = section.find("```json\n").expect("a JSON example") + "```json\n".len();
     let example = &section[start..start + section[start..].find("```").unwrap()];
     let spec = SweepSpec::from_json(example).expect("the README's example parses");
