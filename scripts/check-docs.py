@@ -23,8 +23,11 @@ may start a server in the background on a fixed uncommon port, use it and stop i
 block leaves running is stopped when the block ends, and a block is stopped after 300 s.
 
 Only what is inherently variable is normalised before comparing, nothing else:
-  - elapsed times: a number followed by a unit ns, µs, us, ms or s (`1.23s`, `at 3034ms`,
-    `12 ms`) becomes `<time>`;
+  - elapsed times: a duration after `in`, `took` or `after` (`in 1.23s`, `took 12 ms`) becomes
+    `<time>`; in a block that starts `forkcache serve` or `forkcache proxy`, so do the times
+    counted from the server's start: `at 3034ms` in a log line, `"at_ms":N` and
+    `"first_byte_ms":N` in JSON, and the `at_ms` column of a table (other durations, such as the
+    gaps between a transcript's requests, are data and stay);
   - wall-clock timestamps: an ISO-8601 date-time dated today or yesterday (UTC) becomes
     `<now>` (older ones, such as a transcript's, are data and stay);
   - temp dir paths: /tmp/tmp… and the run's own temp dir become `<tmp>`; the repository's
@@ -88,6 +91,9 @@ class Block:
             for line in self.text.splitlines()
             if not line.startswith("$ ") and line.strip() not in ("", "…", "...")
         ]
+
+    def starts_server(self) -> bool:
+        return re.search(r"forkcache (serve|proxy)\b", self.commands()) is not None
 
     def title(self) -> str:
         first = next((line for line in self.commands().splitlines() if line.strip()), "")
@@ -240,18 +246,36 @@ def normaliser(root: Path, tmp: Path):
     today = datetime.datetime.now(datetime.timezone.utc).date()
     days = {str(today), str(today - datetime.timedelta(days=1))}
     stamp = re.compile(r"(\d{4}-\d{2}-\d{2})[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
-    elapsed = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s)\b")
+    elapsed = re.compile(r"\b(in|took|after) \d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s)\b")
+    live_at = re.compile(r"\bat \d+ms\b")
+    live_json = re.compile(r'"(at_ms|first_byte_ms)":\s*\d+')
     port = re.compile(r"(127\.0\.0\.1|localhost|\[::1\]):\d+")
     temp = re.compile(r"/tmp/tmp[\w.-]*")
     roots = sorted({str(root.resolve()), str(root)}, key=len, reverse=True)
 
-    def normalise(text: str) -> str:
+    def live_times(text: str) -> str:
+        text = live_at.sub("at <time>", text)
+        text = live_json.sub(lambda m: f'"{m.group(1)}":<time>', text)
+        out, column = [], None
+        for line in text.split("\n"):
+            if column is not None and line.strip():
+                line = re.sub(r"^(\s*\d+)\s+\d+(?=\s)", r"\1 <time>", line)
+            else:
+                column = None
+            if re.match(r"^\s*#\s+at_ms\b", line):
+                column = True
+            out.append(line)
+        return "\n".join(out)
+
+    def normalise(text: str, live: bool) -> str:
         for r in roots:
             text = text.replace(r + "/", "<repo>/").replace(r, "<repo>")
         text = text.replace(str(tmp), "<tmp>")
         text = temp.sub("<tmp>", text)
         text = stamp.sub(lambda m: "<now>" if m.group(1) in days else m.group(0), text)
-        text = elapsed.sub("<time>", text)
+        text = elapsed.sub(lambda m: f"{m.group(1)} <time>", text)
+        if live:
+            text = live_times(text)
         return port.sub(r"\1:<port>", text)
 
     return normalise
@@ -331,7 +355,7 @@ def run_pages(root: Path, only: list[str], bless: bool, result: Result, tmp: Pat
         sections = []
         for b in runnable:
             started = time.monotonic()
-            output = normalise(run_block(root, b, env, tmp / "block.out"))
+            output = normalise(run_block(root, b, env, tmp / "block.out"), b.starts_server())
             elapsed = time.monotonic() - started
             result.run += 1
             print(f"  {rel}:{b.line} ({elapsed:.1f} s) {b.title()}", file=sys.stderr)
