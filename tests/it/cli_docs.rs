@@ -108,7 +108,11 @@ fn design_sections() -> Vec<String> {
 fn the_front_page_stays_short() {
     // The front page says what forkcache is and how to start; the rest lives in docs/.
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    assert!(readme.len() < 15 * 1024, "README.md is {} bytes; move detail to a page under docs/", readme.len());
+    assert!(
+        readme.len() < 15 * 1024,
+        "README.md is {} bytes; move detail to a page under docs/",
+        readme.len()
+    );
 }
 
 #[test]
