@@ -1,5 +1,5 @@
-//! What a new user meets first: shell completions, the man page, and references in the README
-//! and `--help` that resolve inside the repository.
+//! What a new user meets first: shell completions, the man page, and references in the README,
+//! docs/ and `--help` that resolve inside the repository.
 
 use std::process::Command;
 
