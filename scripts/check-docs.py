@@ -6,7 +6,7 @@ bash, with target/release/ first on PATH (so `forkcache` is the release binary; 
 with `cargo build --release`) and CARGO_TERM_QUIET=true (so `cargo run --release -- …` prints
 only the program's output). A ```sh block runs as one script; in a ```console block the lines
 starting with `$ ` are the commands, and the other lines shown (except `…`) must appear, in order,
-in what the commands print. Standard output and standard error are captured together; a command
+in what the commands print; so must the lines of a ```text block that directly follows a block. Standard output and standard error are captured together; a command
 that exits non-zero adds a line `[exit N: line L of the block]`. The output of every block of a
 page is compared with the page's golden file, tests/docs/PAGE.out (README.md.out for the front
 page, replay.md.out for docs/replay.md, docs-README.md.out for docs/README.md); a difference
@@ -77,6 +77,8 @@ class Block:
     lang: str  # sh or console
     text: str  # the block's lines
     not_run: str | None = None  # the marker's reason
+    shown_after: str = ""  # a ```text block right after this one: output it shows
+
 
     def commands(self) -> str:
         if self.lang == "sh":
@@ -84,11 +86,10 @@ class Block:
         return "".join(line[2:] + "\n" for line in self.text.splitlines() if line.startswith("$ "))
 
     def shown_output(self) -> list[str]:
-        if self.lang != "console":
-            return []
+        shown = self.text if self.lang == "console" else ""
         return [
             line
-            for line in self.text.splitlines()
+            for line in (shown + self.shown_after).splitlines()
             if not line.startswith("$ ") and line.strip() not in ("", "…", "...")
         ]
 
@@ -145,6 +146,14 @@ def blocks(root: Path, page: Path) -> list[Block]:
             text = "".join(line + "\n" for line in lines[i + 1 : end])
             rel = page.relative_to(root).as_posix()
             found.append(Block(rel, i + 1, lang, text, marker.group(1) if marker else None))
+            after = end + 1
+            while after < len(lines) and not lines[after].strip():
+                after += 1
+            if after < len(lines) and re.match(r"^(`{3,})text\s*$", lines[after]):
+                close = after + 1
+                while close < len(lines) and not lines[close].startswith("```"):
+                    close += 1
+                found[-1].shown_after = "".join(line + "\n" for line in lines[after + 1 : close])
         i = end + 1
     return found
 
@@ -464,7 +473,7 @@ def self_test() -> int:
         page_text = (
             "# Page\n\n## A section, with `code`\n\n```sh\necho hello; echo took 12ms\n```\n\n"
             "<!-- not run: needs a real API key -->\n```sh\nexit 9\n```\n\n"
-            "```console\n$ printf 'a\\nb\\n'\nb\n```\n"
+            "```console\n$ printf 'a\\nb\\n'\nb\n```\n\n```sh\necho shown\n```\n\n```text\nshown\n```\n"
         )
         page.write_text(page_text)
         expect("blessing writes the goldens", check(root, [], bless=True), None)
@@ -479,6 +488,8 @@ def self_test() -> int:
         expect("a changed output fails", check(root, [], bless=False), "-hello")
         page.write_text(page_text.replace("\nb\n```", "\nc\n```"))
         expect("a console block's shown output is checked", check(root, [], bless=False), "did not print")
+        page.write_text(page_text.replace("```text\nshown", "```text\nnot shown"))
+        expect("a text block after a block is its output", check(root, [], bless=False), "not shown")
         page.write_text(page_text + "\n![chart](../missing.png)\n")
         expect("a broken image fails", check(root, [], bless=False, links_only=True), "missing.png: no such file")
         page.write_text(page_text + "\n[gone](other.md)\n")
