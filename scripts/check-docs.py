@@ -6,11 +6,13 @@ bash, with target/release/ first on PATH (so `forkcache` is the release binary; 
 with `cargo build --release`) and CARGO_TERM_QUIET=true (so `cargo run --release -- …` prints
 only the program's output). A ```sh block runs as one script; in a ```console block the lines
 starting with `$ ` are the commands, and the other lines shown (except `…`) must appear, in order,
-in what the commands print; so must the lines of a ```text block that directly follows a block. Standard output and standard error are captured together; a command
-that exits non-zero adds a line `[exit N: line L of the block]`. The output of every block of a
-page is compared with the page's golden file, tests/docs/PAGE.out (README.md.out for the front
-page, replay.md.out for docs/replay.md, docs-README.md.out for docs/README.md); a difference
-prints the page, the block's line and a unified diff, and the check exits 1.
+in what the commands print; so must the lines of a ```text block that directly follows a block.
+Standard output and standard error are captured together; a command that exits non-zero adds a
+line `[exit N: line L of the block]`. The output of every block of a page is compared with the
+page's golden file, tests/docs/PAGE.out (README.md.out for the front page, replay.md.out for
+docs/replay.md, docs-README.md.out for docs/README.md), block by block in page order (the line
+number in a block's header is not compared, so editing prose above a block needs no re-bless); a
+difference prints the page, the block's line and a unified diff, and the check exits 1.
 
 A block that cannot run here carries a marker line just above it:
 
