@@ -254,7 +254,7 @@ def main():
         "max(1,000 tokens, 2% of the recorded read) of the real one; the baseline predicts the "
         "chain's previous read + creation, capped at the request's input, and 0 at a chain start. "
         "Provable breaks are those a transcript proves the cause of: a compaction, a model switch, "
-        "an idle gap past the TTL. How the prediction reasons is in `docs/import.md` and the "
+        "an idle gap past the TTL. How the prediction reasons is in `docs/import-claude-code.md` and the "
         "`warmth` module.",
         "",
     ]

@@ -17,7 +17,7 @@ use crate::flags::{
 /// `run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The scenario file (see fixtures/scenarios/ and the README); `-` reads standard input.
+    /// The scenario file (see fixtures/scenarios/ and docs/run.md); `-` reads standard input.
     pub scenario: PathBuf,
     #[command(flatten)]
     pub output: JsonFlag,

@@ -14,7 +14,7 @@ use crate::flags::{JsonFlag, OutDir, PricesFlag, QuietFlag, SeedFlag};
 /// `sweep`.
 #[derive(Args, Debug)]
 pub struct SweepArgs {
-    /// The sweep file (see fixtures/sweeps/ and the README); `-` reads standard input.
+    /// The sweep file (see fixtures/sweeps/ and docs/sweep.md); `-` reads standard input.
     pub sweep: PathBuf,
     #[command(flatten)]
     pub files: OutDir,

@@ -361,7 +361,7 @@ fn summary_rows_checked_by_hand() {
     assert_eq!(warm["naive_token_equivalents"], "402400.000");
     assert_eq!(warm["savings"], "0.6741"); // 1 − 131,140 / 402,400 = 0.67410…
     assert_eq!(warm["requests"], "4");
-    // The README's mistake table: a timestamp in the system prompt, 32,380 → 79,875.
+    // docs/run.md's mistake table: a timestamp in the system prompt, 32,380 → 79,875.
     let (header, rows) = parse(text(artifacts, "antipatterns.csv"));
     let timestamp = rows.iter().find(|r| r[0] == "timestamp").unwrap();
     let cell = |name: &str| &timestamp[header.iter().position(|h| h == name).unwrap()];

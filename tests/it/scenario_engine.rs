@@ -291,11 +291,11 @@ fn run_and_explain_on_the_command_line() {
 
 #[test]
 fn the_readme_example_is_the_fixture_and_runs() {
-    let readme = include_str!("../../docs/guide.md");
+    let readme = include_str!("../../docs/run.md");
     let fixture = fixture("readme-example").unwrap().json.trim_end();
     assert!(
         readme.contains(fixture),
-        "README's complete example differs from fixtures/scenarios/readme-example.json"
+        "docs/run.md's complete example differs from fixtures/scenarios/readme-example.json"
     );
     let report = run_with(&spec_of("readme-example"), false);
     assert!(report.totals.cost_nanousd < report.totals.naive_nanousd);

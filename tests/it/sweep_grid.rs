@@ -384,11 +384,10 @@ fn a_bad_sweep_file_is_an_error_not_a_panic() {
 
 #[test]
 fn the_readme_sweep_example_is_a_valid_sweep() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide.md")).unwrap();
-    let section = &readme[readme.find("## Sweeps").expect("a Sweeps section")..];
+    let section = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/sweep.md")).unwrap();
     let start = section.find("```json\n").expect("a JSON example") + "```json\n".len();
     let example = &section[start..start + section[start..].find("```").unwrap()];
-    let spec = SweepSpec::from_json(example).expect("the README's example parses");
+    let spec = SweepSpec::from_json(example).expect("docs/sweep.md's example parses");
     // 2 histories × 4 fork counts × 2 idle gaps × (2 policies × 2 launches × 2 marker
     // placements for forks + 2 policies for named sub-agents).
     assert_eq!(spec.cells().len(), 2 * 4 * 2 * (2 * 2 * 2 + 2));

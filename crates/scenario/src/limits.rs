@@ -1,4 +1,4 @@
-//! The documented caps on a scenario's sizes (README, "Limits"), checked before anything runs:
+//! The documented caps on a scenario's sizes (docs/conventions.md, "Limits"), checked before anything runs:
 //! a typo such as `tool_calls: [0, 4000000000]` or a turn count of 4e9 is an error naming the
 //! field, never 22 GB of allocations or a run that does not end. Every token count is also capped
 //! so no sum over a run can pass 2^64.

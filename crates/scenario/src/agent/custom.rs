@@ -16,7 +16,7 @@
 //! model id. `background: true` launches the agent in the background; `isolation` is `worktree`
 //! (a note follows its prompt) or `remote` (another workspace). Keys whose effect on the bytes
 //! the seeds do not document (`effort`, `permissionMode`, `mcpServers`, `skills`, `hooks`,
-//! `color`, …; see the README's not-modelled list) are accepted and ignored, since real files
+//! `color`, …; see the not-modelled rows of docs/run.md) are accepted and ignored, since real files
 //! carry them.
 
 use serde::Deserialize;
