@@ -185,11 +185,16 @@ def captures_section(binary, corpus, out):
     files = sorted(f for f in os.listdir(folder) if f.endswith(".env.jsonl.gz"))
     claude_code = ("lemmy__", "ccproxy__", "nori__")
     totals = {"cc": [0, 0, 0], "sdk": [0, 0, 0]}  # compared, agreed, server-tool requests left out
+    replayed = [(name, *replay_file(binary, os.path.join(folder, name))) for name in files]
+    starts = warm_starts(replayed)
     disagreements = []
-    for name in files:
+    causes = {}
+    for name, rows, server_tools in replayed:
         kind = "cc" if name.startswith(claude_code) else "sdk"
-        rows, server_tools = replay_file(binary, os.path.join(folder, name))
+        models_seen = set()
         for row in rows:
+            first_of_model = row["model"] not in models_seen
+            models_seen.add(row["model"])
             verdict = row.get("agreement")
             if verdict is None:
                 continue
@@ -201,11 +206,13 @@ def captures_section(binary, corpus, out):
             totals[kind][1] += verdict["agrees"]
             if not verdict["agrees"]:
                 recorded = row["recorded"]["usage"]
+                cause = disagreement_cause(row, first_of_model, starts)
+                causes[cause.split(":")[0]] = causes.get(cause.split(":")[0], 0) + 1
                 disagreements.append(
                     f"| `{name}` | {row['index']} | {row['model']} "
                     f"| {recorded.get('cache_read_input_tokens', 0)} / {recorded.get('cache_creation_input_tokens', 0)} "
                     f"| {row['usage']['cache_read_input_tokens']} / {row['usage']['cache_creation_input_tokens']} "
-                    f"| {(row.get('miss') or {}).get('cause', '-')} |"
+                    f"| {(row.get('miss') or {}).get('cause', '-')} | {cause} |"
                 )
     out.append("## Captures (`replay` over the capture envelopes)\n")
     for kind, label in (("cc", "Claude Code"), ("sdk", "SDK test cassettes")):
@@ -215,11 +222,77 @@ def captures_section(binary, corpus, out):
             f"(web search) input the request does not carry are left out."
         )
     out.append("")
-    out.append("Every disagreement (recorded and predicted as read / written; the predicted miss cause):\n")
-    out.append("| file | request | model | recorded | predicted | predicted miss |\n|---|---|---|---|---|---|")
+    out.append(
+        "Every disagreement (recorded and predicted as read / written; the predicted miss cause; why "
+        "they differ, by the first of these rules that holds):\n"
+    )
+    for rule in CAUSE_RULES:
+        out.append(f"- {rule}")
+    out.append("")
+    out.append(
+        "| file | request | model | recorded | predicted | predicted miss | why |\n"
+        "|---|---|---|---|---|---|---|"
+    )
     out.extend(disagreements)
     out.append("")
+    out.append(
+        "Disagreements by why: "
+        + ", ".join(f"{cause} {count}" for cause, count in sorted(causes.items()))
+        + "."
+    )
+    out.append("")
     return totals
+
+
+CAUSE_RULES = [
+    "**input not in the bytes**: the recorded input (uncached + read + written) is more than twice "
+    "the estimate of the request's bytes: a server tool (code execution, its files) added input "
+    "the request does not carry, so no prediction from the bytes can agree.",
+    "**warm before the capture**: the first request of its model in the capture reads: a request "
+    "outside it wrote the prefix (a test re-recorded after another, a session that began earlier).",
+    "**warm outside the capture**: nothing predicted readable, and the recorded read is within 2% "
+    "of what some capture's first request read on the same model: the same prefix, kept warm by "
+    "traffic the captures do not hold.",
+    "**under the minimum by the estimate**: the estimate puts the prefix under the model's "
+    "cacheable minimum, which the real count exceeds (token estimates differ from the real "
+    "tokenizer by up to 16% per model; `--calibrate` measures it).",
+    "**unexplained**: none of the above.",
+]
+
+
+def total_input(usage):
+    return sum(usage.get(k, 0) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+
+
+def warm_starts(replayed):
+    """What each capture's first request read, when it read, and on which model (a cache is
+    per model): prefixes found warm at a start."""
+    reads = []
+    for name, rows, _ in replayed:
+        if rows and rows[0].get("recorded"):
+            read = rows[0]["recorded"]["usage"].get("cache_read_input_tokens", 0)
+            if read:
+                reads.append((read, rows[0]["model"], name))
+    return reads
+
+
+def disagreement_cause(row, first_of_model, starts):
+    recorded = row["recorded"]["usage"]
+    predicted = row["usage"]
+    read = recorded.get("cache_read_input_tokens", 0)
+    if total_input(recorded) > 2 * total_input(predicted):
+        return f"input not in the bytes: {total_input(recorded)} recorded, {total_input(predicted)} estimated"
+    if first_of_model and read:
+        return "warm before the capture"
+    match = next(
+        (name for start, model, name in starts if model == row["model"] and abs(start - read) <= 0.02 * read),
+        None,
+    )
+    if read and predicted["cache_read_input_tokens"] == 0 and match:
+        return f"warm outside the capture: {match.removesuffix('.env.jsonl.gz')} began reading it"
+    if (row.get("miss") or {}).get("cause") == "below_minimum" and read:
+        return "under the minimum by the estimate"
+    return "unexplained"
 
 
 EVIDENCE = [
