@@ -37,6 +37,32 @@ pub struct QuietFlag {
     pub quiet: bool,
 }
 
+/// `--key-salt`, on the commands that fingerprint keys (`serve`, `proxy`).
+#[derive(Args, Clone, Default)]
+pub struct KeySaltFlag {
+    /// Key the workspace fingerprints of API keys with this secret, so that no one without it can
+    /// compute a key's fingerprint or link it to a key; the same secret gives the same
+    /// fingerprints in every run. Set it in the environment rather than on a command line others
+    /// can list. Default: unkeyed fingerprints (xxh3 of the key).
+    #[arg(long, env = "FORKCACHE_KEY_SALT", hide_env_values = true, value_name = "SECRET",
+        value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub key_salt: Option<String>,
+}
+
+// By hand: the secret is never printed, not even in a debug dump of the arguments.
+impl std::fmt::Debug for KeySaltFlag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.key_salt.is_some() { "KeySaltFlag(set)" } else { "KeySaltFlag(none)" })
+    }
+}
+
+impl KeySaltFlag {
+    /// The salt to fingerprint keys with.
+    pub fn salt(&self) -> forkcache_engine::endpoint::KeySalt {
+        self.key_salt.as_deref().map(forkcache_engine::endpoint::KeySalt::new).unwrap_or_default()
+    }
+}
+
 /// `--prices FILE`, on every command that prices.
 #[derive(Args, Clone, Debug, Default)]
 pub struct PricesFlag {

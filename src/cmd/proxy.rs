@@ -12,7 +12,7 @@ use forkcache_engine::endpoint::MockEndpoint;
 use forkcache_net::proxy::{Proxy, ProxyConfig};
 
 use super::serve::{on_runtime, shutdown_signal};
-use crate::flags::{EngineArgs, QuietFlag};
+use crate::flags::{EngineArgs, KeySaltFlag, QuietFlag};
 
 /// `proxy`.
 #[derive(Args, Debug)]
@@ -38,6 +38,8 @@ pub struct ProxyArgs {
     pub redact: bool,
     #[command(flatten)]
     pub quiet: QuietFlag,
+    #[command(flatten)]
+    pub key_salt: KeySaltFlag,
     /// `GET /forkcache/stats` and the live page's feed need a key (`x-api-key` or a bearer
     /// token) and show only the workspaces that key's requests were counted in.
     #[arg(long)]
@@ -56,7 +58,8 @@ pub struct ProxyArgs {
 
 /// Forwards until Ctrl-C or SIGTERM, then prints the recorded and predicted totals.
 pub fn run(args: &ProxyArgs) -> anyhow::Result<ExitCode> {
-    let endpoint = MockEndpoint::new(args.engine.endpoint_config(), args.engine.prices()?)?;
+    let mut endpoint = MockEndpoint::new(args.engine.endpoint_config(), args.engine.prices()?)?;
+    endpoint.set_key_salt(args.key_salt.salt());
     let mut config = ProxyConfig::new(args.upstream.clone());
     config.addr = args.addr;
     config.trace = args.trace.clone();

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use forkcache_engine::endpoint::MockEndpoint;
 use forkcache_net::serve::{LatencyMode, Script, ServeConfig, Server};
 
-use crate::flags::{EngineArgs, QuietFlag};
+use crate::flags::{EngineArgs, KeySaltFlag, QuietFlag};
 
 /// `serve`.
 #[derive(Args, Debug)]
@@ -38,6 +38,8 @@ pub struct ServeArgs {
     pub max_requests: Option<u64>,
     #[command(flatten)]
     pub quiet: QuietFlag,
+    #[command(flatten)]
+    pub key_salt: KeySaltFlag,
     /// Time a client has to send a request's headers (also the longest wait for the next request
     /// on a kept-alive connection), e.g. `30s`, `500ms`.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
@@ -87,7 +89,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             Script::from_json(&text).with_context(|| format!("in script {}", path.display()))?
         }
     };
-    let endpoint = MockEndpoint::new(args.engine.endpoint_config(), args.engine.prices()?)?;
+    let mut endpoint = MockEndpoint::new(args.engine.endpoint_config(), args.engine.prices()?)?;
+    endpoint.set_key_salt(args.key_salt.salt());
     let mut config = ServeConfig::new(args.addr);
     config.script = script;
     config.trace = args.trace.clone();

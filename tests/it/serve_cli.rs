@@ -106,3 +106,41 @@ fn serve_listens_on_a_host_name() {
     assert_eq!(reply.status, 200);
     assert!(wait(&mut child).success());
 }
+
+/// A key salt from the environment keys the workspace fingerprints of the stats and the trace,
+/// and the trace says a salt was used without holding it.
+#[test]
+fn a_key_salt_keys_the_fingerprints_and_is_never_written() {
+    let trace = tempfile("salted");
+    let mut child = forkcache()
+        .args(["serve", "--addr", "127.0.0.1:0", "--max-requests", "1", "--trace"])
+        .arg(&trace)
+        .env("FORKCACHE_KEY_SALT", "pepper-1234")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("forkcache serve listening on http://")
+        .unwrap_or_else(|| panic!("{first}"));
+    let body = cached_request("claude-sonnet-4-6", 2_000, "hi", false);
+    assert_eq!(
+        post(&client(), &format!("http://{addr}/v1/messages"), Some("cli"), body.as_bytes()).status,
+        200
+    );
+    assert!(wait(&mut child).success());
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let salted = forkcache_engine::endpoint::KeySalt::new("pepper-1234").fingerprint("cli");
+    let public = forkcache_ingest::trace::key_fingerprint("cli");
+    assert!(rest.contains(&salted) && !rest.contains(&public), "{rest}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<Value> = text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(lines[0]["forkcache_session"]["settings"]["key_salted"], true);
+    assert_eq!(lines[1]["workspace"], salted.as_str());
+    assert!(!text.contains("pepper") && !text.contains(&public), "{text}");
+    let _ = std::fs::remove_file(trace);
+}

@@ -27,9 +27,50 @@ use crate::prompt::{
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 
 /// The fingerprint traces, stats and logs carry in place of an API key: `key-` and 16 lowercase
-/// hex digits of the key's xxh3-64. It tells tenants apart without revealing a key.
+/// hex digits of the key's xxh3-64. It tells tenants apart without revealing a key, and is the
+/// same in every run and on every machine, so traces of one key join; anyone holding a key can
+/// compute it, which a [`KeySalt`] prevents.
 pub fn key_fingerprint(key: &str) -> String {
     format!("key-{:016x}", xxhash_rust::xxh3::xxh3_64(key.as_bytes()))
+}
+
+/// A secret that keys the fingerprints: with it a fingerprint is `key-` and 16 hex digits of a
+/// BLAKE3 keyed hash of the key, which no one without the secret can compute or link to a key
+/// (an unsalted fingerprint is a public hash: whoever holds a key can find its tenant in the
+/// stats). The same secret gives the same fingerprints in every run, so one user's traces still
+/// join. The secret is never shown: not by `Debug`, not in a trace.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct KeySalt(Option<[u8; 32]>);
+
+impl KeySalt {
+    /// Fingerprints keyed by `secret` (any text: it is stretched into a 32-byte key).
+    pub fn new(secret: &str) -> KeySalt {
+        KeySalt(Some(blake3::derive_key("forkcache 2026 key fingerprint salt", secret.as_bytes())))
+    }
+
+    /// Whether fingerprints are keyed.
+    pub fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The fingerprint of `key`: [`key_fingerprint`] without a secret, keyed with one.
+    pub fn fingerprint(&self, key: &str) -> String {
+        match &self.0 {
+            None => key_fingerprint(key),
+            Some(secret) => {
+                let hash = blake3::keyed_hash(secret, key.as_bytes());
+                let mut first = [0; 8];
+                first.copy_from_slice(&hash.as_bytes()[..8]);
+                format!("key-{:016x}", u64::from_be_bytes(first))
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for KeySalt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_set() { "KeySalt(set)" } else { "KeySalt(none)" })
+    }
 }
 
 /// Everything that decides how requests are priced.
@@ -221,6 +262,8 @@ pub struct MockEndpoint {
     id_uses: HashMap<u128, u64, BuildPassThrough>,
     // Requests that asked for cache diagnostics, by response id.
     fingerprints: Fingerprints,
+    // Keys the workspace fingerprints of keys without a configured workspace.
+    key_salt: KeySalt,
 }
 
 /// Distinct request identities remembered for id numbering before starting over.
@@ -237,7 +280,18 @@ impl MockEndpoint {
             renderer,
             id_uses: HashMap::default(),
             fingerprints: Fingerprints::default(),
+            key_salt: KeySalt::default(),
         })
+    }
+
+    /// Fingerprints keys with `salt` from now on (see [`KeySalt`]).
+    pub fn set_key_salt(&mut self, salt: KeySalt) {
+        self.key_salt = salt;
+    }
+
+    /// How keys are fingerprinted.
+    pub fn key_salt(&self) -> &KeySalt {
+        &self.key_salt
     }
 
     /// The settings.
@@ -290,7 +344,9 @@ impl MockEndpoint {
     pub fn workspace_of(&self, api_key: Option<&str>) -> String {
         match api_key {
             None => self.config.default_workspace.clone(),
-            Some(key) => self.config.workspaces.get(key).cloned().unwrap_or_else(|| key_fingerprint(key)),
+            Some(key) => {
+                self.config.workspaces.get(key).cloned().unwrap_or_else(|| self.key_salt.fingerprint(key))
+            }
         }
     }
 
@@ -829,4 +885,32 @@ fn base62(mut value: u128) -> String {
         value /= 62;
     }
     out.iter().map(|&digit| char::from(digit)).collect()
+}
+
+#[cfg(test)]
+mod key_salt_tests {
+    use super::*;
+
+    #[test]
+    fn a_salt_keys_fingerprints_and_stays_hidden() {
+        let unsalted = KeySalt::default();
+        assert_eq!(unsalted.fingerprint("sk-ant-a"), key_fingerprint("sk-ant-a"));
+        let salt = KeySalt::new("team secret");
+        let print = salt.fingerprint("sk-ant-a");
+        assert_eq!(print.len(), 20);
+        assert!(print.starts_with("key-") && print[4..].chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')));
+        assert_ne!(print, key_fingerprint("sk-ant-a"), "a salted fingerprint is not the public one");
+        assert_eq!(KeySalt::new("team secret").fingerprint("sk-ant-a"), print, "the same in every run");
+        assert_ne!(KeySalt::new("other secret").fingerprint("sk-ant-a"), print);
+        assert_ne!(salt.fingerprint("sk-ant-b"), print);
+        assert_eq!(format!("{salt:?}"), "KeySalt(set)");
+    }
+
+    #[test]
+    fn the_endpoint_names_a_key_s_workspace_with_its_salt() {
+        let mut endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+        assert_eq!(endpoint.workspace_of(Some("k")), key_fingerprint("k"));
+        endpoint.set_key_salt(KeySalt::new("s"));
+        assert_eq!(endpoint.workspace_of(Some("k")), KeySalt::new("s").fingerprint("k"));
+    }
 }

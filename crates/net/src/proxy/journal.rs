@@ -14,8 +14,9 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, header};
 use tokio::time::Instant;
 
+use forkcache_engine::endpoint::KeySalt;
 use forkcache_engine::endpoint::MockEndpoint;
-use forkcache_ingest::trace::{LoggedError, TraceWriter, envelope_line, key_fingerprint};
+use forkcache_ingest::trace::{LoggedError, TraceWriter, envelope_line};
 
 use super::capture::{COPY_LIMIT_BYTES, DecodeLimit, Encodings};
 use super::exchange::{Entry, Exchange, Response, workspace};
@@ -49,6 +50,8 @@ pub(super) struct Sequencer {
     notes: Arc<Mailbox<Note>>,
     /// The next ticket number; taken under the mailbox's lock, so numbers follow start stamps.
     next: AtomicU64,
+    /// How a key is fingerprinted (the endpoint's).
+    key_salt: KeySalt,
 }
 
 impl Sequencer {
@@ -60,7 +63,7 @@ impl Sequencer {
     /// A ticket for a Messages request starting now: ticket numbers follow start times.
     pub(super) fn issue(self: &Arc<Self>, headers: &HeaderMap) -> Ticket {
         let key = api_key(headers);
-        let key_workspace = key.as_deref().map(key_fingerprint);
+        let key_workspace = key.as_deref().map(|key| self.key_salt.fingerprint(key));
         let betas = crate::edge::request_betas(headers);
         let posting = self.notes.post();
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
@@ -211,6 +214,7 @@ pub(super) fn start(
     decode_limit: DecodeLimit,
     live: Arc<Mutex<crate::live::Feed>>,
 ) -> std::io::Result<(Arc<Sequencer>, Handle)> {
+    let key_salt = endpoint.key_salt().clone();
     let (predictions, prediction) =
         predict::start(endpoint, request_log, Arc::clone(&stats), prediction_queue_bytes, live)?;
     let notes = Arc::new(Mailbox::default());
@@ -226,7 +230,7 @@ pub(super) fn start(
     let journal = std::thread::Builder::new()
         .name("forkcache-proxy-journal".into())
         .spawn(move || journal.run(&inbox))?;
-    let sequencer = Sequencer { started: Instant::now(), notes, next: AtomicU64::new(0) };
+    let sequencer = Sequencer { started: Instant::now(), notes, next: AtomicU64::new(0), key_salt };
     Ok((Arc::new(sequencer), Handle { journal, prediction }))
 }
 
@@ -319,6 +323,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use forkcache_ingest::trace::key_fingerprint;
 
     #[test]
     fn keys_are_fingerprinted_from_either_header() {
@@ -327,8 +332,12 @@ mod tests {
         assert_eq!(api_key(&headers).as_deref(), Some("sk-ant-secret"));
         headers.insert("x-api-key", "sk-other".parse().unwrap());
         assert_eq!(api_key(&headers).as_deref(), Some("sk-other"));
-        let sequencer =
-            Arc::new(Sequencer { started: Instant::now(), notes: Arc::default(), next: AtomicU64::new(0) });
+        let sequencer = Arc::new(Sequencer {
+            started: Instant::now(),
+            notes: Arc::default(),
+            next: AtomicU64::new(0),
+            key_salt: KeySalt::default(),
+        });
         let mut ticket = sequencer.issue(&headers);
         let workspace = ticket.exchange().key_workspace.clone().unwrap();
         assert_eq!(workspace, key_fingerprint("sk-other"));

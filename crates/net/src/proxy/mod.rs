@@ -72,6 +72,8 @@ fn session_marker(config: &ProxyConfig, upstream: &Upstream, endpoint: &MockEndp
             "endpoint": crate::edge::pricing_settings(endpoint),
             "prices_date": endpoint.prices().date,
             "redact": config.redact,
+            // Whether workspace fingerprints are keyed (the secret itself is never written).
+            "key_salted": endpoint.key_salt().is_set(),
         }),
     }
 }
@@ -170,6 +172,7 @@ impl Proxy {
         let stats = Arc::new(Mutex::new(ProxyStats::default()));
         let live = Arc::new(Mutex::new(Feed::new(Edge::Proxy, config.live_rows)));
         let trace = trace.map(|out| journal::TraceOut { out, redact: config.redact });
+        let key_salt = endpoint.key_salt().clone();
         let (sequencer, journal) = journal::start(
             endpoint,
             trace,
@@ -186,6 +189,7 @@ impl Proxy {
             stats,
             body_limit_bytes: config.body_limit_bytes,
             require_key: config.require_key,
+            key_salt,
             live,
         };
         Ok(Proxy { listener, shared: Arc::new(shared), journal, shutdown_grace_ms: config.shutdown_grace_ms })
@@ -226,6 +230,8 @@ struct Shared {
     body_limit_bytes: usize,
     /// `GET /forkcache/stats` needs a key, and shows only that key's workspaces.
     require_key: bool,
+    /// How a key is fingerprinted (the endpoint's).
+    key_salt: forkcache_engine::endpoint::KeySalt,
     /// The live page's last rows (`GET /forkcache/events`); locked after `stats`, never before.
     live: Arc<Mutex<Feed>>,
 }

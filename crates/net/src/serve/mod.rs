@@ -385,6 +385,8 @@ fn session_marker(config: &ServeConfig, endpoint: &MockEndpoint) -> SessionMarke
             "prices_date": endpoint.prices().date,
             "latency": latency,
             "require_key": config.require_key,
+            // Whether workspace fingerprints are keyed (the secret itself is never written).
+            "key_salted": endpoint.key_salt().is_set(),
             "strict": config.strict,
             // Which requests were refused as the API refuses them; a trace without it predates
             // the checks (everything that parsed was priced).
