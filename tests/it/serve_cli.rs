@@ -15,15 +15,10 @@ fn forkcache() -> Command {
     Command::new(env!("CARGO_BIN_EXE_forkcache"))
 }
 
-#[test]
-fn serve_prints_its_address_stops_after_max_requests_and_its_trace_replays() {
-    let trace = tempfile("cli");
-    let mut child = forkcache()
-        .args(["serve", "--addr", "127.0.0.1:0", "--max-requests", "3", "--trace"])
-        .arg(&trace)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+/// A running `forkcache serve` started as `command` (its stdout piped), its standard output after
+/// the first line, and the address that line names.
+fn listening(mut command: Command) -> (std::process::Child, BufReader<std::process::ChildStdout>, String) {
+    let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     stdout.read_line(&mut first).unwrap();
@@ -31,6 +26,15 @@ fn serve_prints_its_address_stops_after_max_requests_and_its_trace_replays() {
         .trim()
         .strip_prefix("forkcache serve listening on http://")
         .unwrap_or_else(|| panic!("{first}"));
+    (child, stdout, addr.to_string())
+}
+
+#[test]
+fn serve_prints_its_address_stops_after_max_requests_and_its_trace_replays() {
+    let trace = tempfile("cli");
+    let mut command = forkcache();
+    command.args(["serve", "--addr", "127.0.0.1:0", "--max-requests", "3", "--trace"]).arg(&trace);
+    let (mut child, mut stdout, addr) = listening(command);
     let url = format!("http://{addr}/v1/messages");
     let agent = client();
     let body = cached_request("claude-sonnet-4-6", 2_000, "hi", false);
@@ -86,18 +90,9 @@ fn wait(child: &mut std::process::Child) -> std::process::ExitStatus {
 
 #[test]
 fn serve_listens_on_a_host_name() {
-    let mut child = forkcache()
-        .args(["serve", "--addr", "localhost:0", "--max-requests", "1"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("forkcache serve listening on http://")
-        .unwrap_or_else(|| panic!("{first}"));
+    let mut command = forkcache();
+    command.args(["serve", "--addr", "localhost:0", "--max-requests", "1"]);
+    let (mut child, _, addr) = listening(command);
     // `localhost` resolves to a loopback address, IPv4 or IPv6.
     let ip: std::net::SocketAddr = addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}"));
     assert!(ip.ip().is_loopback(), "{addr}");
@@ -112,20 +107,10 @@ fn serve_listens_on_a_host_name() {
 #[test]
 fn a_key_salt_keys_the_fingerprints_and_is_never_written() {
     let trace = tempfile("salted");
-    let mut child = forkcache()
-        .args(["serve", "--addr", "127.0.0.1:0", "--max-requests", "1", "--trace"])
-        .arg(&trace)
-        .env("FORKCACHE_KEY_SALT", "pepper-1234")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("forkcache serve listening on http://")
-        .unwrap_or_else(|| panic!("{first}"));
+    let mut command = forkcache();
+    command.args(["serve", "--addr", "127.0.0.1:0", "--max-requests", "1", "--trace"]).arg(&trace);
+    command.env("FORKCACHE_KEY_SALT", "pepper-1234");
+    let (mut child, mut stdout, addr) = listening(command);
     let body = cached_request("claude-sonnet-4-6", 2_000, "hi", false);
     assert_eq!(
         post(&client(), &format!("http://{addr}/v1/messages"), Some("cli"), body.as_bytes()).status,
