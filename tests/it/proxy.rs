@@ -1218,3 +1218,48 @@ fn whole_chunks(mut rest: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// `forkcache proxy` with FORKCACHE_KEY_SALT: the exchange's workspace is the salted fingerprint
+/// of its key, the key finds its own workspaces in the stats through the same salt, and neither
+/// the public fingerprint nor the secret is shown.
+#[test]
+fn the_proxy_keys_fingerprints_with_the_salt_and_finds_a_key_s_stats_through_it() {
+    let server = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["proxy", "--addr", "127.0.0.1:0", "--upstream", &server.url("")])
+        .env("FORKCACHE_KEY_SALT", "pepper-5678")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let addr = first
+        .strip_prefix("forkcache proxy listening on http://")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{first}"));
+    let agent = client();
+    let body = cached_request(MODEL, 2_000, "hi", false);
+    assert_eq!(post(&agent, &format!("http://{addr}/v1/messages"), Some(KEY), body.as_bytes()).status, 200);
+    let salted = forkcache_engine::endpoint::KeySalt::new("pepper-5678").fingerprint(KEY);
+    // The exchange is written and counted off the forwarding path: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let stats = loop {
+        let stats = agent.get(&format!("http://{addr}/forkcache/stats")).header("x-api-key", KEY).call();
+        let text = stats.unwrap().body_mut().read_to_string().unwrap();
+        let value: Value = serde_json::from_str(&text).unwrap();
+        if value["workspaces"].as_object().is_some_and(|w| !w.is_empty()) || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let workspaces: Value = serde_json::from_str::<Value>(&stats).unwrap()["workspaces"].clone();
+    assert_eq!(
+        workspaces.as_object().map(|w| w.keys().cloned().collect::<Vec<_>>()),
+        Some(vec![salted]),
+        "{stats}"
+    );
+    assert!(!stats.contains(&key_fingerprint(KEY)) && !stats.contains("pepper"), "{stats}");
+}
