@@ -188,7 +188,7 @@ def captures_section(binary, corpus, out):
     replayed = [(name, *replay_file(binary, os.path.join(folder, name))) for name in files]
     starts = warm_starts(replayed)
     disagreements = []
-    causes = {}
+    causes = defaultdict(int)
     for name, rows, server_tools in replayed:
         kind = "cc" if name.startswith(claude_code) else "sdk"
         models_seen = set()
@@ -207,7 +207,7 @@ def captures_section(binary, corpus, out):
             if not verdict["agrees"]:
                 recorded = row["recorded"]["usage"]
                 cause = disagreement_cause(row, first_of_model, starts)
-                causes[cause.split(":")[0]] = causes.get(cause.split(":")[0], 0) + 1
+                causes[cause.split(":")[0]] += 1
                 disagreements.append(
                     f"| `{name}` | {row['index']} | {row['model']} "
                     f"| {recorded.get('cache_read_input_tokens', 0)} / {recorded.get('cache_creation_input_tokens', 0)} "

@@ -3,8 +3,7 @@
 //! default tokenizer — on generated conversations and on real requests (`fixtures/clients/` and,
 //! when present, `../shared/corpus/captures/envelopes/`).
 
-use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -13,6 +12,8 @@ use forkcache_engine::billing::{PriceTable, Usage};
 use forkcache_ingest::replay::{ReplayConfig, replay};
 use forkcache_net::proxy::redact;
 use forkcache_wire::{Betas, check::check_request, parse_request_str};
+
+use crate::strict_traffic::{betas_of, captured_envelopes, files_in};
 
 /// What replay made of each line: its usage, or the refusal's type.
 fn outcomes(trace: &str) -> Vec<Result<Usage, String>> {
@@ -46,11 +47,6 @@ fn redacted_line(envelope: &Value) -> Value {
 /// JSON as it is.
 fn compact_len(text: &str) -> usize {
     serde_json::from_str::<Value>(text).map_or(text.len(), |value| value.to_string().len())
-}
-
-fn betas_of(envelope: &Value) -> Betas {
-    let names = envelope["betas"].as_array().map(Vec::as_slice).unwrap_or_default();
-    Betas::from_names(names.iter().filter_map(Value::as_str))
 }
 
 fn accepted(body: &Value, betas: &Betas) -> bool {
@@ -152,13 +148,6 @@ proptest! {
     }
 }
 
-fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().path()).collect();
-    files.sort();
-    files
-}
-
 #[test]
 fn real_client_requests_redact_and_replay_the_same() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/clients");
@@ -180,17 +169,8 @@ fn real_client_requests_redact_and_replay_the_same() {
 
 #[test]
 fn captured_requests_redact_and_replay_the_same() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/captures/envelopes");
-    if !dir.is_dir() {
-        eprintln!("skipped: ../shared/corpus/captures/envelopes is absent");
-        return;
-    }
-    let mut compared = 0;
-    for path in files_in(&dir).into_iter().filter(|p| p.to_string_lossy().ends_with(".jsonl.gz")) {
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()).read_to_string(&mut text).unwrap();
-        compared += check_trace(&path.file_name().unwrap().to_string_lossy(), &text);
-    }
+    let Some(captures) = captured_envelopes() else { return };
+    let compared: usize = captures.iter().map(|(name, text)| check_trace(name, text)).sum();
     // The corpus README: 115 proxy-recorded requests and 64 from SDK cassettes.
     assert!(compared >= 115 + 64, "captured requests compared: {compared}");
 }

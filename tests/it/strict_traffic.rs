@@ -11,7 +11,7 @@ use serde_json::Value;
 use forkcache_wire::{Betas, check::check_request, parse_request_str};
 
 /// The betas an envelope names (`betas`), none when it names none.
-fn betas_of(envelope: &Value) -> Betas {
+pub fn betas_of(envelope: &Value) -> Betas {
     let names = envelope["betas"].as_array().map(Vec::as_slice).unwrap_or_default();
     Betas::from_names(names.iter().filter_map(Value::as_str))
 }
@@ -47,7 +47,8 @@ fn refusals_in_lines(name: &str, text: &str) -> (usize, Vec<String>) {
     (seen, refused)
 }
 
-fn files_in(dir: &Path) -> Vec<PathBuf> {
+/// The files of `dir`, sorted.
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.unwrap().path())
@@ -56,19 +57,29 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-#[test]
-fn every_captured_request_passes_the_strict_checks() {
+/// Every capture file of `../shared/corpus/captures/envelopes/` as (file name, its envelope
+/// lines); none, saying so, when the corpus is absent.
+pub fn captured_envelopes() -> Option<Vec<(String, String)>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/captures/envelopes");
     if !dir.is_dir() {
         eprintln!("skipped: ../shared/corpus/captures/envelopes is absent");
-        return;
+        return None;
     }
-    let mut seen = 0;
-    let mut refused = Vec::new();
-    for path in files_in(&dir).into_iter().filter(|p| p.to_string_lossy().ends_with(".jsonl.gz")) {
+    let files = files_in(&dir).into_iter().filter(|p| p.to_string_lossy().ends_with(".jsonl.gz"));
+    let read = |path: PathBuf| {
         let mut text = String::new();
         flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()).read_to_string(&mut text).unwrap();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        (path.file_name().unwrap().to_string_lossy().into_owned(), text)
+    };
+    Some(files.map(read).collect())
+}
+
+#[test]
+fn every_captured_request_passes_the_strict_checks() {
+    let Some(captures) = captured_envelopes() else { return };
+    let mut seen = 0;
+    let mut refused = Vec::new();
+    for (name, text) in captures {
         let (count, found) = refusals_in_lines(&name, &text);
         seen += count;
         refused.extend(found);

@@ -58,12 +58,10 @@ impl ImageSize {
 /// The size of the image `data` (standard base64) holds, if its header can be read.
 pub fn image_size(data: &str) -> Option<ImageSize> {
     let head = decoded_head(data, SHORT_HEADER_CHARS)?;
-    png(&head).or_else(|| gif(&head)).or_else(|| webp(&head)).or_else(|| {
-        match head.starts_with(&[0xff, 0xd8]) {
-            true => jpeg(&decoded_head(data, JPEG_HEADER_CHARS)?),
-            false => None,
-        }
-    })
+    if head.starts_with(&[0xff, 0xd8]) {
+        return jpeg(&decoded_head(data, JPEG_HEADER_CHARS)?);
+    }
+    png(&head).or_else(|| gif(&head)).or_else(|| webp(&head))
 }
 
 /// The bytes the first `chars` characters of `data` encode (all of it when shorter).

@@ -45,7 +45,7 @@ async fn stats(State(shared): SharedState, headers: HeaderMap) -> Response {
     }
     let stats = shared.stats.lock().unwrap_or_else(PoisonError::into_inner);
     let json = match key {
-        Some(key) => stats.key_json(&shared.key_salt.fingerprint(&key)),
+        Some(key) => stats.key_json(&shared.sequencer.fingerprint(&key)),
         None => stats.to_json(),
     };
     drop(stats);

@@ -60,10 +60,15 @@ impl Sequencer {
         self.started.elapsed().as_millis() as u64
     }
 
+    /// The fingerprint of `key`, salted as the endpoint's.
+    pub(super) fn fingerprint(&self, key: &str) -> String {
+        self.key_salt.fingerprint(key)
+    }
+
     /// A ticket for a Messages request starting now: ticket numbers follow start times.
     pub(super) fn issue(self: &Arc<Self>, headers: &HeaderMap) -> Ticket {
         let key = api_key(headers);
-        let key_workspace = key.as_deref().map(|key| self.key_salt.fingerprint(key));
+        let key_workspace = key.as_deref().map(|key| self.fingerprint(key));
         let betas = crate::edge::request_betas(headers);
         let posting = self.notes.post();
         let seq = self.next.fetch_add(1, Ordering::Relaxed);

@@ -66,8 +66,9 @@ pub(super) async fn events(State(shared): State<Arc<Shared>>, headers: HeaderMap
         return refusal(&error, REQUEST_ID);
     }
     let stats = shared.stats.lock().unwrap_or_else(PoisonError::into_inner);
-    let mine: Option<BTreeSet<String>> = key
-        .map(|key| stats.key_workspaces.get(&shared.key_salt.fingerprint(&key)).cloned().unwrap_or_default());
+    let mine: Option<BTreeSet<String>> = key.map(|key| {
+        stats.key_workspaces.get(&shared.sequencer.fingerprint(&key)).cloned().unwrap_or_default()
+    });
     let shown = |workspace: &str| mine.as_ref().is_none_or(|mine| mine.contains(workspace));
     let totals = totals(&stats, shown);
     let slice = shared.live.lock().unwrap_or_else(PoisonError::into_inner).since(since, shown);

@@ -172,7 +172,6 @@ impl Proxy {
         let stats = Arc::new(Mutex::new(ProxyStats::default()));
         let live = Arc::new(Mutex::new(Feed::new(Edge::Proxy, config.live_rows)));
         let trace = trace.map(|out| journal::TraceOut { out, redact: config.redact });
-        let key_salt = endpoint.key_salt().clone();
         let (sequencer, journal) = journal::start(
             endpoint,
             trace,
@@ -189,7 +188,6 @@ impl Proxy {
             stats,
             body_limit_bytes: config.body_limit_bytes,
             require_key: config.require_key,
-            key_salt,
             live,
         };
         Ok(Proxy { listener, shared: Arc::new(shared), journal, shutdown_grace_ms: config.shutdown_grace_ms })
@@ -230,8 +228,6 @@ struct Shared {
     body_limit_bytes: usize,
     /// `GET /forkcache/stats` needs a key, and shows only that key's workspaces.
     require_key: bool,
-    /// How a key is fingerprinted (the endpoint's).
-    key_salt: forkcache_engine::endpoint::KeySalt,
     /// The live page's last rows (`GET /forkcache/events`); locked after `stats`, never before.
     live: Arc<Mutex<Feed>>,
 }

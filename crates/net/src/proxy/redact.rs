@@ -50,6 +50,10 @@ const KEPT_SCHEMA_KEYS: [&str; 6] = ["type", "format", "pattern", "$ref", "$sche
 /// it is the user's, whatever its key.
 const FREE_KEYS: [&str; 1] = ["input"];
 
+/// The hash contexts: a text and a base64 string of the same characters are rewritten apart.
+const TEXT_CONTEXT: &str = "forkcache 2026 redact text";
+const BASE64_CONTEXT: &str = "forkcache 2026 redact base64";
+
 /// Members that hold base64 when the API sends or takes it.
 const BASE64_KEYS: [&str; 2] = ["data", "signature"];
 
@@ -62,7 +66,7 @@ pub fn redact(body: &[u8]) -> Vec<u8> {
             let server_tools = server_tool_names(&request);
             for (member, value) in request.iter_mut() {
                 match member.as_str() {
-                    "metadata" => redact_free(value),
+                    "metadata" => redact_all_but(value, &[]),
                     member if WRITTEN_MEMBERS.contains(&member) => redact_value(value, &server_tools),
                     _ => {}
                 }
@@ -70,7 +74,7 @@ pub fn redact(body: &[u8]) -> Vec<u8> {
             Value::Object(request).to_string().into_bytes()
         }
         Ok(mut other) => {
-            redact_free(&mut other);
+            redact_all_but(&mut other, &[]);
             other.to_string().into_bytes()
         }
         Err(_) => match std::str::from_utf8(body) {
@@ -96,8 +100,8 @@ fn redact_object(object: &mut Map<String, Value>, server_tools: &[String]) {
             (key, _) if KEPT_KEYS.contains(&key) => {}
             ("name", Value::String(name)) if server_tools.contains(name) => {}
             ("text", Value::String(text)) if text.starts_with(BILLING_HEADER_PREFIX) => {}
-            ("input_schema", schema) => redact_schema(schema),
-            (key, value) if FREE_KEYS.contains(&key) => redact_free(value),
+            ("input_schema", schema) => redact_all_but(schema, &KEPT_SCHEMA_KEYS),
+            (key, value) if FREE_KEYS.contains(&key) => redact_all_but(value, &[]),
             (key, Value::String(text)) if BASE64_KEYS.contains(&key) && is_base64(text) => {
                 *text = redact_base64(text);
             }
@@ -116,29 +120,17 @@ fn redact_value(value: &mut Value, server_tools: &[String]) {
     }
 }
 
-/// Free JSON: keys stay (they are the schema's), every string is rewritten.
-fn redact_free(value: &mut Value) {
+/// Every string of `value` rewritten but those under a `kept` member; keys stay. Free JSON keeps
+/// nothing (its keys are the schema's); a schema keeps its structure ([`KEPT_SCHEMA_KEYS`]) and
+/// has its descriptions, titles, enums and examples rewritten.
+fn redact_all_but(value: &mut Value, kept: &[&str]) {
     match value {
         Value::String(text) => *text = redact_text(text),
-        Value::Array(items) => items.iter_mut().for_each(redact_free),
-        Value::Object(object) => object.values_mut().for_each(redact_free),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
-    }
-}
-
-/// A schema stays a schema: its structural strings stay, its descriptions, titles, enums and
-/// examples are rewritten.
-fn redact_schema(value: &mut Value) {
-    match value {
-        Value::String(text) => *text = redact_text(text),
-        Value::Array(items) => items.iter_mut().for_each(redact_schema),
-        Value::Object(object) => {
-            for (key, value) in object.iter_mut() {
-                if !KEPT_SCHEMA_KEYS.contains(&key.as_str()) {
-                    redact_schema(value);
-                }
-            }
-        }
+        Value::Array(items) => items.iter_mut().for_each(|item| redact_all_but(item, kept)),
+        Value::Object(object) => object
+            .iter_mut()
+            .filter(|(key, _)| !kept.contains(&key.as_str()))
+            .for_each(|(_, value)| redact_all_but(value, kept)),
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
@@ -172,8 +164,8 @@ impl Choices {
 
 /// One character for each: letters, digits and non-ASCII characters are replaced by their kind,
 /// everything else stays.
-pub fn redact_text(text: &str) -> String {
-    let mut choices = Choices::of("forkcache 2026 redact text", text);
+fn redact_text(text: &str) -> String {
+    let mut choices = Choices::of(TEXT_CONTEXT, text);
     text.chars().map(|c| replacement(c, &mut choices)).collect()
 }
 
@@ -207,18 +199,18 @@ fn is_base64(text: &str) -> bool {
 /// refuses anything else). An image keeps its format and size, which is what it is billed by:
 /// its bytes become a bare header of its format with the same width and height, then noise.
 fn redact_base64(text: &str) -> String {
-    let mut choices = Choices::of("forkcache 2026 redact base64", text);
+    let mut choices = Choices::of(BASE64_CONTEXT, text);
+    let padding = text.bytes().rev().take_while(|&b| b == b'=').count();
     if let Some(size) = image_size(text) {
-        let length = text.len() / 4 * 3 - text.bytes().rev().take_while(|&b| b == b'=').count();
         let mut bytes = image_header(size);
-        if bytes.len() <= length {
+        let header = bytes.len();
+        let length = text.len() / 4 * 3 - padding;
+        if header <= length {
             bytes.resize(length, 0);
-            let header = image_header(size).len();
             choices.0.fill(&mut bytes[header..]);
             return base64::engine::general_purpose::STANDARD.encode(bytes);
         }
     }
-    let padding = text.bytes().rev().take_while(|&b| b == b'=').count();
     let body = text.len() - padding;
     // "xx==" encodes one byte: the second character's low 4 bits are unused; "xxx=" two bytes:
     // the third's low 2 bits.
@@ -304,7 +296,7 @@ fn literal_end(text: &str) -> usize {
 
 /// A literal's contents with its escapes (`\n`, `\"`, `\ud800` …) kept byte for byte.
 fn redact_escaped(literal: &str) -> String {
-    let mut choices = Choices::of("forkcache 2026 redact text", literal);
+    let mut choices = Choices::of(TEXT_CONTEXT, literal);
     let mut out = String::with_capacity(literal.len());
     let mut chars = literal.chars();
     while let Some(c) = chars.next() {
