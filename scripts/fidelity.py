@@ -310,7 +310,11 @@ EVIDENCE = [
     "- **TTL**: the 5m/1h split of a request's own write says which TTL it asked for; its amounts "
     "are never used for its own prediction.",
     "- **Tool search**: a `ToolSearch` result's `tool_reference` blocks explain the break after "
-    "them in builds that write no `deferred_tools_delta` attachment.",
+    "them in builds that write no `deferred_tools_delta` attachment. A session's first tool load "
+    "broke the cache in 6 sessions and in 5 others did not, with nothing in the transcripts to "
+    "tell them apart, so the prediction does not predict that break. What it does use: the read "
+    "after such a break is the stable prefix, grown by the loaded tools (93 tokens in 4 sessions, "
+    "8,399 in one) for the rest of the session, so a later compaction or expiry reads that.",
     "- **Server tools**: a web search's results are input the request's bytes do not carry; "
     "such requests are counted and left out of capture agreement.",
     "",

@@ -115,3 +115,22 @@ fn a_tool_reference_result_explains_the_break_after_it() {
     assert_eq!(got[1].3.as_deref(), Some("tool_search_loaded"));
     assert_eq!(document["totals"]["breaks"]["tool_search_loaded"], 1);
 }
+
+/// `tool_search_then_compaction.jsonl` (Sonnet 4.6, every write 1h): req_1 at 09:00:00 starts
+/// cold and writes 20,000, calling `ToolSearch`; its `tool_reference` result loads a tool, and
+/// req_2 at 09:00:20 reads 15,000 of 21,000 (a break the tool load explains: the prompt changed
+/// before the conversation, so what req_2 read is the stable prefix); req_3 reads 21,000 of
+/// 22,000; a compaction; req_4 at 09:03 reads 15,000 of 18,000. The compaction reads the prefix
+/// req_2 showed: 15,000, not the 12,000-token default the cold start declared.
+#[test]
+fn a_compaction_after_a_tool_load_reads_the_prefix_the_load_showed() {
+    let document = import(&format!("{DATA}tool_search_then_compaction.jsonl"), &[]);
+    let got = predictions(&document);
+    assert_eq!(got[1].3.as_deref(), Some("tool_search_loaded"), "{got:?}");
+    let last = got.last().expect("four requests");
+    assert_eq!(
+        (last.0.as_str(), last.1, last.2.as_str(), last.3.as_deref()),
+        ("req_4", 15_000, "seen", Some("compacted")),
+        "{got:?}"
+    );
+}

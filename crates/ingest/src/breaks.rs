@@ -36,6 +36,15 @@ pub enum BreakCause {
 }
 
 impl BreakCause {
+    /// Whether an event the transcript holds explains the break. Each such event dropped the
+    /// chain's cached conversation (a compaction, an expiry, another model) or changed the prompt
+    /// before it (a system prompt, tools, instructions, a notification placed early): what the
+    /// chain still read then was the stable prefix the account keeps warm, not a remnant of its
+    /// own cache. An unexplained break may be any loss, down to a few tokens.
+    pub fn read_only_the_stable_prefix(self) -> bool {
+        self != BreakCause::Unexplained
+    }
+
     /// The cause as output spells it.
     pub fn name(self) -> &'static str {
         match self {

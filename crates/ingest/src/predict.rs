@@ -39,7 +39,8 @@
 //! of the same account (and Claude Code's own side calls) send the same system prompt and tools.
 //! After a compaction, an idle gap past the chain's TTL or a model switch, a main chain's stable
 //! prefix becomes what the chain showed on that model where nothing of it was cached (its first
-//! read, later reads after such a reset; a switch to a model the chain never ran: the import's
+//! read, later reads after such a reset or after a break an event of the transcript explains,
+//! such as a tool load; a switch to a model the chain never ran: the import's
 //! latest such read on that model), pre-warmed before the request, and the rest of its history
 //! is sent anew. A chain's first request starts from the smallest read earlier chain starts of
 //! its kind showed on its model (what every session shared, so that a new turn is not predicted
@@ -601,8 +602,11 @@ impl<'s> Simulation<'s> {
         let guessed_tail = state.last_tail;
         state.last_tail = request.request.recorded.usage.input_tokens;
         state.last_at_ms = Some(at_ms);
-        if reset || request.chain_index == 0 {
-            // Nothing of the chain was cached for this request: what it read is the account's.
+        let explained_break = request.break_.is_some_and(|b| b.cause.read_only_the_stable_prefix());
+        if reset || request.chain_index == 0 || explained_break {
+            // Nothing of the chain was cached for this request, as the simulation or an event
+            // of the transcript says (a tool load can grow the stable prefix for the rest of
+            // the session): what it read is the account's.
             state.prefixes.learn(&state.model, request.request.recorded.usage.cache_read_input_tokens);
         }
         let predicted = match priced {

@@ -4,7 +4,9 @@
 //! Every session of an account sends the same stable prefix first (Claude Code's system prompt
 //! and tools), and the account's other traffic — other sessions, side calls the import never
 //! sees — keeps it cached. Its size is what the chain's own requests showed where nothing of the
-//! chain was cached yet: its first read, later reads after a reset, per model. When the import
+//! chain was cached yet: its first read, later reads after a reset or after a break an event
+//! of the transcript explains (a tool load can grow the prefix for the rest of a session), per
+//! model. When the import
 //! saw a request of the same kind on the same model within the chain's TTL, the prefix is warm
 //! for certain ([`Warmth::Seen`]); otherwise the chain's earlier read stands for the account's
 //! unseen activity ([`Warmth::UnseenActivity`]), reported as its own class because it rests on
