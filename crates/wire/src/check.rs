@@ -300,8 +300,13 @@ struct Turn<'a> {
     role: Role,
     /// `tool_use` blocks, in order.
     tool_uses: Vec<ToolUse<'a>>,
-    /// `tool_result` blocks: their `tool_use_id` and path.
+    /// `tool_result` blocks that come first in the turn: their `tool_use_id` and path.
     tool_results: Vec<ToolUse<'a>>,
+    /// `tool_result` blocks after another block of the turn (text, an image): the API answers
+    /// only results that come first, so their calls count as unanswered.
+    late_results: Vec<ToolUse<'a>>,
+    /// Whether a block other than a `tool_result` was seen in the turn.
+    saw_other: bool,
 }
 
 /// Every message block's type, cache marker and image data; then the pairing of tool calls
@@ -311,7 +316,9 @@ fn check_messages(view: &RequestView) -> Result<(), ApiError> {
         return Ok(());
     };
     let turns = read_turns(messages)?;
-    if let Some(stray) = turns.first().and_then(|first| first.tool_results.first()) {
+    if let Some(stray) =
+        turns.first().and_then(|first| first.tool_results.first().or(first.late_results.first()))
+    {
         return Err(stray_result(stray));
     }
     for pair in turns.windows(2) {
@@ -327,6 +334,9 @@ fn read_turns<'a>(messages: &[MessageView<'a>]) -> Result<Vec<Turn<'a>>, ApiErro
         let ContentView::Blocks(blocks) = &message.content else {
             if message.role != Role::System {
                 push_turn(&mut turns, message.role);
+                if let Some(turn) = turns.last_mut() {
+                    turn.saw_other = true;
+                }
             }
             continue;
         };
@@ -349,7 +359,13 @@ fn read_turns<'a>(messages: &[MessageView<'a>]) -> Result<Vec<Turn<'a>>, ApiErro
 /// Starts a turn for a message of `role` unless it continues the last one.
 fn push_turn(turns: &mut Vec<Turn>, role: Role) {
     if turns.last().is_none_or(|turn| turn.role != role) {
-        turns.push(Turn { role, tool_uses: Vec::new(), tool_results: Vec::new() });
+        turns.push(Turn {
+            role,
+            tool_uses: Vec::new(),
+            tool_results: Vec::new(),
+            late_results: Vec::new(),
+            saw_other: false,
+        });
     }
 }
 
@@ -365,9 +381,10 @@ fn note_tool_block<'a>(turn: &mut Turn<'a>, block: BlockHead<'a>, path: String) 
                 .tool_use_id
                 .ok_or_else(|| ApiError::invalid(format!("{path}.tool_use_id: Field required")))?;
             check_result_content(&path, block.content)?;
-            turn.tool_results.push(ToolUse { id, path });
+            let results = if turn.saw_other { &mut turn.late_results } else { &mut turn.tool_results };
+            results.push(ToolUse { id, path });
         }
-        _ => {}
+        _ => turn.saw_other = true,
     }
     Ok(())
 }
@@ -385,8 +402,12 @@ fn check_result_content(path: &str, content: Option<RawJson>) -> Result<(), ApiE
     Ok(())
 }
 
-/// An assistant turn's `tool_use` ids each have a `tool_result` in the next (user) turn, and
-/// every `tool_result` there answers one of them. Both texts are the API's observed ones.
+/// An assistant turn's `tool_use` ids each have a `tool_result` at the start of the next (user)
+/// turn, and every `tool_result` there answers one of them. Both texts are the API's observed
+/// ones. A result after text or an image leaves its call unanswered: Anthropic's tool-use guide
+/// ("Implement tool use") says tool_result blocks must come first in the user message's
+/// content, any text after them, or the request is refused with this 400. That the message
+/// is the same one in that case is the guide's account, not observed here.
 fn check_results_follow(before: &Turn, after: &Turn) -> Result<(), ApiError> {
     let answered: BTreeSet<&str> = after.tool_results.iter().map(|r| r.id.as_ref()).collect();
     let missing: Vec<&ToolUse> =
@@ -400,7 +421,8 @@ fn check_results_follow(before: &Turn, after: &Turn) -> Result<(), ApiError> {
         )));
     }
     let called: BTreeSet<&str> = before.tool_uses.iter().map(|u| u.id.as_ref()).collect();
-    if let Some(stray) = after.tool_results.iter().find(|r| !called.contains(r.id.as_ref())) {
+    let results = after.tool_results.iter().chain(&after.late_results);
+    if let Some(stray) = results.into_iter().find(|r| !called.contains(r.id.as_ref())) {
         return Err(stray_result(stray));
     }
     Ok(())
@@ -545,6 +567,25 @@ mod tests {
         // The conversation may end on the call: nothing follows it yet.
         let last = format!(r#"[{{"role":"user","content":"go"}},{called}]"#);
         assert_eq!(refusal(&with("", &last)), None);
+    }
+
+    #[test]
+    fn tool_results_come_first_in_their_turn() {
+        let called =
+            r#"{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Read","input":{}}]}"#;
+        let result = r#"{"type":"tool_result","tool_use_id":"toolu_1","content":"x"}"#;
+        let text = r#"{"type":"text","text":"and then"}"#;
+        let turn = |content: &str| format!(r#"[{{"role":"user","content":"go"}},{called},{content}]"#);
+        // Text after the results is how clients add a note to a tool turn.
+        let after = turn(&format!(r#"{{"role":"user","content":[{result},{text}]}}"#));
+        assert_eq!(refusal(&with("", &after)), None);
+        let unanswered = "messages.1.content.0: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_1.";
+        // Text before the result, in the same message or in an earlier one the API merges in.
+        let before = turn(&format!(r#"{{"role":"user","content":[{text},{result}]}}"#));
+        assert!(refusal(&with("", &before)).unwrap().starts_with(unanswered));
+        let merged =
+            turn(&format!(r#"{{"role":"user","content":"first"}},{{"role":"user","content":[{result}]}}"#));
+        assert!(refusal(&with("", &merged)).unwrap().starts_with(unanswered));
     }
 
     #[test]
