@@ -203,3 +203,111 @@ fn wait_lets_the_parent_wait_for_its_forks() {
         .collect();
     assert_eq!(counts, [0, 2]);
 }
+
+/// The tool result the parent got for call `id`, from the last parent body that holds it.
+fn result_of(parents: &[(String, Value)], id: &str) -> Option<String> {
+    parents.iter().rev().find_map(|(_, body)| {
+        body["messages"].as_array()?.iter().filter_map(|m| m["content"].as_array()).flatten().find_map(|b| {
+            (b["type"] == "tool_result" && b["tool_use_id"] == id)
+                .then(|| b["content"].as_str().unwrap().to_string())
+        })
+    })
+}
+
+#[test]
+fn with_forking_on_a_resume_runs_in_the_background_and_reports_by_notification() {
+    // A named agent, resumed once, then the parent waits and takes a turn. With a fork earlier
+    // in the timeline (forking on) every spawn is asynchronous (seed 000), the resume included.
+    let timeline = |fork: &str| {
+        format!(
+            r#"{{"name": "r", "history": {{"messages": [{{"role": "user", "content": "go"}}]}},
+                "timeline": [{fork}{{"named": {{"agent": "general-purpose", "prompt": "Trace it.", "turns": 1}}}},
+                {{"resume": {{"named": 1, "prompt": "Again."}}}}, {{"wait": {{}}}}, {{"turn": {{}}}}]}}"#
+        )
+    };
+    let parents_of = |fork: &str| {
+        let spec = ScenarioSpec::from_json(&timeline(fork)).unwrap();
+        let mut config = RunConfig::for_spec(&spec);
+        config.keep_bodies = true;
+        bodies_of(&run(&spec, &config, &PriceTable::builtin()).unwrap(), RequestRole::Parent)
+    };
+    // The resume's call id: `toolu_resume{named}_{turn}`, the child's turn count after its run.
+    let resume_id = |parents: &[(String, Value)]| {
+        parents
+            .iter()
+            .flat_map(|(_, b)| b["messages"].as_array().unwrap().iter())
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .find_map(|b| b["tool_use_id"].as_str().filter(|id| id.starts_with("toolu_resume1_")))
+            .unwrap()
+            .to_string()
+    };
+    let sync = parents_of("");
+    let id = resume_id(&sync);
+    assert_eq!(result_of(&sync, &id).unwrap(), "general-purpose 1 report");
+    assert!(sync.iter().all(|(_, b)| notifications(b).is_empty()));
+
+    let forked = parents_of(r#"{"fork": {"count": 1}}, "#);
+    let id = resume_id(&forked);
+    assert_eq!(
+        result_of(&forked, &id).unwrap(),
+        "Async agent launched successfully. agentId: general-purpose 1"
+    );
+    let found = notifications(&forked.last().unwrap().1);
+    let of_resume: Vec<&String> =
+        found.iter().filter(|n| n.contains(&format!("<tool-use-id>{id}</tool-use-id>"))).collect();
+    assert_eq!(of_resume.len(), 1, "{found:?}");
+    // The default report of a resume is 500 tokens.
+    assert!(
+        of_resume[0].contains("<result>[general-purpose 1 report: 500 tokens]</result>"),
+        "{}",
+        of_resume[0]
+    );
+    // The first launch's notification reached the parent before the resume was asked for.
+    let first = forked.iter().position(|(_, b)| {
+        notifications(b).iter().any(|n| n.contains("<tool-use-id>toolu_named1</tool-use-id>"))
+    });
+    let asked = forked.iter().position(|(_, b)| b.to_string().contains(&id));
+    assert!(first.unwrap() < asked.unwrap(), "{first:?} {asked:?}");
+}
+
+#[test]
+fn teammates_message_each_other_and_read_the_messages() {
+    // Two teammates, one leader message each after their first task, each asking permission
+    // once (the `team` defaults) and now one direct message each. Without messages each
+    // teammate makes 3 requests (the permission ask, its summary, its summary after the
+    // leader's message); a direct message adds one: the `SendMessage` call's reply, after which
+    // the teammate's next request carries the result and its summary. 2 × 4 = 8.
+    let run_team = |peers: u32| {
+        let spec = ScenarioSpec::from_json(&format!(
+            r#"{{"name": "t", "history": {{"messages": [{{"role": "user", "content": "go"}}]}},
+                "timeline": [{{"team": {{"size": 2, "messages": 1, "peer_messages": {peers}}}}}]}}"#
+        ))
+        .unwrap();
+        let mut config = RunConfig::for_spec(&spec);
+        config.keep_bodies = true;
+        run(&spec, &config, &PriceTable::builtin()).unwrap()
+    };
+    assert_eq!(bodies_of(&run_team(0), RequestRole::Teammate).len(), 6);
+    let mates = bodies_of(&run_team(1), RequestRole::Teammate);
+    assert_eq!(mates.len(), 8);
+    for (me, other) in [("teammate-1", "teammate-2"), ("teammate-2", "teammate-1")] {
+        let (_, last) = mates.iter().rev().find(|(agent, _)| agent.starts_with(me)).unwrap();
+        let blocks: Vec<&Value> = last["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .collect();
+        let call = blocks.iter().find(|b| b["name"] == "SendMessage").expect("its call");
+        assert_eq!(call["input"]["to"], other);
+        let sent = call["id"].as_str().unwrap();
+        assert!(blocks.iter().any(|b| b["tool_use_id"] == sent && b["content"] == "Message sent."));
+        let received = format!("<teammate-message teammate_id=\"{other}@team\">");
+        assert_eq!(
+            blocks.iter().filter(|b| b["text"].as_str().is_some_and(|t| t.starts_with(&received))).count(),
+            1
+        );
+    }
+}

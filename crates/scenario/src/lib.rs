@@ -298,7 +298,7 @@ fn validate_task(index: usize, task: &TaskSpec) -> Result<(), ScenarioError> {
 
 /// The most teammates in one team.
 pub const MAX_TEAMMATES: u32 = 64;
-/// The most mailbox messages per teammate.
+/// The most mailbox messages (from the leader, or to a peer) per teammate.
 pub const MAX_TEAM_MESSAGES: u32 = 1_000;
 
 fn validate_team(index: usize, team: &TeamSpec) -> Result<(), ScenarioError> {
@@ -315,6 +315,12 @@ fn validate_team(index: usize, team: &TeamSpec) -> Result<(), ScenarioError> {
             format!("expected at most {MAX_TEAM_MESSAGES}, got {}", team.messages),
         ));
     }
+    if team.peer_messages > MAX_TEAM_MESSAGES {
+        return Err(ScenarioError::spec(
+            at("peer_messages"),
+            format!("expected at most {MAX_TEAM_MESSAGES}, got {}", team.peer_messages),
+        ));
+    }
     if team.poll_ms == 0 {
         return Err(ScenarioError::spec(at("poll_ms"), "expected at least 1"));
     }
@@ -323,6 +329,7 @@ fn validate_team(index: usize, team: &TeamSpec) -> Result<(), ScenarioError> {
         ("addendum_tokens", team.addendum_tokens),
         ("message_tokens", team.message_tokens),
         ("notification_tokens", team.notification_tokens),
+        ("peer_message_tokens", team.peer_message_tokens),
         ("leader_reply_tokens", Some(team.leader_reply_tokens)),
         ("summary_tokens", Some(team.summary_tokens)),
     ] {

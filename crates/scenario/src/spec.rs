@@ -553,7 +553,7 @@ impl Default for NamedSpec {
     }
 }
 
-fn notification_template() -> String {
+pub(crate) fn notification_template() -> String {
     "<task-notification>\n<task-id>{id}</task-id>\n<tool-use-id>{tool_use_id}</tool-use-id>\n<status>completed</status>\n<summary>Agent \"{name}\" completed</summary>\n<result>{result}</result>\n</task-notification>".into()
 }
 
@@ -745,6 +745,10 @@ pub struct TeamSpec {
     pub start_overhead_ms: u64,
     /// Each teammate asks the leader's permission on its first wake. Default true.
     pub permission_request: bool,
+    /// Direct messages each teammate sends the next teammate (the last one the first) when it
+    /// finishes a task, before it goes idle: a `SendMessage` call, whose result is its
+    /// `peer_message` reaching the other's mailbox. An idle teammate wakes for it. Default 0.
+    pub peer_messages: u32,
     /// How often the leader reads its mailbox, in milliseconds. Default 500.
     pub poll_ms: u64,
     /// Declared size of each teammate's first task.
@@ -755,6 +759,8 @@ pub struct TeamSpec {
     pub message_tokens: Option<u64>,
     /// Declared size of each idle notification.
     pub notification_tokens: Option<u64>,
+    /// Declared size of each direct message between teammates.
+    pub peer_message_tokens: Option<u64>,
     /// Size of the leader's reply to what it read. Default 100.
     pub leader_reply_tokens: u64,
     /// Size of a teammate's closing summary. Default 300.
@@ -769,6 +775,8 @@ pub struct TeamSpec {
     pub permission_answer: String,
     /// A teammate's idle notification, with its last peer-DM summary.
     pub notification: String,
+    /// A direct message as its recipient reads it (`{name}`, `{id}`: the sender's).
+    pub peer_message: String,
 }
 
 impl Default for TeamSpec {
@@ -780,11 +788,13 @@ impl Default for TeamSpec {
             idle_gap_ms: 60_000,
             start_overhead_ms: 0,
             permission_request: true,
+            peer_messages: 0,
             poll_ms: 500,
             prompt_tokens: None,
             addendum_tokens: None,
             message_tokens: None,
             notification_tokens: None,
+            peer_message_tokens: None,
             leader_reply_tokens: 100,
             summary_tokens: 300,
             addendum: "# Agent teams\nYou are {name} ({id}), a teammate in team \"{team}\"; the team lead is {lead}. Messages from the lead and your teammates arrive as <teammate-message> turns; when you finish, stop and you will be woken for the next one.".into(),
@@ -792,6 +802,7 @@ impl Default for TeamSpec {
             message: "<teammate-message teammate_id=\"{lead}\">\n[the lead's next request for {name}]\n</teammate-message>".into(),
             permission_answer: "Permission granted by {lead}.".into(),
             notification: "<idle-notification teammate_id=\"{id}\">\n{name} is idle. Last peer DM summary: [what {name} told its teammates]\n</idle-notification>".into(),
+            peer_message: "<teammate-message teammate_id=\"{id}\">\n[what {name} tells a teammate]\n</teammate-message>".into(),
         }
     }
 }

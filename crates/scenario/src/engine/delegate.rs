@@ -251,17 +251,27 @@ impl Engine<'_> {
         }
     }
 
-    /// The parent sends a named agent a new prompt; it continues its own transcript, the
-    /// parent waiting.
+    /// The parent sends a named agent a new prompt; it continues its own transcript. The parent
+    /// waits for its report, except with forking on: then, as every spawn (seed 000: "all agent
+    /// spawns become asynchronous"), the parent gets the launch receipt and goes on, and the
+    /// report reaches it later in a `<task-notification>`.
     #[allow(clippy::expect_used)] // an unfinished child is always queued (validate_resume checked the index)
     pub(super) fn resume(&mut self, spec: &ResumeSpec) -> Result<(), ScenarioError> {
         self.drain(Some(self.now))?;
         let child = self.named_children[spec.named - 1];
-        if self.children[child].finished_at.is_none() {
-            // Still running in the background: the parent waits for it first.
-            let (at, seq) = self.queued_step_of(child).expect("an unfinished child is queued");
-            self.queue.remove(&(at, seq));
-            self.run_to_end(child, at)?;
+        let done = match self.children[child].finished_at {
+            Some(done) => done,
+            None => {
+                // Still running in the background: the parent waits for it first.
+                let (at, seq) = self.queued_step_of(child).expect("an unfinished child is queued");
+                self.queue.remove(&(at, seq));
+                self.run_to_end(child, at)?
+            }
+        };
+        if self.forking {
+            // The parent resumes an agent once its notification arrived: the notice pending
+            // now carries this run's report, not the resumed one's.
+            self.now = self.now.max(done);
         }
         let label = self.children[child].label.clone();
         let id = format!("toolu_resume{}_{}", spec.named, self.children[child].turn);
@@ -273,8 +283,19 @@ impl Engine<'_> {
         c.turns_left = spec.turns.min(c.max_turns);
         c.finished_at = None;
         c.report_tokens = spec.result_tokens;
-        let done = self.run_to_end(child, sent.completes_at)?;
-        self.parent_gets(call, &id, format!("{label} report"), spec.result_tokens, done);
+        if self.forking {
+            self.schedule(sent.completes_at, child);
+            let receipt = format!("Async agent launched successfully. agentId: {label}");
+            self.parent_gets(call, &id, receipt, 0, sent.completes_at.plus_ms(self.spec.agent.tool_ms));
+            let text = crate::spec::notification_template()
+                .replace("{id}", &label)
+                .replace("{name}", &label)
+                .replace("{tool_use_id}", &id);
+            self.notices.push(Notice { child, text, tokens: None });
+        } else {
+            let done = self.run_to_end(child, sent.completes_at)?;
+            self.parent_gets(call, &id, format!("{label} report"), spec.result_tokens, done);
+        }
         Ok(())
     }
 

@@ -8,6 +8,11 @@
 //!
 //! Teammates start from the leader's snapshot (system prompt and tools, byte for byte) plus
 //! their own addendum, so each one's first request can read the leader's cached system prefix.
+//!
+//! Teammates can also message each other (`peer_messages`): a finishing teammate's reply calls
+//! `SendMessage`; the message lands in the next teammate's mailbox, read with whatever else
+//! arrived when it next wakes, and an idle teammate wakes for it. The sender's turn goes on
+//! after the tool's result, then it goes idle.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,6 +38,21 @@ struct Teammate {
     requests: u32,
     /// The reply whose tool call waits for the leader's permission.
     waiting: Option<Message>,
+    /// Direct messages still to send.
+    peer_messages_left: u32,
+    /// Direct messages received and not read yet.
+    inbox: Vec<BlockRef>,
+    /// A wake is scheduled: what arrives meanwhile is read then.
+    wake_scheduled: bool,
+    /// When its last request completes.
+    free_at: SimTime,
+}
+
+impl Teammate {
+    /// Neither running, waiting for a dialog, nor due to wake: idle until a message comes.
+    fn idle(&self) -> bool {
+        !self.wake_scheduled && self.waiting.is_none()
+    }
 }
 
 /// What the leader's mailbox holds (permission requests go to its UI, not here).
@@ -66,6 +86,28 @@ impl Team<'_> {
         self.seq += 1;
         self.steps.insert((at, self.seq), step);
         self.ends_at = self.ends_at.max(at);
+    }
+
+    /// Wakes teammate `mate` at `at`, unless a wake is already due: what arrived is read then.
+    fn schedule_wake(&mut self, at: SimTime, mate: usize) {
+        if !self.mates[mate].wake_scheduled {
+            self.mates[mate].wake_scheduled = true;
+            self.schedule(at, Step::Wake(mate));
+        }
+    }
+
+    /// A direct message from teammate `from` reaches the next teammate's mailbox at `at`; an
+    /// idle recipient wakes for it.
+    fn send_peer_message(&mut self, from: usize, at: SimTime) {
+        let to = (from + 1) % self.mates.len();
+        let text = self.spec.fill(&self.spec.peer_message, &self.mates[from].name);
+        let message = Block::text(&text, self.spec.peer_message_tokens);
+        let recipient = &mut self.mates[to];
+        recipient.inbox.push(message);
+        if recipient.idle() {
+            let wake = at.max(recipient.free_at);
+            self.schedule_wake(wake, to);
+        }
     }
 
     /// The first poll tick at or after `at`.
@@ -120,7 +162,7 @@ impl Engine<'_> {
         };
         let start = self.now.plus_ms(spec.start_overhead_ms);
         for mate in 0..team.mates.len() {
-            team.schedule(start, Step::Wake(mate));
+            team.schedule_wake(start, mate);
         }
         while let Some(((at, _), step)) = team.steps.pop_first() {
             // Other background agents that start first go first: requests stay in start order.
@@ -166,11 +208,15 @@ impl Engine<'_> {
             asked_permission: false,
             requests: 0,
             waiting: None,
+            peer_messages_left: spec.peer_messages,
+            inbox: Vec::new(),
+            wake_scheduled: false,
+            free_at: self.now,
         }
     }
 
-    /// One request of a teammate: it asks for a permission (first wake), or it finishes and goes
-    /// idle.
+    /// One request of a teammate, having read what arrived: it asks for a permission (first
+    /// wake), messages a teammate, or finishes and goes idle.
     fn teammate_wakes(
         &mut self,
         team: &mut Team<'_>,
@@ -178,11 +224,22 @@ impl Engine<'_> {
         at: SimTime,
     ) -> Result<(), ScenarioError> {
         let spec = team.spec;
+        let peers = team.mates.len() > 1;
+        let recipient = team.mates[(index + 1) % team.mates.len()].name.clone();
         let mate = &mut team.mates[index];
+        mate.wake_scheduled = false;
+        if !mate.inbox.is_empty() {
+            let read = std::mem::take(&mut mate.inbox);
+            mate.next = extended(&mate.next, vec![Message::user(read)]);
+        }
         let asks = spec.permission_request && !mate.asked_permission;
+        let messages_peer = !asks && peers && mate.peer_messages_left > 0;
         let reply = if asks {
             mate.asked_permission = true;
             mate.generator.reply(Some(2))
+        } else if messages_peer {
+            mate.peer_messages_left -= 1;
+            send_message_call(&mut mate.generator, &mate.name, &recipient, mate.peer_messages_left, spec)
         } else {
             Message::assistant(vec![mate.generator.text("summary", spec.summary_tokens)])
         };
@@ -193,9 +250,16 @@ impl Engine<'_> {
         let sent = self.send(&request, who, at, reply.tokens())?;
         team.ends_at = team.ends_at.max(sent.completes_at);
         let mate = &mut team.mates[index];
+        mate.free_at = sent.completes_at;
         if asks {
             mate.waiting = Some(reply);
             team.schedule_dialog(sent.completes_at, index);
+        } else if messages_peer {
+            let results = tool_results(&reply, "Message sent.");
+            mate.next = extended(&mate.next, vec![reply, results]);
+            let delivered = sent.completes_at.plus_ms(self.spec.agent.tool_ms);
+            team.send_peer_message(index, delivered);
+            team.schedule_wake(delivered, index);
         } else {
             mate.next = extended(&mate.next, vec![reply]);
             let mail = if mate.messages_left > 0 { Mail::Idle(index) } else { Mail::Done(index) };
@@ -251,29 +315,24 @@ impl Engine<'_> {
         // A dialog is scheduled only when a request leaves its call waiting.
         let Some(call) = mate.waiting.take() else { return };
         let answer = spec.fill(&spec.permission_answer, &mate.name);
-        let results = call
-            .blocks
-            .iter()
-            .filter_map(crate::agent::tool_use_id)
-            .map(|id| {
-                Block::from_value(&json!({"type": "tool_result", "tool_use_id": id, "content": answer}))
-            })
-            .collect();
-        mate.next = extended(&mate.next, vec![call, Message::user(results)]);
-        team.schedule(at.plus_ms(self.spec.agent.tool_ms), Step::Wake(index));
+        let results = tool_results(&call, &answer);
+        mate.next = extended(&mate.next, vec![call, results]);
+        team.schedule_wake(at.plus_ms(self.spec.agent.tool_ms), index);
     }
 
     fn answer(&mut self, team: &mut Team<'_>, mail: Mail, at: SimTime) {
         let spec = team.spec;
         match mail {
-            Mail::Idle(index) => {
+            // A teammate that went idle twice before the leader answered (a peer's message woke
+            // it) gets the messages left, not one per notification.
+            Mail::Idle(index) if team.mates[index].messages_left > 0 => {
                 let mate = &mut team.mates[index];
                 mate.messages_left -= 1;
                 let message = Block::text(&spec.fill(&spec.message, &mate.name), spec.message_tokens);
-                mate.next = extended(&mate.next, vec![Message::user(vec![message])]);
-                team.schedule(at.plus_ms(spec.idle_gap_ms), Step::Wake(index));
+                mate.inbox.push(message);
+                team.schedule_wake(at.plus_ms(spec.idle_gap_ms), index);
             }
-            Mail::Done(_) => {}
+            Mail::Idle(_) | Mail::Done(_) => {}
         }
     }
 
@@ -288,5 +347,100 @@ impl Engine<'_> {
             Some(last) if last.role == Role::User => last.blocks.extend(blocks),
             _ => pending.push(Message::user(blocks)),
         }
+    }
+}
+
+/// A `tool_result` answering each call of `reply`, all with `content`.
+fn tool_results(reply: &Message, content: &str) -> Message {
+    let results = reply
+        .blocks
+        .iter()
+        .filter_map(crate::agent::tool_use_id)
+        .map(|id| Block::from_value(&json!({"type": "tool_result", "tool_use_id": id, "content": content})))
+        .collect();
+    Message::user(results)
+}
+
+/// A finishing teammate's reply: its summary, then a `SendMessage` call to `recipient` (`left`:
+/// the messages it still has to send after this one, which keeps call ids distinct).
+fn send_message_call(
+    generator: &mut Generator,
+    name: &str,
+    recipient: &str,
+    left: u32,
+    spec: &TeamSpec,
+) -> Message {
+    let id = format!("toolu_dm_{name}_{left}");
+    let input = json!({"to": recipient, "message": spec.fill(&spec.peer_message, name)});
+    Message::assistant(vec![
+        generator.text("summary", spec.summary_tokens),
+        Block::from_value(&json!({"type": "tool_use", "id": id, "name": "SendMessage", "input": input})),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::GenerateSpec;
+    use forkcache_engine::prompt::Ttl;
+
+    fn mate(name: &str) -> Teammate {
+        let next = AgentRequest {
+            model: "claude-sonnet-4-6".into(),
+            max_tokens: 1_000,
+            thinking: None,
+            system: Arc::new(Vec::new()),
+            tools: Arc::new(Vec::new()),
+            head: Arc::new(Vec::new()),
+            tail: Vec::new(),
+            marks: Vec::new(),
+            ttl: Ttl::FiveMinutes,
+        };
+        Teammate {
+            name: name.into(),
+            next,
+            generator: Generator::new(&GenerateSpec::default(), 0, name, None),
+            messages_left: 0,
+            asked_permission: true,
+            requests: 1,
+            waiting: None,
+            peer_messages_left: 0,
+            inbox: Vec::new(),
+            wake_scheduled: false,
+            free_at: SimTime(2_000),
+        }
+    }
+
+    fn team(spec: &TeamSpec) -> Team<'_> {
+        Team {
+            spec,
+            mates: vec![mate("teammate-1"), mate("teammate-2"), mate("teammate-3")],
+            steps: BTreeMap::new(),
+            seq: 0,
+            mailbox: Vec::new(),
+            leader_free_at: SimTime(0),
+            ends_at: SimTime(0),
+        }
+    }
+
+    #[test]
+    fn a_message_wakes_an_idle_teammate_once_and_waits_for_a_busy_one() {
+        let spec = TeamSpec::default();
+        let mut team = team(&spec);
+        // teammate-1 messages teammate-2, idle once its request completes at 2,000 ms: the
+        // message lands at 1,500 ms, and it wakes as soon as it is free, at 2,000 ms.
+        team.send_peer_message(0, SimTime(1_500));
+        assert_eq!(team.steps.keys().map(|(at, _)| at.ms()).collect::<Vec<_>>(), vec![2_000]);
+        assert!(matches!(team.steps.values().next(), Some(Step::Wake(1))));
+        // A second message before that wake joins the same wake.
+        team.send_peer_message(0, SimTime(1_800));
+        assert_eq!(team.steps.len(), 1);
+        assert_eq!(team.mates[1].inbox.len(), 2);
+        assert!(team.mates[1].inbox[0].tokens > 0);
+        // teammate-3 waits for the leader's permission dialog: the message waits for its wake.
+        team.mates[2].waiting = Some(Message::assistant(Vec::new()));
+        team.send_peer_message(1, SimTime(3_000));
+        assert_eq!(team.steps.len(), 1);
+        assert_eq!(team.mates[2].inbox.len(), 1);
     }
 }
