@@ -1,11 +1,11 @@
 //! The miss causes not met elsewhere: `not_written` — the shared prefix was sent before but no
 //! marker covered it; `cold` — it was cached, and the entry is gone; `no_breakpoint` — a readable
-//! entry, but no breakpoint at or after it; `compacted` — a summary replaced the history. Plus:
-//! new content is never a miss, and the server's log line names the cause.
+//! entry, but no breakpoint at or after it. Plus the one definition of a miss — tokens that could
+//! have been read and were not: new content (a compaction summary, sibling forks' own
+//! `tool_use`) and the tokens after a request's last marker are never one, and the server's log
+//! line names the cause.
 
-use forkcache_engine::cache::MissCause::{
-    self, Cold, Compacted, NoBreakpoint, NotWritten, OwnToolUse, PrefixChanged,
-};
+use forkcache_engine::cache::MissCause::{self, Cold, NoBreakpoint, NotWritten, PrefixChanged};
 use forkcache_engine::endpoint::EndpointConfig;
 use forkcache_net::serve::request_line;
 
@@ -93,7 +93,7 @@ fn with_system(messages: Vec<serde_json::Value>) -> Body {
 }
 
 #[test]
-fn a_summary_replacing_the_history_is_compacted_not_a_miss() {
+fn a_summary_replacing_the_history_is_not_a_miss() {
     // 2,000 system + 5,000 history + 100 question, cached to 7,100. The compacted request keeps
     // the system prompt and replaces the history with a 500-token summary: it reads the 2,000,
     // writes the 500, and nothing else could have been read.
@@ -107,12 +107,11 @@ fn a_summary_replacing_the_history_is_compacted_not_a_miss() {
                 with_system(vec![user(vec![bp(text("summary", 500))])]),
                 10_000,
                 u(2_000, 500, 0, 0),
-                Some(Compacted),
+                None,
             ),
         ],
     );
-    let miss = records[1].miss.clone().unwrap();
-    assert_eq!((miss.path.as_str(), miss.tokens_missed, miss.dimension), ("messages[0].content[0]", 0, None));
+    assert_eq!(records[1].miss, None);
 }
 
 #[test]
@@ -204,7 +203,7 @@ fn a_short_sibling_sent_since_does_not_hide_the_entry_an_edit_loses() {
                 with_system(vec![user(vec![bp(text("other", 500))])]),
                 1_000,
                 u(2_000, 500, 0, 0),
-                Some(Compacted),
+                None,
             ),
             step("edited", doc("document, edited"), 2_000, u(2_000, 3_100, 0, 0), Some(PrefixChanged)),
         ],
@@ -214,10 +213,11 @@ fn a_short_sibling_sent_since_does_not_hide_the_entry_an_edit_loses() {
 }
 
 #[test]
-fn sibling_forks_keeping_their_own_tool_use_are_that_layout_explained_once() {
+fn sibling_forks_keeping_their_own_tool_use_miss_nothing() {
     // A parent writes its 2,000-token history; three forks each add their own 50-token tool_use,
     // its 30-token result and a marked 100-token directive. Fork 1 reads the history; forks 2
-    // and 3 part from the fork before them at their own tool_use: the layout, not an edit.
+    // and 3 part from the fork before them at their own tool_use: the layout, not an edit. Each
+    // reads the 2,000 it shares, and its own 180 were never sent before: nothing is missed.
     let fork = |n: u32| {
         let id = format!("toolu_{n}");
         Body::new(
@@ -239,12 +239,26 @@ fn sibling_forks_keeping_their_own_tool_use_are_that_layout_explained_once() {
     .unwrap();
     let causes: Vec<Option<MissCause>> =
         report.records.iter().map(|r| r.result.as_ref().unwrap().miss.as_ref().map(|m| m.cause)).collect();
-    assert_eq!(causes, [None, None, Some(OwnToolUse), Some(OwnToolUse)]);
-    let table = report.to_table();
-    assert_eq!(table.matches("own_tool_use at messages[1].content[0]").count(), 2, "{table}");
-    assert_eq!(
-        table.matches("\nown_tool_use: sibling forks each keep only their own tool_use").count(),
-        1,
-        "{table}"
+    assert_eq!(causes, [None, None, None, None]);
+    let reads: Vec<u64> =
+        report.records.iter().map(|r| r.result.as_ref().unwrap().usage.cache_read_input_tokens).collect();
+    assert_eq!(reads, [0, 2_000, 2_000, 2_000]);
+    assert!(!report.to_table().contains("own_tool_use"));
+}
+
+#[test]
+fn a_perfect_repeat_misses_nothing_and_the_log_says_so() {
+    // A marked 2,000-token document, then 7 tokens after the marker. Sent twice: the repeat
+    // reads the 2,000; the 7 after its own last marker can be read by no request, so they are
+    // sent uncached and are not a miss.
+    let body = || Body::blocks(vec![bp(text("doc", 2_000)), text("tail", 7)]);
+    let records = check_steps(
+        &mut Client::new(),
+        &[
+            step("first", body(), 0, u(0, 2_000, 0, 7), None),
+            step("repeat", body(), 10_000, u(2_000, 0, 0, 7), None),
+        ],
     );
+    let line = request_line("req_2", 10_000, "default", Ok(&records[1]));
+    assert!(line.ends_with("· miss -"), "{line}");
 }

@@ -209,44 +209,61 @@ fn advice(miss: &Miss, comparison: Option<&Explanation>, earlier: Option<usize>)
     match miss.cause {
         MissCause::PrefixChanged => match (miss.dimension, divergence.map(|d| d.cause)) {
             (_, Some(DivergenceCause::KeyOrder)) => {
-                format!("sort the keys of {path} (serialize it with a fixed key order): only the order changed")
+                format!(
+                    "sort the keys of {path} (serialize it with a fixed key order): only the order changed"
+                )
             }
             (_, Some(DivergenceCause::Formatting)) => {
-                format!("serialize {path} the same way every time (whitespace, escapes): only the formatting changed")
+                format!(
+                    "serialize {path} the same way every time (whitespace, escapes): only the formatting changed"
+                )
             }
-            (Some(Dimension::System), _) if divergence.is_some_and(|d| looks_like_time(&d.before, &d.a, &d.b)) => {
-                format!("move the timestamp out of the system prompt ({path}): put it in the latest user message")
+            (Some(Dimension::System), _)
+                if divergence.is_some_and(|d| looks_like_time(&d.before, &d.a, &d.b)) =>
+            {
+                format!(
+                    "move the timestamp out of the system prompt ({path}): put it in the latest user message"
+                )
             }
             (Some(Dimension::System), _) => {
-                format!("keep {path} byte-identical: move what changes out of the system prompt, into the latest message")
+                format!(
+                    "keep {path} byte-identical: move what changes out of the system prompt, into the latest message"
+                )
             }
             (Some(Dimension::Tools), _) => {
                 format!("send the same tool definitions in the same order as {earlier} ({path} differs)")
             }
             (Some(Dimension::Config), _) => format!("keep `{path}` as {earlier} sent it"),
-            _ => format!("keep {path} as {earlier} sent it: an earlier message was changed after it was sent"),
+            _ => {
+                format!("keep {path} as {earlier} sent it: an earlier message was changed after it was sent")
+            }
         },
         MissCause::NotWritten => {
-            format!("put a cache_control marker on the last block {earlier} shares with this one (from {path} on)")
+            format!(
+                "put a cache_control marker on the last block {earlier} shares with this one (from {path} on)"
+            )
         }
         MissCause::NoBreakpoint => format!("put a cache_control marker at or after {path}"),
         MissCause::BelowMinimum => {
             "mark a later block: the marked prefix is below the model's minimum cacheable length".to_string()
         }
         MissCause::LookbackExceeded => {
-            format!("put a marker within 20 blocks after {path}: the entry there was out of every breakpoint's reach")
+            format!(
+                "put a marker within 20 blocks after {path}: the entry there was out of every breakpoint's reach"
+            )
         }
         MissCause::Expired => "send within the entry's TTL, or write it with \"ttl\": \"1h\"".to_string(),
         MissCause::NotYetVisible => {
-            format!("start after {earlier}'s first token (a staggered launch): its entry was not readable yet")
+            format!(
+                "start after {earlier}'s first token (a staggered launch): its entry was not readable yet"
+            )
         }
-        MissCause::ModelChanged => "send it to the model that cached the prefix: the cache is per model".to_string(),
-        MissCause::Cold => "the entry was evicted: a cache holding more entries would have kept it".to_string(),
-        MissCause::OwnToolUse => {
-            "give every fork the parent's whole assistant message (all its tool_use blocks) so siblings share it"
-                .to_string()
+        MissCause::ModelChanged => {
+            "send it to the model that cached the prefix: the cache is per model".to_string()
         }
-        MissCause::Compacted => "nothing to fix: a compaction summary is new content".to_string(),
+        MissCause::Cold => {
+            "the entry was evicted: a cache holding more entries would have kept it".to_string()
+        }
     }
 }
 

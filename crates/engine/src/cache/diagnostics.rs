@@ -26,14 +26,12 @@ pub fn miss_type_of(dimension: Dimension) -> CacheMissType {
 }
 
 /// The API's type for one of forkcache's misses, when the API would name one: the `*_changed`
-/// types for a change of model or prefix (a compaction and sibling forks' own `tool_use` are
-/// message changes too); `None` for causes where the two requests' structure agrees and the
+/// types for a change of model or prefix; `None` for causes where the two requests' structure agrees and the
 /// cache state alone explains the miss (expired, not written, evicted, out of reach).
 pub fn miss_reason_type(miss: &Miss) -> Option<CacheMissType> {
     match miss.cause {
         MissCause::ModelChanged => Some(CacheMissType::ModelChanged),
         MissCause::PrefixChanged => Some(miss_type_of(miss.dimension.unwrap_or(Dimension::Messages))),
-        MissCause::Compacted | MissCause::OwnToolUse => Some(CacheMissType::MessagesChanged),
         MissCause::Cold
         | MissCause::NotWritten
         | MissCause::BelowMinimum

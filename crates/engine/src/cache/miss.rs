@@ -1,8 +1,10 @@
 //! Why a request read less than it could have: ground truth from the cache's own state, not a
 //! guess from the usage numbers.
 //!
-//! A request *misses* when tokens it shares with the past were not read. Three sources are
-//! checked, most concrete first:
+//! One definition, used by every table, JSON document, `explain` and the server's log: a *miss*
+//! is tokens that could have been read and were not — tokens this request shares with what was
+//! sent before, up to its last breakpoint where the policy reads only at breakpoints. Three
+//! sources are checked, most concrete first:
 //! 1. an entry exists at one of its unread positions, but was expired, not yet visible, or out of
 //!    every breakpoint's reach;
 //! 2. an earlier request in scope sent a longer common prefix (or had cached past the point where
@@ -12,10 +14,11 @@
 //!
 //! New content — what no earlier request sent — is never a miss, so the first request of a
 //! conversation, and the directive that makes a fork differ from its siblings, have `miss: null`.
-//! Two divergences are new content by design and are labelled as such rather than as an edit:
-//! a compaction summary that replaces the history (`compacted`, nothing missed), and sibling
-//! forks that each keep only their own `tool_use` (`own_tool_use`: they part at the assistant
-//! message, so one fork cannot read another's turn).
+//! Two divergences are new content by design, not an edit of what was cached: a compaction
+//! summary that replaces the history, and sibling forks that each keep only their own
+//! `tool_use` (they part at the assistant message, so one fork cannot read another's turn).
+//! Only the shared part before them can be missed. Nor are the few tokens a request sends after
+//! its last breakpoint: a repeat of the request does not read them either.
 //!
 //! `tokens_missed` counts what could have been read. For `prefix_changed` when an earlier
 //! request had cached beyond the changed block, that is what the deepest such entry held beyond
@@ -45,11 +48,6 @@ pub enum MissCause {
     /// so it was never written (a fork reading the parent's reply that the parent's last request
     /// did not mark). `tokens_missed` is what a marker there would have saved.
     NotWritten,
-    /// A compaction summary replaced the history: new content, nothing could have been read.
-    Compacted,
-    /// Sibling forks that each keep only their own `tool_use` part at the assistant message
-    /// (Claude Code's fork layout): one fork's turn is not the next one's prefix.
-    OwnToolUse,
     /// The request diverges from the closest earlier request at a block (or a rendered
     /// parameter) before the point where that request's cache entry lay.
     PrefixChanged,
@@ -73,8 +71,6 @@ impl MissCause {
         match self {
             MissCause::Cold => "cold",
             MissCause::NotWritten => "not_written",
-            MissCause::Compacted => "compacted",
-            MissCause::OwnToolUse => "own_tool_use",
             MissCause::PrefixChanged => "prefix_changed",
             MissCause::ModelChanged => "model_changed",
             MissCause::BelowMinimum => "below_minimum",
@@ -91,18 +87,10 @@ impl MissCause {
     /// is: reports print it once, under the requests that show it.
     pub fn layout_note(self) -> Option<&'static str> {
         match self {
-            MissCause::OwnToolUse => Some(
-                "sibling forks each keep only their own tool_use (Claude Code's fork layout), so \
-                 each parts from the others at the assistant message; forks that keep every \
-                 tool_use would share it",
-            ),
             MissCause::NotWritten => Some(
                 "the shared content was sent before, but no marker of that request covered it; \
                  a marker on its last block would have cached it",
             ),
-            MissCause::Compacted => {
-                Some("a compaction summary replaced the history: new content, nothing to read")
-            }
             _ => None,
         }
     }
@@ -211,19 +199,32 @@ fn unreached_cause(inputs: &Inputs, index: u32) -> MissCause {
     }
 }
 
+/// The most a request can read of what it shares with earlier ones: where the policy reads
+/// only at breakpoints, nothing past its last one, whatever was sent before (the few tokens a
+/// request sends after its last marker are read by no one, a repeat of it included).
+fn reachable_tokens(inputs: &Inputs) -> u64 {
+    let prompt = inputs.prompt;
+    match prompt.breakpoints.iter().map(|bp| bp.tokens).max() {
+        Some(tokens) if inputs.policy.rules().needs_breakpoints() => tokens,
+        _ => prompt.total_tokens(),
+    }
+}
+
 /// 2. A prefix shared with the closest earlier request that was not read.
 fn unread_shared_prefix(inputs: &Inputs) -> Option<Miss> {
     let prompt = inputs.prompt;
     let read = inputs.read_tokens();
-    let shared = inputs.closest.shared_to.map_or(0, |p| prompt.tokens_at(p));
+    let reachable = reachable_tokens(inputs);
+    let shared = inputs.closest.shared_to.map_or(0, |p| prompt.tokens_at(p)).min(reachable);
     let diverges_at = inputs.closest.shared_to.map_or(0, |p| p + 1);
     let earlier: Option<&Summary> = inputs.closest.request.and_then(|r| inputs.history.summary(r));
     let diverges = (diverges_at as usize) < prompt.len();
-    let lost = earlier.filter(|_| diverges).and_then(|earlier| lost_entry(prompt, diverges_at, earlier));
+    let lost = earlier
+        .filter(|earlier| diverges && !new_content_at(prompt, diverges_at, earlier))
+        .and_then(|earlier| lost_entry(prompt, diverges_at, earlier));
     if let Some((earlier, lost_tokens)) = lost {
-        let missed = lost_tokens.max(shared).saturating_sub(read);
-        return Some(changed_at(prompt, diverges_at, earlier, missed))
-            .filter(|miss| miss.tokens_missed > 0 || miss.cause == MissCause::Compacted);
+        let missed = lost_tokens.min(reachable).max(shared).saturating_sub(read);
+        return Some(changed_at(prompt, diverges_at, earlier, missed)).filter(|miss| miss.tokens_missed > 0);
     }
     if shared <= read {
         return None;
@@ -269,9 +270,18 @@ fn lost_entry<'s>(prompt: PromptRef, diverges_at: u32, earlier: &'s Summary) -> 
     Some((earlier, lost))
 }
 
-/// The miss of a request that parts from `earlier` at `position`: an edit (`prefix_changed`),
-/// unless the shape of the two requests says it is new content (a compaction, or sibling forks'
-/// own `tool_use`: either side's own content begins there with its tool call).
+/// Whether the request parts from `earlier` at `position` with content of its own by design
+/// rather than an edit: a compaction summary that replaced the history, or sibling forks that
+/// each keep their own `tool_use` (either side's own content begins there with its tool call).
+/// Nothing past the shared part could have been read then.
+fn new_content_at(prompt: PromptRef, position: u32, earlier: &Summary) -> bool {
+    let in_messages = prompt.salt_difference_before(position, &earlier.salts).is_none()
+        && prompt.position(position).slot.dimension() == Dimension::Messages;
+    let own_tool_use = prompt.position(position).tool_use || earlier.own_tool_use_at == Some(position);
+    in_messages && (is_compaction(prompt, position, earlier) || own_tool_use)
+}
+
+/// The miss of a request that edited what `earlier` had cached past `position`.
 fn changed_at(prompt: PromptRef, position: u32, earlier: &Summary, tokens_missed: u64) -> Miss {
     let (dimension, path) = match prompt.salt_difference_before(position, &earlier.salts) {
         Some(field) => (Dimension::Config, field.to_string()),
@@ -280,18 +290,7 @@ fn changed_at(prompt: PromptRef, position: u32, earlier: &Summary, tokens_missed
             (slot.dimension(), slot.path())
         }
     };
-    let in_messages = dimension == Dimension::Messages;
-    let cause = if in_messages && is_compaction(prompt, position, earlier) {
-        MissCause::Compacted
-    } else if in_messages && (prompt.position(position).tool_use || earlier.own_tool_use_at == Some(position))
-    {
-        MissCause::OwnToolUse
-    } else {
-        MissCause::PrefixChanged
-    };
-    let tokens_missed = if cause == MissCause::Compacted { 0 } else { tokens_missed };
-    let dimension = (cause == MissCause::PrefixChanged).then_some(dimension);
-    Miss { cause, dimension, position, path, tokens_missed }
+    Miss { cause: MissCause::PrefixChanged, dimension: Some(dimension), position, path, tokens_missed }
 }
 
 /// The history was replaced from its first message by something shorter than what the earlier
