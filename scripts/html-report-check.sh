@@ -52,7 +52,7 @@ column=$(python3 - "$dir/clicked-dom.html" <<'PY'
 import re, sys
 table = open(sys.argv[1], encoding="utf-8").read().split('<table class="sortable">')[1].split("</table>")[0]
 rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1], re.S)
-print("\n".join(re.findall(r"<td>(.*?)</td>", row)[1] for row in rows))
+print("\n".join(re.findall(r"<td[^>]*>(.*?)</td>", row)[1] for row in rows))
 PY
 )
 if [[ "$column" != "$(sort <<<"$column")" && "$column" != "$(sort -g <<<"$column")" ]]; then

@@ -433,8 +433,22 @@ where
     X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
-    let x_format = |v: &f64| chart.x_format.format(*v);
-    let y_format = |v: &f64| chart.y_format.format(*v);
+    // A log axis gets a tick at every 1–9 of each decade; labelling them all makes neighbours
+    // collide ("90k100k"), so only 1, 2, 3 and 5 of each decade are labelled.
+    // Plotters gives a decade's boundary twice (the end of one, the start of the next): the
+    // second, at the same value, is left unlabelled so the two texts do not overprint.
+    let previous_x = std::cell::Cell::new(f64::NAN);
+    let x_format = |v: &f64| {
+        let repeated = (*v - previous_x.replace(*v)).abs() <= v.abs() * 1e-9;
+        match repeated || (chart.log_x && !labelled_log_tick(*v)) {
+            true => String::new(),
+            false => chart.x_format.format(*v),
+        }
+    };
+    let y_format = |v: &f64| match chart.log_y && !labelled_log_tick(*v) {
+        true => String::new(),
+        false => chart.y_format.format(*v),
+    };
     ctx.configure_mesh()
         .x_desc(chart.x_label.as_str())
         .y_desc(chart.y_label.as_str())
@@ -445,6 +459,16 @@ where
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(|e| e.to_string())
+}
+
+/// Whether a log axis's tick at `value` is labelled: one whose leading digit is 1, 2, 3 or 5.
+fn labelled_log_tick(value: f64) -> bool {
+    if !value.is_finite() || value <= 0.0 {
+        return true;
+    }
+    let leading = (value / 10f64.powf(value.log10().floor())).round() as i64;
+    // A decade's end (a leading "10") is the next decade's 1: drawn once, from the next decade.
+    matches!(leading, 1 | 2 | 3 | 5)
 }
 
 fn lines<'a, DB: DrawingBackend + 'a, X, Y>(
@@ -690,6 +714,16 @@ mod tests {
             x_marks: vec![XMark { at: 50_000.0, label: "a mark".into() }],
             caption: "prices of 2026-08-22 · seed 7".into(),
         }
+    }
+
+    #[test]
+    fn a_log_axis_labels_1_2_3_and_5_of_each_decade() {
+        let labelled: Vec<f64> =
+            [10_000.0, 20_000.0, 30_000.0, 40_000.0, 50_000.0, 90_000.0, 100_000.0, 700_000.0]
+                .into_iter()
+                .filter(|v| labelled_log_tick(*v))
+                .collect();
+        assert_eq!(labelled, [10_000.0, 20_000.0, 30_000.0, 50_000.0, 100_000.0]);
     }
 
     #[test]

@@ -162,7 +162,7 @@ pub(crate) fn vs_history(rows: &[Row], prices: &PriceTable) -> Result<Rendered, 
     line_chart(&LineChart {
         x_marks: Vec::new(),
         title: "One unit of delegated work, five ways: cost by history size".into(),
-        x_label: "the parent's history (tokens)".into(),
+        x_label: "the parent's history (tokens, log scale)".into(),
         y_label: "what delegating added to the session (token-equivalents)".into(),
         y_format: ValueFormat::Count,
         x_format: ValueFormat::Count,

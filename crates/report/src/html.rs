@@ -17,6 +17,30 @@ pub struct Table {
 }
 
 impl Table {
+    /// The table as people read it: each `*_nanousd` column becomes `*_usd` in dollars, and
+    /// each column named in `fractions` (shares between 0 and 1) a percentage. Cells that are
+    /// not numbers stay as written.
+    pub fn for_reading(mut self, fractions: &[&str]) -> Table {
+        for (index, column) in self.columns.iter_mut().enumerate() {
+            let convert: fn(f64) -> String = if let Some(stem) = column.strip_suffix("_nanousd") {
+                *column = format!("{stem}_usd");
+                |nanousd| dollars(nanousd.round() as i64)
+            } else if fractions.contains(&column.as_str()) {
+                |share| percent((share * 1000.0).round() as i64)
+            } else {
+                continue;
+            };
+            for row in &mut self.rows {
+                if let Some(cell) = row.get_mut(index) {
+                    if let Ok(value) = cell.parse::<f64>() {
+                        *cell = convert(value);
+                    }
+                }
+            }
+        }
+        self
+    }
+
     /// A table from CSV text (the first record is the header).
     pub fn from_csv(text: &str) -> Result<Table, csv::Error> {
         let mut reader = csv::Reader::from_reader(text.as_bytes());
@@ -69,6 +93,7 @@ impl Section {
 pub struct Page {
     title: String,
     intro: String,
+    headline: Option<String>,
     sections: Vec<Section>,
 }
 
@@ -77,7 +102,8 @@ const STYLE: &str = "body{font-family:sans-serif;max-width:1240px;margin:2em aut
 figure{margin:1.5em 0}figure svg{max-width:100%;height:auto;border:1px solid #ddd}\
 figcaption{color:#444;margin-top:.4em}.scroll{overflow-x:auto}\
 table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.5em}\
-th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;white-space:nowrap}\
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;white-space:nowrap}td.num{text-align:right}\
+.headline{font-size:1.25em;font-weight:bold}nav li{margin:.2em 0}\
 th{background:#f2f2f2;cursor:pointer;user-select:none}th:hover{background:#e4e4e4}\
 th[aria-sort=ascending]::after{content:' \\25B2'}th[aria-sort=descending]::after{content:' \\25BC'}";
 
@@ -88,7 +114,7 @@ var table=th.closest('table'),body=table.tBodies[0],col=th.cellIndex;\
 var down=th.getAttribute('aria-sort')==='ascending';\
 table.querySelectorAll('th').forEach(function(h){h.removeAttribute('aria-sort');});\
 th.setAttribute('aria-sort',down?'descending':'ascending');\
-var key=function(row){var t=row.cells[col].textContent,n=Number(t);return t!==''&&!isNaN(n)?n:t;};\
+var key=function(row){var t=row.cells[col].textContent,n=Number(t.replace(/^[$]|%$/g,''));return t!==''&&!isNaN(n)?n:t;};\
 var rows=Array.prototype.slice.call(body.rows);\
 rows.sort(function(a,b){var x=key(a),y=key(b);\
 var c=typeof x===typeof y?(x<y?-1:x>y?1:0):(typeof x==='number'?-1:1);return down?-c:c;});\
@@ -97,7 +123,13 @@ rows.forEach(function(row){body.appendChild(row);});});});";
 impl Page {
     /// An empty page with a title and an introductory line.
     pub fn new(title: impl Into<String>, intro: impl Into<String>) -> Page {
-        Page { title: title.into(), intro: intro.into(), sections: Vec::new() }
+        Page { title: title.into(), intro: intro.into(), headline: None, sections: Vec::new() }
+    }
+
+    /// The one figure the page opens with, above its contents.
+    pub fn headline(&mut self, text: impl Into<String>) -> &mut Page {
+        self.headline = Some(text.into());
+        self
     }
 
     /// Starts a section; fill it through the returned reference.
@@ -118,8 +150,22 @@ impl Page {
              <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n<p>{}</p>\n",
             escape(&self.intro)
         );
-        for section in &self.sections {
-            let _ = writeln!(out, "<section>\n<h2>{}</h2>", escape(&section.heading));
+        if let Some(headline) = &self.headline {
+            let _ = writeln!(out, "<p class=\"headline\">{}</p>", escape(headline));
+        }
+        out.push_str("<nav>\n<ul>\n");
+        for (index, section) in self.sections.iter().enumerate() {
+            let _ =
+                writeln!(out, "<li><a href=\"#section-{}\">{}</a></li>", index + 1, escape(&section.heading));
+        }
+        out.push_str("</ul>\n</nav>\n");
+        for (index, section) in self.sections.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "<section id=\"section-{}\">\n<h2>{}</h2>",
+                index + 1,
+                escape(&section.heading)
+            );
             for block in &section.blocks {
                 render_block(&mut out, block);
             }
@@ -148,6 +194,10 @@ fn render_block(out: &mut String, block: &Block) {
 }
 
 fn render_table(out: &mut String, caption: &str, table: &Table) {
+    if table.rows.is_empty() {
+        let _ = writeln!(out, "<p>{}: none</p>", escape(caption));
+        return;
+    }
     let _ = writeln!(
         out,
         "<div class=\"scroll\">\n<table class=\"sortable\">\n<caption>{}</caption>",
@@ -161,11 +211,33 @@ fn render_table(out: &mut String, caption: &str, table: &Table) {
     for row in &table.rows {
         out.push_str("<tr>");
         for cell in row {
-            let _ = write!(out, "<td>{}</td>", escape(cell));
+            let class = if is_number(cell) { " class=\"num\"" } else { "" };
+            let _ = write!(out, "<td{class}>{}</td>", escape(cell));
         }
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table>\n</div>\n");
+}
+
+/// Nano-dollars as dollars to the micro-dollar (`$0.093420`), rounded half up, in integers.
+fn dollars(nanousd: i64) -> String {
+    let micro = (nanousd.abs() + 500) / 1000;
+    let sign = if nanousd < 0 { "-" } else { "" };
+    format!("{sign}${}.{:06}", micro / 1_000_000, micro % 1_000_000)
+}
+
+/// Thousandths as a percentage with one decimal (`897` → `89.7%`).
+pub(crate) fn percent(permille: i64) -> String {
+    let sign = if permille < 0 { "-" } else { "" };
+    format!("{sign}{}.{}%", permille.abs() / 10, permille.abs() % 10)
+}
+
+/// Whether a cell reads as a number (a count, `$1.50`, `12.5%`), right-aligned so that digits line
+/// up.
+fn is_number(cell: &str) -> bool {
+    let bare = cell.strip_prefix('$').unwrap_or(cell);
+    let bare = bare.strip_suffix('%').unwrap_or(bare);
+    !bare.is_empty() && bare.parse::<f64>().is_ok_and(f64::is_finite)
 }
 
 /// Text made safe to place between tags or in a quoted attribute.
@@ -200,7 +272,10 @@ mod tests {
         assert!(html.contains("<p>intro &amp; more</p>"));
         assert!(html.contains("<svg width=\"10\"></svg>\n<figcaption>read &quot;this&quot;</figcaption>"));
         assert!(html.contains("<th scope=\"col\">a</th><th scope=\"col\">b</th>"));
-        assert!(html.contains("<tr><td>1</td><td>x&lt;y</td></tr>"));
+        assert!(html.contains("<tr><td class=\"num\">1</td><td>x&lt;y</td></tr>"));
+        // Contents link each section on the page.
+        assert!(html.contains("<li><a href=\"#section-2\">Tables</a></li>"));
+        assert!(html.contains("<section id=\"section-2\">\n<h2>Tables</h2>"));
         assert!(html.find("<h2>Charts</h2>").unwrap() < html.find("<h2>Tables</h2>").unwrap());
     }
 
@@ -209,8 +284,36 @@ mod tests {
         let mut page = Page::new("t", "i");
         page.section("s").table("t", Table { columns: vec!["c".into()], rows: vec![vec!["1".into()]] });
         let html = page.render();
+        // In-page links only (the contents).
+        let outside = html.replace("href=\"#", "");
         for needle in ["http://", "https://", "src=", "href=", "@import", "url("] {
-            assert!(!html.contains(needle), "the page refers outside itself: {needle}");
+            assert!(!outside.contains(needle), "the page refers outside itself: {needle}");
         }
+    }
+
+    #[test]
+    fn money_in_dollars_shares_in_percent_numbers_right_and_empty_tables_say_none() {
+        let table = Table::from_csv(
+            "case,cost_nanousd,savings,misses
+warm,93420000,0.8970,
+",
+        )
+        .unwrap()
+        .for_reading(&["savings"]);
+        assert_eq!(table.columns, ["case", "cost_usd", "savings", "misses"]);
+        // 93,420,000 nano-dollars = $0.093420; a share of 0.8970 = 89.7%.
+        assert_eq!(table.rows[0], ["warm", "$0.093420", "89.7%", ""]);
+        let mut page = Page::new("t", "i");
+        page.headline("$1 saved");
+        page.section("s").table("t", table).table("empty", Table { columns: vec!["c".into()], rows: vec![] });
+        let html = page.render();
+        assert!(html.contains("<p class=\"headline\">$1 saved</p>"));
+        assert!(
+            html.contains(
+                "<td>warm</td><td class=\"num\">$0.093420</td><td class=\"num\">89.7%</td><td></td>"
+            )
+        );
+        assert!(html.contains("<p>empty: none</p>"));
+        assert!(html.find("headline").unwrap() < html.find("<nav>").unwrap());
     }
 }

@@ -236,6 +236,9 @@ pub fn html_page(artifacts: &[Artifact]) -> Result<Artifact, ReportError> {
         "What prompt-cache sharing saves and costs, from the built-in fixtures and sweeps. Every file is \
          described in README.md beside this page; click a table's header to sort by that column.",
     );
+    if let Some(headline) = find("seed_example.csv").and_then(|text| seed_headline(&text)) {
+        page.headline(headline);
+    }
     let charts = page.section("Charts");
     for note in notes::CHARTS {
         if let Some(svg) = find(&format!("{}.svg", note.stem)) {
@@ -245,8 +248,42 @@ pub fn html_page(artifacts: &[Artifact]) -> Result<Artifact, ReportError> {
     let tables = page.section("Tables");
     for (file, row) in notes::TABLES.iter().filter(|(file, _)| HTML_TABLES.contains(file)) {
         if let Some(text) = find(file) {
-            tables.table(format!("{file}: a row is {}", row.replace('`', "")), html::Table::from_csv(&text)?);
+            let table = html::Table::from_csv(&text)?.for_reading(&HTML_SHARES);
+            tables.table(format!("{file}: a row is {}", row.replace('`', "")), table);
         }
     }
     Ok(Artifact::new("index.html", page.render()))
+}
+
+/// The HTML tables' columns that hold a share between 0 and 1, shown as percentages.
+const HTML_SHARES: [&str; 2] = ["savings", "hit_rate"];
+
+/// The page's opening figure: the seeds' worked example, warm, against no sharing.
+fn seed_headline(seed_example_csv: &str) -> Option<String> {
+    let table = html::Table::from_csv(seed_example_csv).ok()?;
+    let column = |name: &str| table.columns.iter().position(|c| c == name);
+    let (case, forks, naive) =
+        (column("case")?, column("forks_token_equivalents")?, column("naive_token_equivalents")?);
+    let warm = table.rows.iter().find(|row| row[case] == "warm")?;
+    let (forks, naive): (f64, f64) = (warm[forks].parse().ok()?, warm[naive].parse().ok()?);
+    let saved_permille = (1000.0 * (1.0 - forks / naive)).round() as i64;
+    Some(format!(
+        "The seed articles' worked example, with a warm cache, costs {} token-equivalents where sending it without sharing costs {}: {} less.",
+        grouped(forks.round() as u64),
+        grouped(naive.round() as u64),
+        html::percent(saved_permille)
+    ))
+}
+
+/// A count with thousands separators (`302400` → `302,400`).
+fn grouped(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
