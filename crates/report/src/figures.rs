@@ -305,7 +305,8 @@ pub(crate) fn policy_gap(view: &SweepView) -> Result<Rendered, ChartError> {
         x_format: ValueFormat::PowerOfTwo,
         log_x: false,
         log_y: false,
-        y_from_zero: false,
+        // From $0: a line twice as high costs twice as much.
+        y_from_zero: true,
         legend: Corner::UpperLeft,
         layered: true,
         series,
