@@ -18,6 +18,19 @@ pub(crate) fn usd(nanousd: u64) -> String {
     fixed(i128::from(nanousd), 1_000_000_000, 9)
 }
 
+/// A count with thousands separators (`302400` → `302,400`), for text people read.
+pub(crate) fn grouped(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 /// `numerator ÷ denominator` with three decimals (a ratio such as a cost multiplier).
 pub(crate) fn ratio(numerator: u128, denominator: u128) -> String {
     fixed(numerator as i128, denominator, 3)

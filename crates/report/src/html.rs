@@ -227,7 +227,7 @@ fn dollars(nanousd: i64) -> String {
 }
 
 /// Thousandths as a percentage with one decimal (`897` → `89.7%`).
-pub(crate) fn percent(permille: i64) -> String {
+fn percent(permille: i64) -> String {
     let sign = if permille < 0 { "-" } else { "" };
     format!("{sign}{}.{}%", permille.abs() / 10, permille.abs() % 10)
 }

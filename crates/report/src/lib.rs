@@ -258,32 +258,23 @@ pub fn html_page(artifacts: &[Artifact]) -> Result<Artifact, ReportError> {
 /// The HTML tables' columns that hold a share between 0 and 1, shown as percentages.
 const HTML_SHARES: [&str; 2] = ["savings", "hit_rate"];
 
-/// The page's opening figure: the seeds' worked example, warm, against no sharing.
+/// The page's opening figure: the seeds' worked example, warm, against no sharing, with the
+/// share saved as the table states it.
 fn seed_headline(seed_example_csv: &str) -> Option<String> {
-    let table = html::Table::from_csv(seed_example_csv).ok()?;
+    let table = html::Table::from_csv(seed_example_csv).ok()?.for_reading(&HTML_SHARES);
     let column = |name: &str| table.columns.iter().position(|c| c == name);
-    let (case, forks, naive) =
-        (column("case")?, column("forks_token_equivalents")?, column("naive_token_equivalents")?);
+    let (case, forks, naive, savings) = (
+        column("case")?,
+        column("forks_token_equivalents")?,
+        column("naive_token_equivalents")?,
+        column("savings")?,
+    );
     let warm = table.rows.iter().find(|row| row[case] == "warm")?;
-    let (forks, naive): (f64, f64) = (warm[forks].parse().ok()?, warm[naive].parse().ok()?);
-    let saved_permille = (1000.0 * (1.0 - forks / naive)).round() as i64;
+    let tokens = |cell: &str| cell.parse::<f64>().ok().map(|t| format::grouped(t.round() as u64));
     Some(format!(
         "The seed articles' worked example, with a warm cache, costs {} token-equivalents where sending it without sharing costs {}: {} less.",
-        grouped(forks.round() as u64),
-        grouped(naive.round() as u64),
-        html::percent(saved_permille)
+        tokens(&warm[forks])?,
+        tokens(&warm[naive])?,
+        warm[savings]
     ))
-}
-
-/// A count with thousands separators (`302400` → `302,400`).
-fn grouped(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
 }

@@ -42,6 +42,14 @@ pub(super) struct Notice {
     pub(super) tokens: Option<u64>,
 }
 
+/// A background launch's notification: its template (`{id}`, `{name}`, `{tool_use_id}` and
+/// `{result}` filled in), the name it gives the agent, its declared size.
+struct Launch<'t> {
+    template: &'t str,
+    name: &'t str,
+    tokens: Option<u64>,
+}
+
 impl Notice {
     /// The notification as the parent reads it: the frame with the agent's report inside, its
     /// size the frame's plus the report's (seed 000: results reach the parent as notifications).
@@ -85,19 +93,27 @@ impl Engine<'_> {
             }
             NamedLaunch::Background | NamedLaunch::Remote => {
                 self.children[child].remote = spec.launch == NamedLaunch::Remote;
-                self.schedule(sent.completes_at, child);
-                let label = self.children[child].label.clone();
-                let receipt = format!("Async agent launched successfully. agentId: {label}");
-                self.parent_gets(call, &id, receipt, 0, sent.completes_at.plus_ms(self.spec.agent.tool_ms));
-                let text = spec
-                    .notification
-                    .replace("{id}", &label)
-                    .replace("{name}", &name)
-                    .replace("{tool_use_id}", &id);
-                self.notices.push(Notice { child, text, tokens: spec.notification_tokens });
+                let notice =
+                    Launch { template: &spec.notification, name: &name, tokens: spec.notification_tokens };
+                self.run_in_background(call, &id, child, sent.completes_at, notice);
             }
         }
         Ok(())
+    }
+
+    /// The child runs from `at` on the queue; the parent gets the launch receipt as the call's
+    /// result and goes on, and the child's report reaches it later in its notification.
+    fn run_in_background(&mut self, call: Message, id: &str, child: usize, at: SimTime, notice: Launch) {
+        self.schedule(at, child);
+        let label = self.children[child].label.clone();
+        let receipt = format!("Async agent launched successfully. agentId: {label}");
+        self.parent_gets(call, id, receipt, 0, at.plus_ms(self.spec.agent.tool_ms));
+        let text = notice
+            .template
+            .replace("{id}", &label)
+            .replace("{name}", notice.name)
+            .replace("{tool_use_id}", id);
+        self.notices.push(Notice { child, text, tokens: notice.tokens });
     }
 
     /// Seed 000: "Enabling forks also changes the overall behavior of the Agent tool: all agent
@@ -284,14 +300,9 @@ impl Engine<'_> {
         c.finished_at = None;
         c.report_tokens = spec.result_tokens;
         if self.forking {
-            self.schedule(sent.completes_at, child);
-            let receipt = format!("Async agent launched successfully. agentId: {label}");
-            self.parent_gets(call, &id, receipt, 0, sent.completes_at.plus_ms(self.spec.agent.tool_ms));
-            let text = crate::spec::notification_template()
-                .replace("{id}", &label)
-                .replace("{name}", &label)
-                .replace("{tool_use_id}", &id);
-            self.notices.push(Notice { child, text, tokens: None });
+            let template = crate::spec::notification_template();
+            let notice = Launch { template: &template, name: &label, tokens: None };
+            self.run_in_background(call, &id, child, sent.completes_at, notice);
         } else {
             let done = self.run_to_end(child, sent.completes_at)?;
             self.parent_gets(call, &id, format!("{label} report"), spec.result_tokens, done);
