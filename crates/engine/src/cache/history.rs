@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::store::{EntryKey, ScopeId};
+use super::store::ScopeId;
 use crate::prompt::{BuildPassThrough, PromptRef, Salts};
 
 /// Distinct sent prefixes remembered at most (two generations of half as many; the current one
@@ -31,14 +31,37 @@ pub struct Summary {
 }
 
 /// Prefixes sent so far, per scope.
+///
+/// Each scope keeps its own maps, so what one tenant looks up never walks what others sent: a
+/// new key's first request searches an empty map however many tenants sent the same prefix.
 pub struct History {
     /// Prefixes remembered at most ([`HISTORY_LIMIT`]; smaller in tests).
     limit: usize,
-    // Point lookups only (the values are iterated into a set, never into output).
-    sent: HashMap<EntryKey, u64, BuildPassThrough>,
-    sent_before: HashMap<EntryKey, u64, BuildPassThrough>,
+    // Point lookups only; iterated only to rotate generations and to find live summaries.
+    scopes: HashMap<ScopeId, ScopeHistory, BuildPassThrough>,
+    /// Prefixes in every scope's current generation, and in every scope's previous one.
+    current_len: usize,
+    before_len: usize,
     summaries: HashMap<u64, Summary, BuildPassThrough>,
-    last_in_scope: HashMap<ScopeId, u64, BuildPassThrough>,
+}
+
+/// One scope's prefixes, each naming the request that sent it, in two generations.
+#[derive(Default)]
+struct ScopeHistory {
+    sent: HashMap<u128, u64, BuildPassThrough>,
+    sent_before: HashMap<u128, u64, BuildPassThrough>,
+    /// The request this scope sent last.
+    last: Option<u64>,
+}
+
+impl ScopeHistory {
+    fn sender_of(&self, prefix: u128) -> Option<u64> {
+        self.sent.get(&prefix).or_else(|| self.sent_before.get(&prefix)).copied()
+    }
+
+    fn requests_named(&self) -> impl Iterator<Item = u64> + '_ {
+        self.sent.values().chain(self.sent_before.values()).chain(self.last.iter()).copied()
+    }
 }
 
 impl Default for History {
@@ -61,30 +84,33 @@ impl History {
     fn with_limit(limit: usize) -> History {
         History {
             limit,
-            sent: HashMap::default(),
-            sent_before: HashMap::default(),
+            scopes: HashMap::default(),
+            current_len: 0,
+            before_len: 0,
             summaries: HashMap::default(),
-            last_in_scope: HashMap::default(),
         }
     }
 
-    /// Forgets which request `scope` sent last (its workspace was dropped). Its prefixes stay
-    /// until their generation is dropped: scope numbers are not reused while they can be
-    /// remembered, so nothing can find them.
+    /// Forgets everything `scope` sent (its workspace was dropped). Scope numbers are not reused
+    /// while they can be remembered, so nothing could have found its prefixes again anyway.
     pub fn forget_scope(&mut self, scope: ScopeId) {
-        self.last_in_scope.remove(&scope);
+        if let Some(gone) = self.scopes.remove(&scope) {
+            self.current_len -= gone.sent.len();
+            self.before_len -= gone.sent_before.len();
+        }
     }
 
     /// The earlier request in `scope` sharing the longest prefix with `prompt`.
     pub fn closest(&self, scope: ScopeId, prompt: PromptRef) -> Closest {
+        let Some(history) = self.scopes.get(&scope) else {
+            return Closest { shared_to: None, request: None };
+        };
         for index in (0..prompt.len() as u32).rev() {
-            let prefix = prompt.position(index).hash;
-            let key = EntryKey { scope, prefix };
-            if let Some(&request) = self.sent.get(&key).or_else(|| self.sent_before.get(&key)) {
+            if let Some(request) = history.sender_of(prompt.position(index).hash) {
                 return Closest { shared_to: Some(index), request: Some(request) };
             }
         }
-        Closest { shared_to: None, request: self.last_in_scope.get(&scope).copied() }
+        Closest { shared_to: None, request: history.last }
     }
 
     /// What is known of an earlier request.
@@ -101,8 +127,8 @@ impl History {
         closest: Closest,
         summary: Summary,
     ) {
-        if self.sent.len() >= self.limit / 2 {
-            self.sent_before = std::mem::take(&mut self.sent);
+        if self.current_len >= self.limit / 2 {
+            self.start_generation();
         }
         let fresh_from = closest.shared_to.unwrap_or(0);
         // The shared prefix's last position names whichever of its senders cached deeper (the
@@ -110,31 +136,38 @@ impl History {
         let keep_earlier = closest.request.and_then(|r| self.summaries.get(&r)).is_some_and(|earlier| {
             closest.shared_to.is_some() && cached_tokens(earlier) > cached_tokens(&summary)
         });
+        let history = self.scopes.entry(scope).or_default();
         for index in fresh_from + u32::from(keep_earlier)..prompt.len() as u32 {
-            self.sent.insert(EntryKey { scope, prefix: prompt.position(index).hash }, request);
+            if history.sent.insert(prompt.position(index).hash, request).is_none() {
+                self.current_len += 1;
+            }
         }
+        history.last = Some(request);
         self.summaries.insert(request, summary);
-        self.last_in_scope.insert(scope, request);
         self.forget_unreachable_summaries();
     }
 
-    /// Summaries are only looked up through `sent` and `last_in_scope`; a request no prefix names
-    /// any more can never be asked about again. A run that repeats its requests (a server under
-    /// steady load) would otherwise add one summary per request forever while `sent` stays small.
-    /// Pruning once they outnumber the reachable ones twice over keeps the cost amortized O(1).
+    /// The current generation becomes the previous one, and the one before is dropped. A scope
+    /// left with no prefix keeps only which request it sent last.
+    fn start_generation(&mut self) {
+        for history in self.scopes.values_mut() {
+            history.sent_before = std::mem::take(&mut history.sent);
+        }
+        self.before_len = std::mem::take(&mut self.current_len);
+    }
+
+    /// Summaries are only looked up through the prefixes and each scope's last request; a
+    /// request none of them names any more can never be asked about again. A run that repeats
+    /// its requests (a server under steady load) would otherwise add one summary per request
+    /// forever while the prefixes stay few. Pruning once they outnumber the reachable ones twice
+    /// over keeps the cost amortized O(1).
     fn forget_unreachable_summaries(&mut self) {
-        let reachable = self.sent.len() + self.sent_before.len() + self.last_in_scope.len();
+        let reachable = self.current_len + self.before_len + self.scopes.len();
         if self.summaries.len() <= 2 * reachable + SUMMARY_SLACK {
             return;
         }
         // Point lookups only.
-        let live: HashSet<u64> = self
-            .sent
-            .values()
-            .chain(self.sent_before.values())
-            .chain(self.last_in_scope.values())
-            .copied()
-            .collect();
+        let live: HashSet<u64> = self.scopes.values().flat_map(ScopeHistory::requests_named).collect();
         self.summaries.retain(|request, _| live.contains(request));
     }
 }
@@ -163,7 +196,7 @@ mod tests {
             history.record(scope, prompt.as_ref(), request, closest, summary);
         }
         // 4 distinct prefixes and 1 scope: at most 2 × 5 + 1,024 summaries are kept, not 20,000.
-        assert_eq!(history.sent.len(), 4);
+        assert_eq!((history.current_len, history.before_len), (4, 0));
         assert!(history.summaries.len() <= 2 * 5 + SUMMARY_SLACK, "{}", history.summaries.len());
         // What the diagnosis can still reach is still there: the latest sender of each prefix.
         let closest = history.closest(scope, prompts[1].as_ref());
@@ -191,7 +224,7 @@ mod tests {
         send(&mut history, 1, half);
         assert_eq!(history.closest(scope, first.as_ref()).shared_to, Some(0), "still in reach");
         send(&mut history, half, 2 * half + 1);
-        assert!(history.sent.len() + history.sent_before.len() <= limit + 1);
+        assert!(history.current_len + history.before_len <= limit + 1);
         let forgotten = history.closest(scope, first.as_ref());
         assert_eq!(forgotten.shared_to, None, "never sent, as far as the diagnosis can tell");
     }

@@ -2,14 +2,29 @@
 //! first, else its least recently used — one tenant's writes never evict another's entries.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 
 use crate::clock::SimTime;
 use crate::prompt::{BuildPassThrough, Ttl};
 
 /// A cache scope: one workspace × one model. The high 32 bits number the workspace (its
 /// tenant in the store), the low 32 bits the model within it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ScopeId(pub u64);
+
+/// Maps keyed by scope (or by scope and prefix hash) use the pass-through hasher, which keeps
+/// the bits it is given. A scope's own bits are not uniform: workspaces differ only in the high
+/// half, so every tenant's entry for one prefix would land in the same buckets with the same
+/// control byte, and a lookup would walk all of them (O(tenants)). A full 64-bit mix
+/// (SplitMix64's finalizer) spreads any difference over every bit.
+impl Hash for ScopeId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        state.write_u64(z ^ (z >> 31));
+    }
+}
 
 impl ScopeId {
     /// No scope: what a request priced alone looks up (no workspace is ever numbered this).
@@ -221,6 +236,30 @@ mod tests {
         let entry = store.peek(&key(1)).unwrap();
         assert_eq!(entry.visible_at, SimTime(500));
         assert_eq!(entry.expires_at, SimTime(300_100));
+    }
+
+    #[test]
+    fn tenants_that_sent_the_same_prefix_land_in_different_buckets() {
+        use std::hash::BuildHasher;
+        // 20,000 workspaces' entries for one prefix, hashed as the store's map hashes them. A
+        // table of 2^15 buckets indexes by the low 15 bits and keeps the top 7 as a control byte.
+        let prefix = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;
+        let hashes: Vec<u64> = (0..20_000)
+            .map(|workspace| {
+                BuildPassThrough::default().hash_one(EntryKey { scope: ScopeId::new(workspace, 0), prefix })
+            })
+            .collect();
+        let buckets: BTreeSet<u64> = hashes.iter().map(|hash| hash & 0x7fff).collect();
+        let control_bytes: BTreeSet<u64> = hashes.iter().map(|hash| hash >> 57).collect();
+        // Uniform hashes fill 32,768 × (1 − e^(−20,000 / 32,768)) ≈ 14,900 buckets; unmixed
+        // scopes (workspace << 32) left all 20,000 in one bucket with one control byte.
+        assert!(buckets.len() > 14_000, "{} buckets", buckets.len());
+        assert_eq!(control_bytes.len(), 128, "every control byte is used");
+        // The same holds for the scopes alone (the history's last request per scope).
+        let scopes: BTreeSet<u64> = (0..20_000)
+            .map(|workspace| BuildPassThrough::default().hash_one(ScopeId::new(workspace, 0)) & 0x7fff)
+            .collect();
+        assert!(scopes.len() > 14_000, "{} buckets", scopes.len());
     }
 
     #[test]
