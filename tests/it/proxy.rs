@@ -27,7 +27,7 @@ const KEY: &str = "sk-ant-api03-PROXY-TEST-SECRET-0123456789";
 
 /// A proxy in the test process, its request log captured.
 pub struct RunningProxy {
-    addr: SocketAddr,
+    pub addr: SocketAddr,
     log: Arc<Mutex<Vec<u8>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<ProxyStats>>,

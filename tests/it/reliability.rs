@@ -311,3 +311,43 @@ fn item13_max_requests_answers_and_traces_exactly_that_many_under_16_clients() {
     assert_eq!(traced, 100);
     let _ = std::fs::remove_file(&trace);
 }
+
+// ---- shape: what hyper refuses before any handler runs ----
+
+/// Sends `request` raw on a fresh connection; the whole answer (the server closes after it).
+fn exchange_raw(addr: &str, request: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(request).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    String::from_utf8(answer).unwrap()
+}
+
+#[test]
+fn shape_malformed_http_gets_the_apis_error_json_on_serve_and_proxy() {
+    let server = Running::default_server();
+    let proxy = RunningProxy::start(&server.url(""), None);
+    let long_uri = format!("GET /{} HTTP/1.1\r\nhost: x\r\n\r\n", "a".repeat(70_000));
+    let cases: [(&[u8], u16); 4] = [
+        (b"GARBAGE \x01\x02 HTTP/1.1\r\n\r\n", 400),
+        (b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nno colon here\r\n\r\n", 400),
+        (b"GET / HTTP/9.9\r\n\r\n", 400),
+        (long_uri.as_bytes(), 414),
+    ];
+    for addr in [server.addr.to_string(), proxy.addr.to_string()] {
+        for (request, status) in cases {
+            let answer = exchange_raw(&addr, request);
+            let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+            assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
+            assert!(head.contains("content-type: application/json"), "{head}");
+            assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
+            let error: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+            assert_eq!(error["type"], "error", "{body}");
+            assert_eq!(error["error"]["type"], "invalid_request_error", "{body}");
+        }
+        // A well-formed request on the same server is answered as before.
+        let answer = exchange_raw(&addr, b"GET /v1/models HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        assert!(answer.starts_with("HTTP/1.1 200 OK") || answer.starts_with("HTTP/1.1 502"), "{answer}");
+    }
+    proxy.stop();
+}

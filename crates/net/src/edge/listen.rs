@@ -4,7 +4,8 @@
 //! timer on the connection's [`HeaderClock`], which also bounds the wait for the next request on
 //! a kept-alive connection), and no connection left without progress in either direction for
 //! `idle_timeout` (a client that stops reading its response, or goes silent, is closed). The
-//! body's own deadline is in `http`.
+//! body's own deadline is in `http`. What hyper refuses before any handler runs still gets the
+//! API's error shape ([`super::refusals`]).
 
 use std::future::Future;
 use std::io;
@@ -23,6 +24,8 @@ use tokio::time::{Instant, Sleep};
 
 use forkcache_engine::prompt::RenderSketch;
 use forkcache_ingest::trace::{BodyBudget, BodyReader};
+
+use super::refusals::ShapedRefusals;
 
 /// Connection limits (see [`super::ServeConfig`]).
 #[derive(Clone, Copy, Debug)]
@@ -52,7 +55,7 @@ pub(super) async fn serve(
         };
         let Some((stream, permit)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
-        let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
+        let io = TokioIo::new(ShapedRefusals::new(IdleTimeout::new(stream, limits.idle_timeout)));
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(HeaderClock::new())
             .header_read_timeout(limits.header_timeout)

@@ -7,6 +7,7 @@
 pub mod encoding;
 mod headers;
 pub(crate) mod listen;
+mod refusals;
 
 use std::future::Future;
 use std::net::SocketAddr;
