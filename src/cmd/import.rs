@@ -60,7 +60,8 @@ pub struct ClaudeCodeArgs {
     /// gets the first byte where its prompt left its chain's previous request.
     #[arg(long, value_name = "PROXY.jsonl")]
     pub trace: Option<PathBuf>,
-    /// Write the simulated requests as a trace `replay` and `sweep` can read.
+    /// Write the simulated requests as a trace `replay` and `explain` can read: each request with
+    /// its real usage, the account's pre-warms marked as such (run, not billed).
     #[arg(long, value_name = "FILE")]
     pub emit_trace: Option<PathBuf>,
     #[command(flatten)]

@@ -297,10 +297,48 @@ fn import_twice_gives_identical_bytes_and_a_replayable_trace() {
     assert!(replayed.status.success());
     let report: Value = serde_json::from_slice(&replayed.stdout).expect("replay prints JSON");
     assert_eq!(report["totals"]["rejected"], 0);
+    replays_to_the_import(&serde_json::from_slice(&first).unwrap(), &report);
+    let lines = std::fs::read_to_string(&trace).unwrap();
+    let prewarms = lines.lines().filter(|line| line.contains(r#""prewarm":true"#)).count();
+    assert_eq!(prewarms, 2, "the account's pre-warms are in the trace, run but not listed");
     let breaks = std::fs::read_to_string(dir.join("breaks.csv")).unwrap();
     // A header and the 5 breaks.
     assert_eq!(breaks.lines().count(), 6);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An emitted trace replays to the import: the same requests (the account's pre-warms are run
+/// into the cache but are not rows), the real usage and bill exactly (the trace carries each
+/// request's real usage; a session's marker is dated on its first request, so replay prices on
+/// the session's date), and the same prediction. The one difference is how a request's tokens
+/// past its read split into uncached and written: the import's report guesses that split from
+/// the chain's previous request, while the emitted body holds the request's own (its after-marker
+/// tail), which replay reads. Both count the same input, so only the price of those few tokens
+/// moves: at most their number × $15/MTok, the largest gap between a 1h write ($30/MTok on Opus
+/// 4.1) and its input price ($15/MTok) in the table.
+fn replays_to_the_import(import: &Value, replay: &Value) {
+    let (imported, replayed) = (&import["totals"], &replay["totals"]);
+    assert_eq!(replayed["requests"], imported["requests"]);
+    assert_eq!(replayed["recorded"]["usage"], imported["recorded"]["usage"]);
+    assert_eq!(replayed["recorded"]["cost_usd"], imported["recorded"]["cost_usd"]);
+    let (predicted, simulated) = (&imported["predicted"]["usage"], &replayed["usage"]);
+    for field in ["cache_read_input_tokens", "output_tokens"] {
+        assert_eq!(simulated[field], predicted[field], "{field}");
+    }
+    let total = |usage: &Value| {
+        ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
+            .iter()
+            .map(|field| usage[field].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(total(simulated), total(predicted));
+    let tail =
+        simulated["input_tokens"].as_u64().unwrap().abs_diff(predicted["input_tokens"].as_u64().unwrap());
+    let cost_gap =
+        (replayed["cost_usd"].as_f64().unwrap() - imported["predicted"]["cost_usd"].as_f64().unwrap()).abs();
+    assert!(tail <= 10, "the tails differ by {tail} tokens");
+    assert!(cost_gap <= tail as f64 * 15e-6 + 1e-9, "{cost_gap} for {tail} tokens");
+    assert_eq!(replayed["agreement"]["rate"], imported["agreement"]);
 }
 
 #[test]

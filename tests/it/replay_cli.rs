@@ -109,3 +109,34 @@ fn a_rejected_request_has_an_error_and_no_usage() {
         (Some(6), Some(1))
     );
 }
+
+/// A line marked `"prewarm": true` (the account's traffic an import stands in for) is run into
+/// the cache but is not a request of the replay: not listed, not counted, not billed, and the
+/// listed requests keep consecutive indexes.
+#[test]
+fn a_prewarm_line_warms_the_cache_and_is_not_a_request() {
+    use forkcache_engine::billing::PriceTable;
+    use forkcache_ingest::replay::{ReplayConfig, replay};
+    let system = r#""system":[{"type":"text","text":"stable","forkcache_tokens":2000,"cache_control":{"type":"ephemeral"}}]"#;
+    let body = |text: &str, max_tokens: u32| {
+        format!(
+            r#"{{"model":"claude-sonnet-4-6","max_tokens":{max_tokens},{system},"messages":[{{"role":"user","content":"{text}"}}]}}"#
+        )
+    };
+    let trace = [
+        format!(
+            r#"{{"at_ms":0,"first_byte_ms":0,"workspace":"w","prewarm":true,"body":{}}}"#,
+            body("warm", 0)
+        ),
+        format!(r#"{{"at_ms":10,"first_byte_ms":10,"workspace":"w","body":{}}}"#, body("hello", 1)),
+    ]
+    .join("\n");
+    let report = replay(&ReplayConfig::default(), PriceTable::builtin(), trace.as_bytes()).unwrap();
+    assert_eq!(report.records.len(), 1);
+    assert_eq!((report.records[0].index, report.records[0].line), (0, 2));
+    let usage = report.records[0].result.as_ref().unwrap().usage;
+    // The pre-warm wrote the 2,000-token system prompt; the request reads it.
+    assert_eq!(usage.cache_read_input_tokens, 2_000);
+    assert_eq!(report.totals.requests, 1);
+    assert_eq!(report.totals.usage.cache_creation_input_tokens, 0, "the pre-warm's write is not billed");
+}

@@ -97,11 +97,12 @@ pub fn explain_request(
         line: record.line,
         error: error.clone(),
     })?;
-    // The records are the trace's requests in file order: session markers and unreadable lines
-    // have none.
+    // The records are the trace's requests in file order: session markers, unreadable lines and
+    // pre-warms have none.
     let lines: Vec<TraceLine> = read_trace(trace.as_bytes())
         .filter_map(|entry| match entry {
-            TraceEntry::Request(line) => Some(line),
+            TraceEntry::Request(line) if !line.prewarm => Some(line),
+            TraceEntry::Request(_) => None,
             TraceEntry::Session { .. } | TraceEntry::Unreadable(_) => None,
         })
         .collect();

@@ -594,10 +594,24 @@ impl<'s> Simulation<'s> {
         self.endpoint.set_price_date(PriceDate::parse(&request.request.at).ok());
         let priced = price_request(&mut self.endpoint, state, warm, at_ms, output);
         if let Some(trace) = trace {
+            let envelope = Envelope {
+                at_ms: Some(at_ms),
+                // The workspace by name: a trace never carries a key, and replay prices it there.
+                workspace: Some(self.workspace.clone()),
+                betas: state.betas.clone(),
+                // The simulation makes writes readable from the request's start
+                // (`Visibility::Start`); a first byte at the start does the same under replay's.
+                first_byte_ms: Some(at_ms),
+                ..Envelope::default()
+            };
             if warm {
-                emit(trace, &self.workspace, at_ms, &state.betas, &state.prewarm_body());
+                let prewarm = Envelope { prewarm: Some(true), ..envelope.clone() };
+                trace.push(envelope_line(&prewarm, &state.prewarm_body()));
             }
-            emit(trace, &self.workspace, at_ms, &state.betas, &state.body());
+            // What the API really charged, so replay shows it beside its prediction (and bills
+            // the real output).
+            let usage = Some(Envelope::usage_of(&request.request.recorded.usage));
+            trace.push(envelope_line(&Envelope { usage, ..envelope }, &state.body()));
         }
         let guessed_tail = state.last_tail;
         state.last_tail = request.request.recorded.usage.input_tokens;
@@ -834,18 +848,6 @@ fn chain_ttl(agent: bool, observed: Ttl, what_if: Option<&WhatIf>) -> Ttl {
         Some(WhatIf::SubagentTtl1h) if agent => Ttl::OneHour,
         _ => observed,
     }
-}
-
-/// Appends a simulated request to the trace `--emit-trace` writes.
-fn emit(trace: &mut Vec<String>, workspace: &str, at_ms: u64, betas: &Betas, body: &[u8]) {
-    // The workspace by name: a trace never carries a key, and replay prices it in that workspace.
-    let envelope = Envelope {
-        at_ms: Some(at_ms),
-        workspace: Some(workspace.to_string()),
-        betas: betas.clone(),
-        ..Envelope::default()
-    };
-    trace.push(envelope_line(&envelope, body));
 }
 
 /// Start times in ms since the session's first request; under `max-idle`, each longer gap in

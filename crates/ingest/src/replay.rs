@@ -413,7 +413,8 @@ struct HeldBatch {
 struct Waiting {
     at: SimTime,
     line: usize,
-    index: usize,
+    /// Its place among the listed requests; none for a pre-warm.
+    index: Option<usize>,
     batch: u64,
     entry: usize,
     bytes: usize,
@@ -447,6 +448,7 @@ enum Arrival {
         line: usize,
         at_ms: Option<u64>,
         bytes: usize,
+        prewarm: bool,
     },
     /// A session marker, with the date its server started when it names one.
     Session(Option<PriceDate>),
@@ -481,11 +483,14 @@ impl<'c> Replayer<'c> {
         let slot = self.held.len() - 1;
         for entry in 0..count {
             match arrival(&self.held[slot].batch, entry) {
-                Arrival::Request { line, at_ms, bytes } => {
+                Arrival::Request { line, at_ms, bytes, prewarm } => {
                     let at = self.start_of(at_ms);
                     self.check_order(line, at)?;
-                    let index = self.next_index;
-                    self.next_index += 1;
+                    // A pre-warm is run, not listed: the listed requests keep consecutive indexes.
+                    let index = (!prewarm).then(|| {
+                        self.next_index += 1;
+                        self.next_index - 1
+                    });
                     self.window.lines.push(Reverse(Waiting { at, line, index, batch: number, entry, bytes }));
                     self.window.bytes += bytes;
                     self.held[slot].waiting += 1;
@@ -568,8 +573,10 @@ impl<'c> Replayer<'c> {
             held.batch.entries().get(waiting.entry)
         {
             let (endpoint, sketch) = (&mut self.endpoint, &mut self.sketch);
-            let record = replay_line(endpoint, sketch, waiting.index, line, keys.as_ref(), waiting.at);
-            self.records.push(record);
+            let record = replay_line(endpoint, sketch, line, keys.as_ref(), waiting.at);
+            if let Some(index) = waiting.index {
+                self.records.push(ReplayRecord { index, ..record });
+            }
         }
     }
 
@@ -639,7 +646,7 @@ fn arrival(batch: &ParsedBatch, entry: usize) -> Arrival {
     let Some(read) = batch.entries().get(entry) else { return Arrival::Session(None) };
     match &read.entry {
         TraceEntry::Request(line) => {
-            Arrival::Request { line: line.line, at_ms: line.at_ms, bytes: read.bytes }
+            Arrival::Request { line: line.line, at_ms: line.at_ms, bytes: read.bytes, prewarm: line.prewarm }
         }
         TraceEntry::Unreadable(line) => Arrival::Unreadable(line.clone()),
         TraceEntry::Session { marker, .. } => Arrival::Session(PriceDate::parse(&marker.started).ok()),
@@ -684,11 +691,11 @@ fn add_store_stats(into: &mut StoreStats, session: &StoreStats) {
 }
 
 /// Prices one line; `keys` are its blocks' memo keys when the parsing thread hashed them (its
-/// prompt is then rendered from `sketch`, the run's last requests).
+/// prompt is then rendered from `sketch`, the run's last requests). The record's `index` is the
+/// caller's to set.
 fn replay_line(
     endpoint: &mut MockEndpoint,
     sketch: &mut RenderSketch,
-    index: usize,
     line: &TraceLine,
     keys: Option<&BlockKeys>,
     at: SimTime,
@@ -720,7 +727,7 @@ fn replay_line(
     let result = result.map(|exchange| exchange.record);
     let recorded =
         line.recorded.as_ref().map(|usage| score(endpoint, model.as_deref(), &result, usage, line));
-    ReplayRecord { index, line: line.line, at, model, result, recorded }
+    ReplayRecord { index: 0, line: line.line, at, model, result, recorded }
 }
 
 /// A recorded usage priced and compared with the prediction.

@@ -72,6 +72,10 @@ pub struct TraceLine<'a> {
     pub recorded: Option<RecordedUsage>,
     /// The response's `diagnostics.cache_miss_reason.type`, if logged.
     pub recorded_miss_reason: Option<String>,
+    /// Traffic the trace stands in for, not one of its requests (`"prewarm": true`): replayed
+    /// into the cache, never listed or billed. An import writes one where the account kept a
+    /// prefix warm from outside the session.
+    pub prewarm: bool,
     /// The request.
     pub body: TraceBody<'a>,
 }
@@ -180,8 +184,10 @@ pub fn scrub_secrets<'t>(text: &'t str, key: Option<&str>) -> Cow<'t, str> {
 /// number out of range, a lone surrogate) is logged as a string of its bytes, and a redacted
 /// body (`proxy --redact`) has every written string rewritten character for character, base64
 /// kept valid, where revision 1 replaced texts with hashes declaring their sizes
-/// (`forkcache_tokens`). Older revisions read unchanged.
-pub const TRACE_FORMAT: u32 = 2;
+/// (`forkcache_tokens`). Revision 3 adds `"prewarm": true`, traffic a trace stands in for
+/// (replayed into the cache, neither listed nor billed; a reader of revision 2 would bill it).
+/// Older revisions read unchanged.
+pub const TRACE_FORMAT: u32 = 3;
 
 /// The session marker line (no trailing newline): `{"forkcache_session": {…}}`.
 pub fn session_line(marker: &SessionMarker) -> String {
@@ -509,6 +515,7 @@ struct LineParts<'a> {
     output_tokens: Option<u64>,
     recorded: Option<RecordedUsage>,
     recorded_miss_reason: Option<String>,
+    prewarm: bool,
     body: Option<TraceBody<'a>>,
     error: Option<LoggedError>,
     request: RequestView<'a>,
@@ -543,6 +550,7 @@ impl<'a> LineParts<'a> {
             output_tokens: self.output_tokens,
             recorded: self.recorded,
             recorded_miss_reason: self.recorded_miss_reason,
+            prewarm: self.prewarm,
             body,
         }))
     }
@@ -600,6 +608,7 @@ impl<'a> LineParts<'a> {
             }
             "body" => self.body = Some(values.next_value::<BodyField>()?.0),
             "error" => self.error = values.next_value()?,
+            "prewarm" => self.prewarm = values.next_value::<Option<bool>>()?.unwrap_or(false),
             other => {
                 if self.request.read_member(other, values)? {
                     self.request_fields = true;
@@ -735,6 +744,7 @@ fn rejected<'a>(line: usize, envelope: Option<Envelope>, error: ApiError) -> Tra
         output_tokens: None,
         recorded: None,
         recorded_miss_reason: None,
+        prewarm: envelope.prewarm.unwrap_or(false),
         body: TraceBody::Rejected(error),
     })
 }
@@ -774,6 +784,11 @@ pub struct Envelope {
     /// client hung up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<bool>,
+    /// `true` for traffic the trace stands in for rather than records (`import claude-code
+    /// --emit-trace`: the account keeping a prefix warm from outside the session): `replay`
+    /// runs it through the cache but neither lists nor bills it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prewarm: Option<bool>,
 }
 
 impl Envelope {

@@ -87,6 +87,7 @@ impl Entry {
             diagnostics: observed.diagnostics,
             error,
             incomplete: incomplete.then_some(true),
+            prewarm: None,
         };
         Entry { workspace, envelope, recorded, model, unread }
     }
