@@ -104,28 +104,39 @@ fn abbreviate(value: f64) -> String {
 pub struct Series {
     /// Legend entry.
     pub name: String,
-    /// `(x, y)` points, in x order.
+    /// `(x, y)` points, in x order: each drawn as a dot.
     pub points: Vec<(f64, f64)>,
-    /// Where the value jumps rather than slopes: between two points on either side of one of
-    /// these x values, the line holds the first value up to it, then rises or falls straight
-    /// to the second (a cost that changes at a TTL, not gradually).
-    pub steps_at: Vec<f64>,
+    /// Where the value jumps rather than slopes, in x order: at `(x, y)` the line holds the value
+    /// it had up to `x`, then rises or falls straight to `y` (a cost that changes at a TTL, not
+    /// gradually). Between a step and the next point the line runs straight as usual.
+    pub steps: Vec<(f64, f64)>,
 }
 
 impl Series {
     /// A line through `points`, straight from one to the next.
     pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
-        Series { name: name.into(), points, steps_at: Vec::new() }
+        Series { name: name.into(), points, steps: Vec::new() }
     }
 
-    /// The path drawn: the points, with a corner pair at each step between two of them.
+    /// The same line jumping at `x` to the value of the first point past it, if there is one.
+    pub fn stepping_at(mut self, x: f64) -> Series {
+        if let Some(&(_, to)) = self.points.iter().find(|p| p.0 >= x) {
+            if self.points.first().is_some_and(|first| first.0 < x) {
+                self.steps.push((x, to));
+            }
+        }
+        self
+    }
+
+    /// The path drawn: the points, with a corner pair at each step.
     pub(crate) fn path(&self) -> Vec<(f64, f64)> {
-        let mut path = Vec::with_capacity(self.points.len() * 2);
-        for (index, &(x, y)) in self.points.iter().enumerate() {
-            if let Some(&(before_x, before_y)) = index.checked_sub(1).and_then(|i| self.points.get(i)) {
-                if let Some(&step) = self.steps_at.iter().find(|&&s| before_x < s && s <= x) {
-                    path.extend([(step, before_y), (step, y)]);
-                }
+        let mut path: Vec<(f64, f64)> = Vec::with_capacity(self.points.len() + self.steps.len() * 2);
+        let mut steps = self.steps.iter().peekable();
+        for &(x, y) in &self.points {
+            while let Some(&&(at, to)) = steps.peek().filter(|s| s.0 <= x) {
+                let held = path.last().map_or(to, |p| p.1);
+                path.extend([(at, held), (at, to)]);
+                steps.next();
             }
             path.push((x, y));
         }
@@ -777,15 +788,29 @@ mod tests {
 
     #[test]
     fn a_step_holds_the_value_up_to_its_x() {
-        let series = Series {
-            steps_at: vec![5.0, 60.0],
-            ..Series::new("5m", vec![(0.0, 1.0), (4.0, 1.0), (6.0, 2.0), (30.0, 2.0)])
-        };
+        let series =
+            Series::new("5m", vec![(0.0, 1.0), (4.0, 1.0), (6.0, 2.0), (30.0, 2.0)]).stepping_at(5.0);
         // The jump between x = 4 and x = 6 sits at 5; no step lies between 6 and 30.
         assert_eq!(
             series.path(),
             vec![(0.0, 1.0), (4.0, 1.0), (5.0, 1.0), (5.0, 2.0), (6.0, 2.0), (30.0, 2.0)]
         );
+    }
+
+    #[test]
+    fn two_steps_between_two_points_hold_the_level_between_them() {
+        let series =
+            Series { steps: vec![(2.0, 5.0), (3.0, 9.0)], ..Series::new("s", vec![(0.0, 1.0), (4.0, 9.0)]) };
+        assert_eq!(
+            series.path(),
+            vec![(0.0, 1.0), (2.0, 1.0), (2.0, 5.0), (3.0, 5.0), (3.0, 9.0), (4.0, 9.0)]
+        );
+    }
+
+    #[test]
+    fn a_step_past_every_point_is_not_drawn() {
+        let series = Series::new("1h", vec![(0.0, 1.0), (6.0, 1.0)]).stepping_at(60.0);
+        assert_eq!(series.path(), vec![(0.0, 1.0), (6.0, 1.0)]);
     }
 
     #[test]

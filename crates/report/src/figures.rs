@@ -228,7 +228,7 @@ pub(crate) fn cost_vs_idle(view: &SweepView) -> Result<Rendered, ChartError> {
                 minutes,
                 |row| usd(row.totals.cost_nanousd),
             )?;
-            Some(Series { steps_at: vec![minutes(ttl.ms())], ..line })
+            Some(line.stepping_at(minutes(ttl.ms())))
         })
         .collect();
     let x_marks = [Ttl::FiveMinutes, Ttl::OneHour]
