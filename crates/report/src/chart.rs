@@ -5,6 +5,7 @@ use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -649,11 +650,15 @@ impl Draw for StackedColumns {
         &self.title
     }
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
-        draw_stacks(root, self)
+        draw_stacks(root, self).map(|_marks| ())
     }
 }
 
-fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &StackedColumns) -> DrawResult {
+/// Draws the chart, returning where its marks went.
+fn draw_stacks<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &StackedColumns,
+) -> Result<Vec<PlacedMark>, String> {
     let caption = if chart.mark_legend.is_empty() {
         chart.caption.clone()
     } else {
@@ -696,13 +701,149 @@ fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Stacke
             .label(name.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 18, y + 7)], fill));
     }
-    let marks = chart.columns.iter().filter_map(|column| {
-        let total: f64 = column.values.iter().sum();
-        let style = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
-        column.mark.as_ref().map(|mark| Text::new(mark.clone(), (column.at, total), style))
-    });
-    ctx.draw_series(marks).map_err(|e| e.to_string())?;
-    legend(&mut ctx, chart.legend)
+    let marks = place_marks(root, &ctx, chart)?;
+    draw_marks(root, &marks)?;
+    legend(&mut ctx, chart.legend)?;
+    Ok(marks)
+}
+
+/// A rectangle on the canvas, in pixels (y grows downwards; `right` and `bottom` excluded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PixelBox {
+    pub left: i32,
+    pub top: i32,
+    pub right: i32,
+    pub bottom: i32,
+}
+
+impl PlacedMark {
+    /// Width and height of its text, in pixels.
+    #[cfg(test)]
+    pub(crate) fn size(&self) -> (u32, u32) {
+        let b = &self.bounds;
+        ((b.right - b.left) as u32, (b.bottom - b.top) as u32)
+    }
+}
+
+impl PixelBox {
+    /// Whether the two share a pixel.
+    pub(crate) fn overlaps(&self, other: &PixelBox) -> bool {
+        self.left < other.right
+            && other.left < self.right
+            && self.top < other.bottom
+            && other.top < self.bottom
+    }
+
+    /// The box of a `size` label centred over `anchor`, its bottom `MARK_GAP_PX` above it.
+    pub(crate) fn above(anchor: (i32, i32), size: (u32, u32)) -> PixelBox {
+        let (width, height) = (size.0 as i32, size.1 as i32);
+        let left = anchor.0 - width / 2;
+        let bottom = anchor.1 - MARK_GAP_PX;
+        PixelBox { left, top: bottom - height, right: left + width, bottom }
+    }
+}
+
+/// A column's mark where it is drawn: its text, the box it takes, and the top centre of its
+/// column (where a raised mark's leader line starts).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PlacedMark {
+    pub text: String,
+    pub bounds: PixelBox,
+    pub column_top: (i32, i32),
+}
+
+/// Room between a mark and what it sits on, in pixels.
+const MARK_GAP_PX: i32 = 2;
+const MARK_FONT_SIZE: u32 = 15;
+
+/// A label to place: the point it sits over (the top centre of its column) and its text's size,
+/// in pixels.
+#[derive(Clone, Copy, Debug)]
+struct Label {
+    anchor: (i32, i32),
+    size: (u32, u32),
+}
+
+/// Each label just above its anchor, raised past whatever it would cover — an obstacle (a
+/// column) or a label placed before it — so no two labels share a pixel.
+fn stagger(labels: &[Label], obstacles: &[PixelBox]) -> Vec<PixelBox> {
+    let mut taken = obstacles.to_vec();
+    let mut placed = Vec::with_capacity(labels.len());
+    for &Label { anchor, size } in labels {
+        let mut bounds = PixelBox::above(anchor, size);
+        // Each pass lifts the label above the highest thing it covers, so it passes each at most
+        // once.
+        for _ in 0..=taken.len() {
+            let Some(top) = taken.iter().filter(|t| t.overlaps(&bounds)).map(|t| t.top).min() else { break };
+            bounds = PixelBox::above((anchor.0, top), size);
+        }
+        taken.push(bounds);
+        placed.push(bounds);
+    }
+    placed
+}
+
+fn mark_style() -> TextStyle<'static> {
+    TextStyle::from((FONT, MARK_FONT_SIZE).into_font()).pos(Pos::new(HPos::Left, VPos::Top))
+}
+
+/// Every column's mark placed on the canvas, none covering another or a column.
+fn place_marks<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    ctx: &ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    chart: &StackedColumns,
+) -> Result<Vec<PlacedMark>, String> {
+    let half = chart.column_width / 2.0;
+    let total = |column: &Column| column.values.iter().sum::<f64>();
+    let columns: Vec<PixelBox> = chart
+        .columns
+        .iter()
+        .map(|column| {
+            let (left, top) = ctx.backend_coord(&(column.at - half, total(column)));
+            let (right, bottom) = ctx.backend_coord(&(column.at + half, 0.0));
+            PixelBox { left, top, right: right.max(left + 1), bottom }
+        })
+        .collect();
+    let mut labels = Vec::new();
+    let mut texts = Vec::new();
+    for column in chart.columns.iter().filter(|c| c.mark.is_some()) {
+        let text = column.mark.clone().unwrap_or_default();
+        let size = root.estimate_text_size(&text, &mark_style()).map_err(|e| e.to_string())?;
+        labels.push(Label { anchor: ctx.backend_coord(&(column.at, total(column))), size });
+        texts.push(text);
+    }
+    let placed = stagger(&labels, &columns);
+    Ok(texts
+        .into_iter()
+        .zip(placed)
+        .zip(&labels)
+        .map(|((text, bounds), label)| PlacedMark { text, bounds, column_top: label.anchor })
+        .collect())
+}
+
+/// The marks, each raised one joined to its column by a thin grey line.
+fn draw_marks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, marks: &[PlacedMark]) -> DrawResult {
+    let grey = ShapeStyle::from(RGBColor(150, 150, 150)).stroke_width(1);
+    for mark in marks {
+        let (x, column_top) = mark.column_top;
+        if mark.bounds.bottom < column_top - MARK_GAP_PX {
+            let leader = PathElement::new([(x, column_top - 1), (x, mark.bounds.bottom)], grey);
+            root.draw(&leader).map_err(|e| e.to_string())?;
+        }
+        let text = Text::new(mark.text.clone(), (mark.bounds.left, mark.bounds.top), mark_style());
+        root.draw(&text).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Where the marks of a stacked column chart are drawn (drawn to a throwaway SVG).
+#[cfg(test)]
+pub(crate) fn placed_marks(chart: &StackedColumns) -> Result<Vec<PlacedMark>, ChartError> {
+    register_font();
+    let fail = |message: String| ChartError { title: chart.title.clone(), message };
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+    draw_stacks(&root, chart).map_err(fail)
 }
 
 #[cfg(test)]
@@ -811,6 +952,26 @@ mod tests {
     fn a_step_past_every_point_is_not_drawn() {
         let series = Series::new("1h", vec![(0.0, 1.0), (6.0, 1.0)]).stepping_at(60.0);
         assert_eq!(series.path(), vec![(0.0, 1.0), (6.0, 1.0)]);
+    }
+
+    #[test]
+    fn a_mark_that_would_cover_another_or_a_column_is_raised_past_it() {
+        // Three 10×16 labels on columns 6 px apart, the third column 30 px taller: the first
+        // sits on its column; the second would cover the first and the taller column, so it
+        // rises above the taller; the third, above its own column, would cover the second.
+        let columns = [
+            PixelBox { left: 97, top: 200, right: 103, bottom: 400 },
+            PixelBox { left: 103, top: 200, right: 109, bottom: 400 },
+            PixelBox { left: 109, top: 170, right: 115, bottom: 400 },
+        ];
+        let labels = [(100, 200), (106, 200), (112, 170)].map(|anchor| Label { anchor, size: (10, 16) });
+        let placed = stagger(&labels, &columns);
+        assert_eq!(placed[0], PixelBox { left: 95, top: 182, right: 105, bottom: 198 });
+        assert_eq!(placed[1], PixelBox { left: 101, top: 152, right: 111, bottom: 168 });
+        assert_eq!(placed[2], PixelBox { left: 107, top: 134, right: 117, bottom: 150 });
+        for (i, a) in placed.iter().enumerate() {
+            assert!(placed[i + 1..].iter().chain(&columns).all(|b| !a.overlaps(b)));
+        }
     }
 
     #[test]
