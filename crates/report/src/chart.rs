@@ -100,6 +100,52 @@ fn abbreviate(value: f64) -> String {
     }
 }
 
+/// Labels plotters draws on a linear axis (its default; set on every mesh so the two agree).
+const AXIS_LABELS: usize = 11;
+
+/// How every label of one linear axis is written. `Count` labels share one unit (none, k or M)
+/// and one number of decimals, the fewest that write every tick exactly, so an axis never reads
+/// `0, 0.20, 1` or `5.0k, 10k`; other formats are fixed already.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct AxisFormat {
+    format: ValueFormat,
+    unit: f64,
+    suffix: &'static str,
+    decimals: usize,
+}
+
+impl AxisFormat {
+    /// The format of a linear axis over `range`, from the ticks plotters labels on it.
+    pub(crate) fn for_axis(format: ValueFormat, range: std::ops::Range<f64>) -> AxisFormat {
+        AxisFormat::for_ticks(format, &RangedCoordf64::from(range).key_points(AXIS_LABELS))
+    }
+
+    fn for_ticks(format: ValueFormat, ticks: &[f64]) -> AxisFormat {
+        let largest = ticks.iter().fold(0.0f64, |m, t| m.max(t.abs()));
+        let (unit, suffix) = match largest {
+            l if l >= 1e6 => (1e6, "M"),
+            l if l >= 1e3 => (1e3, "k"),
+            _ => (1.0, ""),
+        };
+        let exact = |decimals: usize| ticks.iter().all(|t| is_whole(t / unit * 10f64.powi(decimals as i32)));
+        let decimals = (0..3).find(|&d| exact(d)).unwrap_or(3);
+        AxisFormat { format, unit, suffix, decimals }
+    }
+
+    /// One tick's label.
+    pub(crate) fn label(&self, value: f64) -> String {
+        match (self.format, value == 0.0) {
+            (ValueFormat::Count, true) => format!("{:.*}", self.decimals, 0.0),
+            (ValueFormat::Count, false) => format!("{:.*}{}", self.decimals, value / self.unit, self.suffix),
+            (format, _) => format.format(value),
+        }
+    }
+}
+
+fn is_whole(value: f64) -> bool {
+    (value - value.round()).abs() < 1e-6
+}
+
 /// One line of a line chart.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Series {
@@ -111,12 +157,20 @@ pub struct Series {
     /// it had up to `x`, then rises or falls straight to `y` (a cost that changes at a TTL, not
     /// gradually). Between a step and the next point the line runs straight as usual.
     pub steps: Vec<(f64, f64)>,
+    /// Dots alone, unjoined: values that exist only at their x (requests at their times), where
+    /// a line would claim values in between that never were.
+    pub dots_only: bool,
 }
 
 impl Series {
     /// A line through `points`, straight from one to the next.
     pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
-        Series { name: name.into(), points, steps: Vec::new() }
+        Series { name: name.into(), points, steps: Vec::new(), dots_only: false }
+    }
+
+    /// A dot at each of `points`, nothing between them.
+    pub fn dots(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { dots_only: true, ..Series::new(name, points) }
     }
 
     /// The same line jumping at `x` to the value of the first point past it, if there is one.
@@ -167,6 +221,9 @@ pub struct LineChart {
     pub y_format: ValueFormat,
     /// How x values are written.
     pub x_format: ValueFormat,
+    /// Room beyond the first and last x on a linear x axis, in x units (so a dot at either end is
+    /// drawn whole, and the axis can match a column chart's).
+    pub x_margin: f64,
     /// Logarithmic x axis.
     pub log_x: bool,
     /// Logarithmic y axis (every y must be positive).
@@ -386,6 +443,7 @@ fn draw_lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &LineCha
     let plot = frame(root, &chart.caption)?;
     let points = || chart.series.iter().flat_map(|s| s.points.iter().copied());
     let x = axis_range(points().map(|p| p.0), chart.log_x, false);
+    let x = if chart.log_x { x } else { x.start - chart.x_margin..x.end + chart.x_margin };
     let y = match (chart.log_y, chart.y_from_zero) {
         (false, false) => data_range(points().map(|p| p.1)),
         (log, _) => axis_range(points().map(|p| p.1), log, true),
@@ -450,18 +508,25 @@ where
     // Plotters gives a decade's boundary twice (the end of one, the start of the next): the
     // second, at the same value, is left unlabelled so the two texts do not overprint.
     let previous_x = std::cell::Cell::new(f64::NAN);
+    let x_axis = AxisFormat::for_axis(chart.x_format, ctx.x_range());
+    let y_axis = AxisFormat::for_axis(chart.y_format, ctx.y_range());
     let x_format = |v: &f64| {
         let repeated = (*v - previous_x.replace(*v)).abs() <= v.abs() * 1e-9;
-        match repeated || (chart.log_x && !labelled_log_tick(*v)) {
-            true => String::new(),
-            false => chart.x_format.format(*v),
+        match (repeated, chart.log_x) {
+            (true, _) => String::new(),
+            (false, true) if !labelled_log_tick(*v) => String::new(),
+            (false, true) => chart.x_format.format(*v),
+            (false, false) => x_axis.label(*v),
         }
     };
-    let y_format = |v: &f64| match chart.log_y && !labelled_log_tick(*v) {
-        true => String::new(),
-        false => chart.y_format.format(*v),
+    let y_format = |v: &f64| match chart.log_y {
+        true if !labelled_log_tick(*v) => String::new(),
+        true => chart.y_format.format(*v),
+        false => y_axis.label(*v),
     };
     ctx.configure_mesh()
+        .x_labels(AXIS_LABELS)
+        .y_labels(AXIS_LABELS)
         .x_desc(chart.x_label.as_str())
         .y_desc(chart.y_label.as_str())
         .x_label_formatter(&x_format)
@@ -493,6 +558,10 @@ where
 {
     x_marks(ctx, &chart.x_marks)?;
     for (index, series) in chart.series.iter().enumerate() {
+        if series.dots_only {
+            dots(ctx, series, index, chart.layered)?;
+            continue;
+        }
         let width = if chart.layered { 9u32.saturating_sub(2 * index as u32).max(3) } else { 3 };
         let style = ShapeStyle::from(colour(index)).stroke_width(width);
         ctx.draw_series(LineSeries::new(series.path(), style))
@@ -503,6 +572,27 @@ where
             .map_err(|e| e.to_string())?;
     }
     legend(ctx, chart.legend)
+}
+
+/// A series as dots alone; layered, earlier series' dots are larger, so a dot lying on an equal
+/// one still shows both colours.
+fn dots<'a, DB: DrawingBackend + 'a, X, Y>(
+    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    series: &Series,
+    index: usize,
+    layered: bool,
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let radius = if layered { 8u32.saturating_sub(2 * index as u32).max(3) } else { 4 };
+    let fill = colour(index).filled();
+    ctx.draw_series(series.points.iter().map(|&p| Circle::new(p, radius, fill)))
+        .map_err(|e| e.to_string())?
+        .label(series.name.as_str())
+        .legend(move |(x, y)| Circle::new((x + 12, y), radius, fill));
+    Ok(())
 }
 
 /// Grey vertical lines, each labelled at its top.
@@ -666,8 +756,7 @@ fn draw_stacks<DB: DrawingBackend>(
     };
     let plot = frame(root, &caption)?;
     let half = chart.column_width / 2.0;
-    let (first, last) = bounds(chart.columns.iter().map(|c| c.at));
-    let x_range = (first - half)..(last + half).max(first + half + 1.0);
+    let x_range = column_span(&chart.columns, chart.column_width);
     let y_range = value_range(chart.columns.iter().map(|c| c.values.iter().sum::<f64>() * 1.05));
     let mut ctx = ChartBuilder::on(&plot)
         .caption(&chart.title, (FONT, 28))
@@ -676,9 +765,13 @@ fn draw_stacks<DB: DrawingBackend>(
         .y_label_area_size(90)
         .build_cartesian_2d(x_range, y_range)
         .map_err(|e| e.to_string())?;
-    let x_format = |v: &f64| chart.x_format.format(*v);
-    let y_format = |v: &f64| chart.y_format.format(*v);
+    let x_axis = AxisFormat::for_axis(chart.x_format, ctx.x_range());
+    let y_axis = AxisFormat::for_axis(chart.y_format, ctx.y_range());
+    let x_format = |v: &f64| x_axis.label(*v);
+    let y_format = |v: &f64| y_axis.label(*v);
     ctx.configure_mesh()
+        .x_labels(AXIS_LABELS)
+        .y_labels(AXIS_LABELS)
         .disable_x_mesh()
         .x_desc(chart.x_label.as_str())
         .y_desc(chart.y_label.as_str())
@@ -705,6 +798,14 @@ fn draw_stacks<DB: DrawingBackend>(
     draw_marks(root, &marks)?;
     legend(&mut ctx, chart.legend)?;
     Ok(marks)
+}
+
+/// The x span of a column chart: every column whole, with half a column of room beyond the
+/// first and the last (so neither is cut by, or drawn on, the axis).
+fn column_span(columns: &[Column], width: f64) -> std::ops::Range<f64> {
+    let (first, last) = bounds(columns.iter().map(|c| c.at));
+    let (start, end) = (first - width, last + width);
+    if end > start { start..end } else { start..start + 1.0 }
 }
 
 /// A rectangle on the canvas, in pixels (y grows downwards; `right` and `bottom` excluded).
@@ -857,6 +958,7 @@ mod tests {
             y_label: "savings (%)".into(),
             y_format: ValueFormat::Percent,
             x_format: ValueFormat::Count,
+            x_margin: 0.0,
             log_x: true,
             log_y: false,
             y_from_zero: true,
@@ -972,6 +1074,34 @@ mod tests {
         for (i, a) in placed.iter().enumerate() {
             assert!(placed[i + 1..].iter().chain(&columns).all(|b| !a.overlaps(b)));
         }
+    }
+
+    #[test]
+    fn an_axis_writes_every_tick_in_one_unit_with_one_number_of_decimals() {
+        let labels =
+            |format: &AxisFormat, ticks: &[f64]| ticks.iter().map(|&t| format.label(t)).collect::<Vec<_>>();
+        let thousands = [0.0, 5_000.0, 10_000.0, 15_000.0, 20_000.0];
+        let format = AxisFormat::for_ticks(ValueFormat::Count, &thousands);
+        assert_eq!(labels(&format, &thousands), ["0", "5k", "10k", "15k", "20k"]); // not "5.0k"
+        let minutes = [0.0, 0.2, 0.4, 1.0, 1.2, 2.0];
+        let format = AxisFormat::for_ticks(ValueFormat::Count, &minutes);
+        assert_eq!(labels(&format, &minutes), ["0.0", "0.2", "0.4", "1.0", "1.2", "2.0"]); // not "0.20", "1"
+        let halves = [0.0, 2_500.0, 5_000.0];
+        let format = AxisFormat::for_ticks(ValueFormat::Count, &halves);
+        assert_eq!(labels(&format, &halves), ["0.0", "2.5k", "5.0k"]);
+        // The ticks plotters draws on a 0–2.02 minute axis: one decimal each.
+        let format = AxisFormat::for_axis(ValueFormat::Count, 0.0..2.02);
+        let ticks = RangedCoordf64::from(0.0..2.02).key_points(AXIS_LABELS);
+        assert!(ticks.len() > 3);
+        assert!(labels(&format, &ticks).iter().all(|l| l.len() == 3 && l.as_bytes()[1] == b'.'), "{ticks:?}");
+    }
+
+    #[test]
+    fn columns_have_half_a_column_of_room_beyond_the_first_and_last() {
+        let column = |at: f64| Column { at, values: vec![1.0], mark: None };
+        // Columns 0.1 wide at 0 and 2: their edges at -0.05 and 2.05, the axis from -0.1 to 2.1.
+        assert_eq!(column_span(&[column(0.0), column(2.0)], 0.1), -0.1..2.1);
+        assert_eq!(column_span(&[column(3.0)], 0.0), 3.0..4.0);
     }
 
     #[test]
