@@ -33,8 +33,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let tables = !(args.output.json || args.quiet.quiet);
     if tables {
         print!("{}", demo::seed_example_table(&runs, &prices.date));
-        print!("\n{}", forkcache_scenario::suite_table(&suite));
-        print!("\n{}", forkcache_scenario::mistakes_table(&suite));
+        print!("\n{}", demo::suite_table(&suite));
+        print!("\n{}", demo::mistakes_table(&suite));
         println!();
     }
     let options = report_options(&args.grids, None, args.generator.seed)?;

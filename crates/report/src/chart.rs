@@ -5,6 +5,7 @@ use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -99,33 +100,98 @@ fn abbreviate(value: f64) -> String {
     }
 }
 
+/// Labels plotters draws on a linear axis (its default; set on every mesh so the two agree).
+const AXIS_LABELS: usize = 11;
+
+/// How every label of one linear axis is written. `Count` labels share one unit (none, k or M)
+/// and one number of decimals, the fewest that write every tick exactly, so an axis never reads
+/// `0, 0.20, 1` or `5.0k, 10k`; other formats are fixed already.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct AxisFormat {
+    format: ValueFormat,
+    unit: f64,
+    suffix: &'static str,
+    decimals: usize,
+}
+
+impl AxisFormat {
+    /// The format of a linear axis over `range`, from the ticks plotters labels on it.
+    pub(crate) fn for_axis(format: ValueFormat, range: std::ops::Range<f64>) -> AxisFormat {
+        AxisFormat::for_ticks(format, &RangedCoordf64::from(range).key_points(AXIS_LABELS))
+    }
+
+    fn for_ticks(format: ValueFormat, ticks: &[f64]) -> AxisFormat {
+        let largest = ticks.iter().fold(0.0f64, |m, t| m.max(t.abs()));
+        let (unit, suffix) = match largest {
+            l if l >= 1e6 => (1e6, "M"),
+            l if l >= 1e3 => (1e3, "k"),
+            _ => (1.0, ""),
+        };
+        let exact = |decimals: usize| ticks.iter().all(|t| is_whole(t / unit * 10f64.powi(decimals as i32)));
+        let decimals = (0..3).find(|&d| exact(d)).unwrap_or(3);
+        AxisFormat { format, unit, suffix, decimals }
+    }
+
+    /// One tick's label.
+    pub(crate) fn label(&self, value: f64) -> String {
+        match (self.format, value == 0.0) {
+            (ValueFormat::Count, true) => format!("{:.*}", self.decimals, 0.0),
+            (ValueFormat::Count, false) => format!("{:.*}{}", self.decimals, value / self.unit, self.suffix),
+            (format, _) => format.format(value),
+        }
+    }
+}
+
+fn is_whole(value: f64) -> bool {
+    (value - value.round()).abs() < 1e-6
+}
+
 /// One line of a line chart.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Series {
     /// Legend entry.
     pub name: String,
-    /// `(x, y)` points, in x order.
+    /// `(x, y)` points, in x order: each drawn as a dot.
     pub points: Vec<(f64, f64)>,
-    /// Where the value jumps rather than slopes: between two points on either side of one of
-    /// these x values, the line holds the first value up to it, then rises or falls straight
-    /// to the second (a cost that changes at a TTL, not gradually).
-    pub steps_at: Vec<f64>,
+    /// Where the value jumps rather than slopes, in x order: at `(x, y)` the line holds the value
+    /// it had up to `x`, then rises or falls straight to `y` (a cost that changes at a TTL, not
+    /// gradually). Between a step and the next point the line runs straight as usual.
+    pub steps: Vec<(f64, f64)>,
+    /// Dots alone, unjoined: values that exist only at their x (requests at their times), where
+    /// a line would claim values in between that never were.
+    pub dots_only: bool,
 }
 
 impl Series {
     /// A line through `points`, straight from one to the next.
     pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
-        Series { name: name.into(), points, steps_at: Vec::new() }
+        Series { name: name.into(), points, steps: Vec::new(), dots_only: false }
     }
 
-    /// The path drawn: the points, with a corner pair at each step between two of them.
+    /// A dot at each of `points`, nothing between them.
+    pub fn dots(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { dots_only: true, ..Series::new(name, points) }
+    }
+
+    /// The same line jumping at `x` to the value of the first point past it, if there is one.
+    pub fn stepping_at(mut self, x: f64) -> Series {
+        if let Some(&(_, to)) = self.points.iter().find(|p| p.0 >= x) {
+            if self.points.first().is_some_and(|first| first.0 < x) {
+                self.steps.push((x, to));
+            }
+        }
+        self
+    }
+
+    /// The path drawn: the points, with a corner pair at each step.
     pub(crate) fn path(&self) -> Vec<(f64, f64)> {
-        let mut path = Vec::with_capacity(self.points.len() * 2);
-        for (index, &(x, y)) in self.points.iter().enumerate() {
-            if let Some(&(before_x, before_y)) = index.checked_sub(1).and_then(|i| self.points.get(i)) {
-                if let Some(&step) = self.steps_at.iter().find(|&&s| before_x < s && s <= x) {
-                    path.extend([(step, before_y), (step, y)]);
-                }
+        let mut path: Vec<(f64, f64)> = Vec::with_capacity(self.points.len() + self.steps.len() * 2);
+        let mut steps = self.steps.iter().peekable();
+        for &(x, y) in &self.points {
+            while let Some(&&(at, to)) = steps.peek().filter(|s| s.0 <= x) {
+                let held = path.last().map_or(to, |p| p.1);
+                path.extend([(at, held), (at, to)]);
+                steps.next();
             }
             path.push((x, y));
         }
@@ -155,6 +221,9 @@ pub struct LineChart {
     pub y_format: ValueFormat,
     /// How x values are written.
     pub x_format: ValueFormat,
+    /// Room beyond the first and last x on a linear x axis, in x units (so a dot at either end is
+    /// drawn whole, and the axis can match a column chart's).
+    pub x_margin: f64,
     /// Logarithmic x axis.
     pub log_x: bool,
     /// Logarithmic y axis (every y must be positive).
@@ -374,6 +443,7 @@ fn draw_lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &LineCha
     let plot = frame(root, &chart.caption)?;
     let points = || chart.series.iter().flat_map(|s| s.points.iter().copied());
     let x = axis_range(points().map(|p| p.0), chart.log_x, false);
+    let x = if chart.log_x { x } else { x.start - chart.x_margin..x.end + chart.x_margin };
     let y = match (chart.log_y, chart.y_from_zero) {
         (false, false) => data_range(points().map(|p| p.1)),
         (log, _) => axis_range(points().map(|p| p.1), log, true),
@@ -438,18 +508,25 @@ where
     // Plotters gives a decade's boundary twice (the end of one, the start of the next): the
     // second, at the same value, is left unlabelled so the two texts do not overprint.
     let previous_x = std::cell::Cell::new(f64::NAN);
+    let x_axis = AxisFormat::for_axis(chart.x_format, ctx.x_range());
+    let y_axis = AxisFormat::for_axis(chart.y_format, ctx.y_range());
     let x_format = |v: &f64| {
         let repeated = (*v - previous_x.replace(*v)).abs() <= v.abs() * 1e-9;
-        match repeated || (chart.log_x && !labelled_log_tick(*v)) {
-            true => String::new(),
-            false => chart.x_format.format(*v),
+        match (repeated, chart.log_x) {
+            (true, _) => String::new(),
+            (false, true) if !labelled_log_tick(*v) => String::new(),
+            (false, true) => chart.x_format.format(*v),
+            (false, false) => x_axis.label(*v),
         }
     };
-    let y_format = |v: &f64| match chart.log_y && !labelled_log_tick(*v) {
-        true => String::new(),
-        false => chart.y_format.format(*v),
+    let y_format = |v: &f64| match chart.log_y {
+        true if !labelled_log_tick(*v) => String::new(),
+        true => chart.y_format.format(*v),
+        false => y_axis.label(*v),
     };
     ctx.configure_mesh()
+        .x_labels(AXIS_LABELS)
+        .y_labels(AXIS_LABELS)
         .x_desc(chart.x_label.as_str())
         .y_desc(chart.y_label.as_str())
         .x_label_formatter(&x_format)
@@ -481,6 +558,10 @@ where
 {
     x_marks(ctx, &chart.x_marks)?;
     for (index, series) in chart.series.iter().enumerate() {
+        if series.dots_only {
+            dots(ctx, series, index, chart.layered)?;
+            continue;
+        }
         let width = if chart.layered { 9u32.saturating_sub(2 * index as u32).max(3) } else { 3 };
         let style = ShapeStyle::from(colour(index)).stroke_width(width);
         ctx.draw_series(LineSeries::new(series.path(), style))
@@ -491,6 +572,27 @@ where
             .map_err(|e| e.to_string())?;
     }
     legend(ctx, chart.legend)
+}
+
+/// A series as dots alone; layered, earlier series' dots are larger, so a dot lying on an equal
+/// one still shows both colours.
+fn dots<'a, DB: DrawingBackend + 'a, X, Y>(
+    ctx: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    series: &Series,
+    index: usize,
+    layered: bool,
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let radius = if layered { 8u32.saturating_sub(2 * index as u32).max(3) } else { 4 };
+    let fill = colour(index).filled();
+    ctx.draw_series(series.points.iter().map(|&p| Circle::new(p, radius, fill)))
+        .map_err(|e| e.to_string())?
+        .label(series.name.as_str())
+        .legend(move |(x, y)| Circle::new((x + 12, y), radius, fill));
+    Ok(())
 }
 
 /// Grey vertical lines, each labelled at its top.
@@ -638,11 +740,15 @@ impl Draw for StackedColumns {
         &self.title
     }
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
-        draw_stacks(root, self)
+        draw_stacks(root, self).map(|_marks| ())
     }
 }
 
-fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &StackedColumns) -> DrawResult {
+/// Draws the chart, returning where its marks went.
+fn draw_stacks<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &StackedColumns,
+) -> Result<Vec<PlacedMark>, String> {
     let caption = if chart.mark_legend.is_empty() {
         chart.caption.clone()
     } else {
@@ -650,8 +756,7 @@ fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Stacke
     };
     let plot = frame(root, &caption)?;
     let half = chart.column_width / 2.0;
-    let (first, last) = bounds(chart.columns.iter().map(|c| c.at));
-    let x_range = (first - half)..(last + half).max(first + half + 1.0);
+    let x_range = column_span(&chart.columns, chart.column_width);
     let y_range = value_range(chart.columns.iter().map(|c| c.values.iter().sum::<f64>() * 1.05));
     let mut ctx = ChartBuilder::on(&plot)
         .caption(&chart.title, (FONT, 28))
@@ -660,9 +765,13 @@ fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Stacke
         .y_label_area_size(90)
         .build_cartesian_2d(x_range, y_range)
         .map_err(|e| e.to_string())?;
-    let x_format = |v: &f64| chart.x_format.format(*v);
-    let y_format = |v: &f64| chart.y_format.format(*v);
+    let x_axis = AxisFormat::for_axis(chart.x_format, ctx.x_range());
+    let y_axis = AxisFormat::for_axis(chart.y_format, ctx.y_range());
+    let x_format = |v: &f64| x_axis.label(*v);
+    let y_format = |v: &f64| y_axis.label(*v);
     ctx.configure_mesh()
+        .x_labels(AXIS_LABELS)
+        .y_labels(AXIS_LABELS)
         .disable_x_mesh()
         .x_desc(chart.x_label.as_str())
         .y_desc(chart.y_label.as_str())
@@ -685,13 +794,157 @@ fn draw_stacks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Stacke
             .label(name.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 18, y + 7)], fill));
     }
-    let marks = chart.columns.iter().filter_map(|column| {
-        let total: f64 = column.values.iter().sum();
-        let style = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
-        column.mark.as_ref().map(|mark| Text::new(mark.clone(), (column.at, total), style))
-    });
-    ctx.draw_series(marks).map_err(|e| e.to_string())?;
-    legend(&mut ctx, chart.legend)
+    let marks = place_marks(root, &ctx, chart)?;
+    draw_marks(root, &marks)?;
+    legend(&mut ctx, chart.legend)?;
+    Ok(marks)
+}
+
+/// The x span of a column chart: every column whole, with half a column of room beyond the
+/// first and the last (so neither is cut by, or drawn on, the axis).
+fn column_span(columns: &[Column], width: f64) -> std::ops::Range<f64> {
+    let (first, last) = bounds(columns.iter().map(|c| c.at));
+    let (start, end) = (first - width, last + width);
+    if end > start { start..end } else { start..start + 1.0 }
+}
+
+/// A rectangle on the canvas, in pixels (y grows downwards; `right` and `bottom` excluded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PixelBox {
+    pub left: i32,
+    pub top: i32,
+    pub right: i32,
+    pub bottom: i32,
+}
+
+impl PlacedMark {
+    /// Width and height of its text, in pixels.
+    #[cfg(test)]
+    pub(crate) fn size(&self) -> (u32, u32) {
+        let b = &self.bounds;
+        ((b.right - b.left) as u32, (b.bottom - b.top) as u32)
+    }
+}
+
+impl PixelBox {
+    /// Whether the two share a pixel.
+    pub(crate) fn overlaps(&self, other: &PixelBox) -> bool {
+        self.left < other.right
+            && other.left < self.right
+            && self.top < other.bottom
+            && other.top < self.bottom
+    }
+
+    /// The box of a `size` label centred over `anchor`, its bottom `MARK_GAP_PX` above it.
+    pub(crate) fn above(anchor: (i32, i32), size: (u32, u32)) -> PixelBox {
+        let (width, height) = (size.0 as i32, size.1 as i32);
+        let left = anchor.0 - width / 2;
+        let bottom = anchor.1 - MARK_GAP_PX;
+        PixelBox { left, top: bottom - height, right: left + width, bottom }
+    }
+}
+
+/// A column's mark where it is drawn: its text, the box it takes, and the top centre of its
+/// column (where a raised mark's leader line starts).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PlacedMark {
+    pub text: String,
+    pub bounds: PixelBox,
+    pub column_top: (i32, i32),
+}
+
+/// Room between a mark and what it sits on, in pixels.
+const MARK_GAP_PX: i32 = 2;
+const MARK_FONT_SIZE: u32 = 15;
+
+/// A label to place: the point it sits over (the top centre of its column) and its text's size,
+/// in pixels.
+#[derive(Clone, Copy, Debug)]
+struct Label {
+    anchor: (i32, i32),
+    size: (u32, u32),
+}
+
+/// Each label just above its anchor, raised past whatever it would cover — an obstacle (a
+/// column) or a label placed before it — so no two labels share a pixel.
+fn stagger(labels: &[Label], obstacles: &[PixelBox]) -> Vec<PixelBox> {
+    let mut taken = obstacles.to_vec();
+    let mut placed = Vec::with_capacity(labels.len());
+    for &Label { anchor, size } in labels {
+        let mut bounds = PixelBox::above(anchor, size);
+        // Each pass lifts the label above the highest thing it covers, so it passes each at most
+        // once.
+        for _ in 0..=taken.len() {
+            let Some(top) = taken.iter().filter(|t| t.overlaps(&bounds)).map(|t| t.top).min() else { break };
+            bounds = PixelBox::above((anchor.0, top), size);
+        }
+        taken.push(bounds);
+        placed.push(bounds);
+    }
+    placed
+}
+
+fn mark_style() -> TextStyle<'static> {
+    TextStyle::from((FONT, MARK_FONT_SIZE).into_font()).pos(Pos::new(HPos::Left, VPos::Top))
+}
+
+/// Every column's mark placed on the canvas, none covering another or a column.
+fn place_marks<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    ctx: &ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    chart: &StackedColumns,
+) -> Result<Vec<PlacedMark>, String> {
+    let half = chart.column_width / 2.0;
+    let total = |column: &Column| column.values.iter().sum::<f64>();
+    let columns: Vec<PixelBox> = chart
+        .columns
+        .iter()
+        .map(|column| {
+            let (left, top) = ctx.backend_coord(&(column.at - half, total(column)));
+            let (right, bottom) = ctx.backend_coord(&(column.at + half, 0.0));
+            PixelBox { left, top, right: right.max(left + 1), bottom }
+        })
+        .collect();
+    let mut labels = Vec::new();
+    let mut texts = Vec::new();
+    for column in chart.columns.iter().filter(|c| c.mark.is_some()) {
+        let text = column.mark.clone().unwrap_or_default();
+        let size = root.estimate_text_size(&text, &mark_style()).map_err(|e| e.to_string())?;
+        labels.push(Label { anchor: ctx.backend_coord(&(column.at, total(column))), size });
+        texts.push(text);
+    }
+    let placed = stagger(&labels, &columns);
+    Ok(texts
+        .into_iter()
+        .zip(placed)
+        .zip(&labels)
+        .map(|((text, bounds), label)| PlacedMark { text, bounds, column_top: label.anchor })
+        .collect())
+}
+
+/// The marks, each raised one joined to its column by a thin grey line.
+fn draw_marks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, marks: &[PlacedMark]) -> DrawResult {
+    let grey = ShapeStyle::from(RGBColor(150, 150, 150)).stroke_width(1);
+    for mark in marks {
+        let (x, column_top) = mark.column_top;
+        if mark.bounds.bottom < column_top - MARK_GAP_PX {
+            let leader = PathElement::new([(x, column_top - 1), (x, mark.bounds.bottom)], grey);
+            root.draw(&leader).map_err(|e| e.to_string())?;
+        }
+        let text = Text::new(mark.text.clone(), (mark.bounds.left, mark.bounds.top), mark_style());
+        root.draw(&text).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Where the marks of a stacked column chart are drawn (drawn to a throwaway SVG).
+#[cfg(test)]
+pub(crate) fn placed_marks(chart: &StackedColumns) -> Result<Vec<PlacedMark>, ChartError> {
+    register_font();
+    let fail = |message: String| ChartError { title: chart.title.clone(), message };
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+    draw_stacks(&root, chart).map_err(fail)
 }
 
 #[cfg(test)]
@@ -705,6 +958,7 @@ mod tests {
             y_label: "savings (%)".into(),
             y_format: ValueFormat::Percent,
             x_format: ValueFormat::Count,
+            x_margin: 0.0,
             log_x: true,
             log_y: false,
             y_from_zero: true,
@@ -777,15 +1031,77 @@ mod tests {
 
     #[test]
     fn a_step_holds_the_value_up_to_its_x() {
-        let series = Series {
-            steps_at: vec![5.0, 60.0],
-            ..Series::new("5m", vec![(0.0, 1.0), (4.0, 1.0), (6.0, 2.0), (30.0, 2.0)])
-        };
+        let series =
+            Series::new("5m", vec![(0.0, 1.0), (4.0, 1.0), (6.0, 2.0), (30.0, 2.0)]).stepping_at(5.0);
         // The jump between x = 4 and x = 6 sits at 5; no step lies between 6 and 30.
         assert_eq!(
             series.path(),
             vec![(0.0, 1.0), (4.0, 1.0), (5.0, 1.0), (5.0, 2.0), (6.0, 2.0), (30.0, 2.0)]
         );
+    }
+
+    #[test]
+    fn two_steps_between_two_points_hold_the_level_between_them() {
+        let series =
+            Series { steps: vec![(2.0, 5.0), (3.0, 9.0)], ..Series::new("s", vec![(0.0, 1.0), (4.0, 9.0)]) };
+        assert_eq!(
+            series.path(),
+            vec![(0.0, 1.0), (2.0, 1.0), (2.0, 5.0), (3.0, 5.0), (3.0, 9.0), (4.0, 9.0)]
+        );
+    }
+
+    #[test]
+    fn a_step_past_every_point_is_not_drawn() {
+        let series = Series::new("1h", vec![(0.0, 1.0), (6.0, 1.0)]).stepping_at(60.0);
+        assert_eq!(series.path(), vec![(0.0, 1.0), (6.0, 1.0)]);
+    }
+
+    #[test]
+    fn a_mark_that_would_cover_another_or_a_column_is_raised_past_it() {
+        // Three 10×16 labels on columns 6 px apart, the third column 30 px taller: the first
+        // sits on its column; the second would cover the first and the taller column, so it
+        // rises above the taller; the third, above its own column, would cover the second.
+        let columns = [
+            PixelBox { left: 97, top: 200, right: 103, bottom: 400 },
+            PixelBox { left: 103, top: 200, right: 109, bottom: 400 },
+            PixelBox { left: 109, top: 170, right: 115, bottom: 400 },
+        ];
+        let labels = [(100, 200), (106, 200), (112, 170)].map(|anchor| Label { anchor, size: (10, 16) });
+        let placed = stagger(&labels, &columns);
+        assert_eq!(placed[0], PixelBox { left: 95, top: 182, right: 105, bottom: 198 });
+        assert_eq!(placed[1], PixelBox { left: 101, top: 152, right: 111, bottom: 168 });
+        assert_eq!(placed[2], PixelBox { left: 107, top: 134, right: 117, bottom: 150 });
+        for (i, a) in placed.iter().enumerate() {
+            assert!(placed[i + 1..].iter().chain(&columns).all(|b| !a.overlaps(b)));
+        }
+    }
+
+    #[test]
+    fn an_axis_writes_every_tick_in_one_unit_with_one_number_of_decimals() {
+        let labels =
+            |format: &AxisFormat, ticks: &[f64]| ticks.iter().map(|&t| format.label(t)).collect::<Vec<_>>();
+        let thousands = [0.0, 5_000.0, 10_000.0, 15_000.0, 20_000.0];
+        let format = AxisFormat::for_ticks(ValueFormat::Count, &thousands);
+        assert_eq!(labels(&format, &thousands), ["0", "5k", "10k", "15k", "20k"]); // not "5.0k"
+        let minutes = [0.0, 0.2, 0.4, 1.0, 1.2, 2.0];
+        let format = AxisFormat::for_ticks(ValueFormat::Count, &minutes);
+        assert_eq!(labels(&format, &minutes), ["0.0", "0.2", "0.4", "1.0", "1.2", "2.0"]); // not "0.20", "1"
+        let halves = [0.0, 2_500.0, 5_000.0];
+        let format = AxisFormat::for_ticks(ValueFormat::Count, &halves);
+        assert_eq!(labels(&format, &halves), ["0.0", "2.5k", "5.0k"]);
+        // The ticks plotters draws on a 0–2.02 minute axis: one decimal each.
+        let format = AxisFormat::for_axis(ValueFormat::Count, 0.0..2.02);
+        let ticks = RangedCoordf64::from(0.0..2.02).key_points(AXIS_LABELS);
+        assert!(ticks.len() > 3);
+        assert!(labels(&format, &ticks).iter().all(|l| l.len() == 3 && l.as_bytes()[1] == b'.'), "{ticks:?}");
+    }
+
+    #[test]
+    fn columns_have_half_a_column_of_room_beyond_the_first_and_last() {
+        let column = |at: f64| Column { at, values: vec![1.0], mark: None };
+        // Columns 0.1 wide at 0 and 2: their edges at -0.05 and 2.05, the axis from -0.1 to 2.1.
+        assert_eq!(column_span(&[column(0.0), column(2.0)], 0.1), -0.1..2.1);
+        assert_eq!(column_span(&[column(3.0)], 0.0), 3.0..4.0);
     }
 
     #[test]

@@ -83,6 +83,7 @@ pub(crate) fn curves_chart(result: &SweepResult) -> Result<Rendered, ChartError>
         y_label: "input cost per fork (USD, log scale)".into(),
         y_format: ValueFormat::Usd,
         x_format: ValueFormat::Count,
+        x_margin: 0.0,
         log_x: true,
         log_y: true,
         y_from_zero: false,

@@ -135,17 +135,80 @@ fn history_series(rows: &[Row]) -> Vec<Series> {
         .collect()
 }
 
-/// The TTL the delegation rows run under, in minutes on the idle axis: a gap's cost is flat up to
-/// it and jumps there (the entry expired), so the lines step at it instead of sloping.
+/// The TTL the delegation rows run under, in minutes on the idle axis (marked on the chart).
 const TTL_MINUTES: f64 = 5.0;
 
-/// One line per way over the gaps, at the focus history, stepping at the TTL.
-fn gap_series(rows: &[Row]) -> Vec<Series> {
+/// How finely the idle chart's steps are placed: a step is drawn at the first whole second
+/// whose gap costs the new amount.
+const STEP_RESOLUTION_MS: u64 = 1_000;
+
+/// Where one way's added cost changes on the idle axis: `(gap_ms, added)` — from `gap_ms` on,
+/// delegating adds `added` thousandths of a token-equivalent.
+pub(crate) struct GapSteps {
+    way: Way,
+    steps: Vec<(u64, u64)>,
+}
+
+/// Each way's steps between the sampled gaps. The cost of a gap changes only where an entry
+/// expires or arrivals reorder, so it is flat between those points and jumps at them; where the
+/// two gaps either side of an interval cost differently, the session is run again inside it,
+/// halving it down to a second, to find where.
+pub(crate) fn gap_steps(rows: &[Row], prices: &PriceTable) -> Result<Vec<GapSteps>, ScenarioError> {
+    let mut all = Vec::new();
+    for way in WAYS {
+        let samples: Vec<&Row> =
+            rows.iter().filter(|r| r.way == way && r.history_tokens == FOCUS_HISTORY_TOKENS).collect();
+        let Some(baseline) = samples.first().map(|r| r.baseline.token_equivalents.0) else { continue };
+        let mut added = |gap_ms: u64| -> Result<u64, ScenarioError> {
+            let report = run_spec(&delegation_spec(way, FOCUS_HISTORY_TOKENS, gap_ms), prices)?;
+            Ok(report.totals.token_equivalents.0.saturating_sub(baseline))
+        };
+        let mut steps = Vec::new();
+        for pair in samples.windows(2) {
+            let (low, high) = ((pair[0].idle_ms, pair[0].added()), (pair[1].idle_ms, pair[1].added()));
+            find_steps(low, high, &mut added, &mut steps)?;
+        }
+        all.push(GapSteps { way, steps });
+    }
+    Ok(all)
+}
+
+/// The steps of a step function between two of its samples `(x, value)`, in x order: each the
+/// first x (to `STEP_RESOLUTION_MS`) with a new value. Bounded: each call halves the interval.
+fn find_steps<E>(
+    low: (u64, u64),
+    high: (u64, u64),
+    value_at: &mut impl FnMut(u64) -> Result<u64, E>,
+    steps: &mut Vec<(u64, u64)>,
+) -> Result<(), E> {
+    if low.1 == high.1 {
+        return Ok(());
+    }
+    if high.0 - low.0 <= STEP_RESOLUTION_MS {
+        steps.push(high);
+        return Ok(());
+    }
+    let half = ((high.0 - low.0) / 2 / STEP_RESOLUTION_MS).max(1) * STEP_RESOLUTION_MS;
+    let middle = (low.0 + half, value_at(low.0 + half)?);
+    find_steps(low, middle, value_at, steps)?;
+    find_steps(middle, high, value_at, steps)
+}
+
+fn minutes(ms: u64) -> f64 {
+    ms as f64 / 60_000.0
+}
+
+/// One line per way over the gaps, at the focus history: a dot at each sampled gap, flat between
+/// them, jumping where the cost changes.
+fn gap_series(rows: &[Row], steps: &[GapSteps]) -> Vec<Series> {
     let at_focus = |r: &Row| r.history_tokens == FOCUS_HISTORY_TOKENS;
     WAYS.iter()
-        .map(|&way| Series {
-            steps_at: vec![TTL_MINUTES],
-            ..series(rows, way, at_focus, |r| r.idle_ms as f64 / 60_000.0)
+        .map(|&way| {
+            let steps = steps.iter().filter(|s| s.way == way).flat_map(|s| &s.steps);
+            Series {
+                steps: steps.map(|&(ms, added)| (minutes(ms), added as f64 / 1000.0)).collect(),
+                ..series(rows, way, at_focus, |r| minutes(r.idle_ms))
+            }
         })
         .collect()
 }
@@ -166,6 +229,7 @@ pub(crate) fn vs_history(rows: &[Row], prices: &PriceTable) -> Result<Rendered, 
         y_label: "what delegating added to the session (token-equivalents)".into(),
         y_format: ValueFormat::Count,
         x_format: ValueFormat::Count,
+        x_margin: 0.0,
         log_x: true,
         log_y: false,
         y_from_zero: true,
@@ -177,7 +241,7 @@ pub(crate) fn vs_history(rows: &[Row], prices: &PriceTable) -> Result<Rendered, 
 }
 
 /// The whole session's cost by the idle gap before the delegation, one line per way.
-pub(crate) fn vs_idle(rows: &[Row], prices: &PriceTable) -> Result<Rendered, ChartError> {
+pub(crate) fn vs_idle(rows: &[Row], steps: &[GapSteps], prices: &PriceTable) -> Result<Rendered, ChartError> {
     line_chart(&LineChart {
         x_marks: vec![XMark { at: TTL_MINUTES, label: "5m TTL".into() }],
         title: "One unit of delegated work, five ways: cost by the gap between the delegate's requests"
@@ -187,13 +251,14 @@ pub(crate) fn vs_idle(rows: &[Row], prices: &PriceTable) -> Result<Rendered, Cha
         y_label: "what delegating added to the session (token-equivalents)".into(),
         y_format: ValueFormat::Count,
         x_format: ValueFormat::Count,
+        x_margin: 0.0,
         log_x: false,
         log_y: false,
         y_from_zero: true,
         legend: Corner::UpperLeft,
         layered: true,
-        series: gap_series(rows),
-        caption: caption("100k history", prices),
+        series: gap_series(rows, steps),
+        caption: caption("100k history, steps found to the second", prices),
     })
 }
 
@@ -203,34 +268,66 @@ mod tests {
 
     #[test]
     fn every_way_has_a_point_at_every_history_size_and_gap() {
-        let rows = rows(&PriceTable::builtin()).unwrap();
+        let prices = PriceTable::builtin();
+        let rows = rows(&prices).unwrap();
         for series in history_series(&rows) {
             let xs: Vec<f64> = series.points.iter().map(|p| p.0).collect();
             assert_eq!(xs, HISTORY_TOKENS.map(|h| h as f64), "{}", series.name);
         }
-        for series in gap_series(&rows) {
+        for series in gap_series(&rows, &gap_steps(&rows, &prices).unwrap()) {
             let xs: Vec<f64> = series.points.iter().map(|p| p.0).collect();
-            assert_eq!(xs, IDLE_MS.map(|ms| ms as f64 / 60_000.0), "{}", series.name);
+            assert_eq!(xs, IDLE_MS.map(minutes), "{}", series.name);
         }
     }
 
     #[test]
-    fn the_idle_lines_step_at_the_ttl_instead_of_sloping() {
-        // Gaps of 4 and 6 minutes sit either side of the 5-minute TTL: a line that changes
-        // between them must hold its 4-minute value up to x = 5, then jump.
-        let rows = rows(&PriceTable::builtin()).unwrap();
-        let mut stepped = 0;
-        for series in gap_series(&rows) {
-            assert_eq!(series.steps_at, vec![5.0], "{}", series.name);
-            let at = |x: f64| series.points.iter().find(|p| p.0 == x).map(|p| p.1);
-            let (before, after) = (at(4.0).unwrap(), at(6.0).unwrap());
-            let path = series.path();
-            if before != after {
-                stepped += 1;
-                let i = path.iter().position(|&p| p == (5.0, before)).expect("the corner at the TTL");
-                assert_eq!(path[i + 1], (5.0, after), "{}: vertical at the TTL", series.name);
+    fn steps_are_found_to_the_second_between_samples() {
+        // Two jumps between the samples at 0 and 100 s: at 30.5 s (drawn at 31 s) and at 70 s.
+        let value = |ms: u64| -> Result<u64, ()> {
+            Ok(if ms < 30_500 {
+                1
+            } else if ms < 70_000 {
+                2
+            } else {
+                3
+            })
+        };
+        let mut steps = Vec::new();
+        find_steps((0, 1), (100_000, 3), &mut |ms| value(ms), &mut steps).unwrap();
+        assert_eq!(steps, vec![(31_000, 2), (70_000, 3)]);
+        // Equal ends: nothing is run, nothing found.
+        let mut calls = 0;
+        find_steps(
+            (0, 1),
+            (100_000, 1),
+            &mut |_| -> Result<u64, ()> {
+                calls += 1;
+                Ok(9)
+            },
+            &mut steps,
+        )
+        .unwrap();
+        assert_eq!((calls, steps.len()), (0, 2));
+    }
+
+    #[test]
+    fn the_idle_lines_are_flat_between_steps_never_sloping() {
+        // A gap's cost is a step function (an entry expires or not): every segment of every line
+        // is level or vertical. A sync agent makes the parent wait two gaps, so its parent's
+        // entry expires near a 2.5-minute gap, between the samples at 1 and 2.5 minutes.
+        let prices = PriceTable::builtin();
+        let rows = rows(&prices).unwrap();
+        let steps = gap_steps(&rows, &prices).unwrap();
+        for series in gap_series(&rows, &steps) {
+            for segment in series.path().windows(2) {
+                let [(x0, y0), (x1, y1)] = [segment[0], segment[1]];
+                assert!(x0 == x1 || y0 == y1, "{}: sloped from ({x0}, {y0}) to ({x1}, {y1})", series.name);
             }
         }
-        assert!(stepped > 0, "some way pays again once the entry expired");
+        let named = steps.iter().find(|s| s.way == Way::Named).unwrap();
+        assert!(
+            named.steps.iter().any(|&(ms, _)| (60_001..=150_000).contains(&ms)),
+            "the parent's expiry falls between the 1- and 2.5-minute samples"
+        );
     }
 }

@@ -14,6 +14,8 @@ use forkcache_engine::cache::Policy;
 use forkcache_engine::endpoint::EndpointConfig;
 use forkcache_ingest::replay::{ReplayConfig, ReplayError, ReplayReport, replay};
 
+use crate::format;
+
 /// The model the example runs on (token-equivalents do not depend on it).
 pub const SEED_MODEL: &str = "claude-sonnet-4-6";
 /// The constant placeholder every fork puts in every `tool_result`.
@@ -127,6 +129,8 @@ pub struct SeedRun {
     pub billing: BillingProfile,
     /// The forks' token-equivalents (the parent's own turn excluded, as in the article).
     pub forks: TokenEquivalents,
+    /// What the forks' requests cost, in nano-dollars (the parent's own turn excluded).
+    pub forks_nanousd: u64,
     /// The whole replay.
     pub report: ReplayReport,
 }
@@ -142,7 +146,8 @@ pub fn seed_example(prices: &PriceTable) -> Result<Vec<SeedRun>, ReplayError> {
                 let config = ReplayConfig { endpoint, ..ReplayConfig::default() };
                 let report = replay(&config, prices.clone(), &seed_example_trace(case))?;
                 let forks = fork_total(&report);
-                runs.push(SeedRun { case, policy, billing, forks, report });
+                let forks_nanousd = fork_cost_nanousd(&report);
+                runs.push(SeedRun { case, policy, billing, forks, forks_nanousd, report });
             }
         }
     }
@@ -152,6 +157,11 @@ pub fn seed_example(prices: &PriceTable) -> Result<Vec<SeedRun>, ReplayError> {
 fn fork_total(report: &ReplayReport) -> TokenEquivalents {
     let forks = report.records.iter().rev().take(SEED_FORKS);
     TokenEquivalents(forks.filter_map(|r| r.result.as_ref().ok()).map(|r| r.token_equivalents.0).sum())
+}
+
+fn fork_cost_nanousd(report: &ReplayReport) -> u64 {
+    let forks = report.records.iter().rev().take(SEED_FORKS);
+    forks.filter_map(|r| r.result.as_ref().ok()).map(|r| r.cost.total_nanousd()).sum()
 }
 
 /// The naive case's total under the same policy and billing as `run`.
@@ -167,38 +177,67 @@ fn savings(run: &SeedRun, naive: Option<&SeedRun>) -> f64 {
     }
 }
 
-/// The comparison as a table: one row per policy × billing, token-equivalents of the forks.
+/// The cache rules in words, as the table's first column says them.
+fn policy_words(policy: Policy) -> &'static str {
+    match policy {
+        Policy::LongestPrefix => "idealised",
+        Policy::Anthropic => "documented",
+    }
+}
+
+/// What a cache write costs under a billing profile, as a multiple of the input price.
+fn write_price_words(billing: BillingProfile) -> &'static str {
+    match billing {
+        BillingProfile::Seed => "1x input",
+        BillingProfile::Anthropic => "1.25x input",
+    }
+}
+
+/// The comparison as a table for people: one row per cache rules × write price, what the forks
+/// cost in dollars.
 pub fn seed_example_table(runs: &[SeedRun], prices_date: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Seed worked example: {SEED_FORKS} forks of a 100,000-token parent (docs/design.md §2.5)"
+        "The design's worked example (docs/design.md §2.5): {SEED_FORKS} forks of a 100,000-token parent"
     );
-    let _ = writeln!(out, "token-equivalents of the forks' requests (cost ÷ base input price)\n");
     let _ = writeln!(
         out,
-        "{:<16} {:<10} {:>12} {:>12} {:>12} {:>14}",
-        "policy", "billing", "warm", "cold", "naive", "warm saves"
+        "what the forks' requests cost, in dollars ({SEED_MODEL}, prices of {prices_date}; cache reads cost 0.1x input)\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<12}  {:<18}  {:>13}  {:>14}  {:>10}  {:>23}",
+        "cache rules",
+        "cache writes cost",
+        "parent cached",
+        "nothing cached",
+        "no sharing",
+        "the cached parent saves"
     );
     for warm in runs.iter().filter(|r| r.case == SeedCase::Warm) {
-        let cell = |case: SeedCase| {
+        let cost = |case: SeedCase| {
             runs.iter()
                 .find(|r| r.case == case && r.policy == warm.policy && r.billing == warm.billing)
-                .map_or(0.0, |r| r.forks.value())
+                .map_or(0, |r| r.forks_nanousd)
         };
         let _ = writeln!(
             out,
-            "{:<16} {:<10} {:>12.1} {:>12.1} {:>12.1} {:>13.1}%",
-            warm.policy.name(),
-            warm.billing.name(),
-            cell(SeedCase::Warm),
-            cell(SeedCase::Cold),
-            cell(SeedCase::Naive),
+            "{:<12}  {:<18}  {:>13}  {:>14}  {:>10}  {:>22.1}%",
+            policy_words(warm.policy),
+            write_price_words(warm.billing),
+            format::dollars(cost(SeedCase::Warm)),
+            format::dollars(cost(SeedCase::Cold)),
+            format::dollars(cost(SeedCase::Naive)),
             100.0 * savings(warm, naive_of(runs, warm))
         );
     }
-    let _ = writeln!(out, "\nprices of {prices_date}; token counts declared by the example's blocks");
+    out.push_str(concat!(
+        "\nidealised: every prefix is cached and the longest one read (the design's model); documented: the\n",
+        "API's rules, writes only at cache markers. Writes at 1x input are the design's arithmetic, 1.25x\n",
+        "the API's 5-minute price. Token counts are declared by the example's blocks.\n",
+    ));
     out
 }
 
@@ -238,6 +277,103 @@ pub fn seed_example_csv(runs: &[SeedRun]) -> Result<String, csv::Error> {
     }
     let bytes = writer.into_inner().map_err(|e| e.into_error())?;
     Ok(String::from_utf8(bytes).expect("csv output is UTF-8"))
+}
+
+/// A percentage floored to two decimals: 99.98% must not print as 100%, which would claim the
+/// forks are the same bytes.
+fn floored_pct(pct: f64) -> String {
+    format!("{:.2}%", (pct * 100.0).floor() / 100.0)
+}
+
+/// Per spawn, the share of bytes its forks have in common; "not measured" where the scenario
+/// declares its blocks' sizes (the bytes are stand-in text, so their share says nothing).
+fn forks_in_common(report: &forkcache_scenario::ScenarioReport) -> String {
+    let checks: Vec<_> = report.spawns.iter().filter_map(|s| s.verification.as_ref()).collect();
+    let declared = checks.iter().filter(|c| c.declared_sizes).count();
+    match (checks.len(), declared) {
+        (0, _) => "-".to_string(),
+        (1, 1) => "not measured".to_string(),
+        (n, d) if n == d => format!("not measured ({n} spawns)"),
+        _ => {
+            checks
+                .iter()
+                .map(|c| {
+                    if c.declared_sizes { "not measured".to_string() } else { floored_pct(c.identical_pct()) }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+}
+
+/// One line per fixture scenario: what it costs with the cache and without, for people.
+pub fn suite_table(runs: &[forkcache_scenario::SuiteRun]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "Scenario suite (fixtures/scenarios): what all of each scenario's requests cost, in dollars\n\n",
+    );
+    let _ = writeln!(
+        out,
+        "{:<36} {:>8}  {:>9}  {:>15}  {:>6}  {:>15}  {:>15}  forks' bytes in common",
+        "scenario", "requests", "cost", "without sharing", "saved", "read from cache", "context written"
+    );
+    for run in runs {
+        let t = &run.report.totals;
+        let _ = writeln!(
+            out,
+            "{:<36} {:>8}  {:>9}  {:>15}  {:>5.1}%  {:>14.1}%  {:>14.2}x  {}",
+            run.fixture.name,
+            t.requests,
+            format::dollars(t.cost_nanousd),
+            format::dollars(t.naive_nanousd),
+            t.savings() * 100.0,
+            t.hit_rate() * 100.0,
+            t.rewrite_factor(),
+            forks_in_common(&run.report)
+        );
+    }
+    out.push_str(concat!(
+        "\nwithout sharing: every request priced alone, nothing cached. read from cache: the share of input\n",
+        "tokens read from the cache. context written: tokens written to the cache ÷ the largest context\n",
+        "(1.00x: written once). forks' bytes in common: per spawn, the forks' common byte prefix ÷ the\n",
+        "longest fork; not measured where the scenario declares its blocks' sizes, since those bytes are\n",
+        "stand-in text, not the tokens priced.\n",
+    ));
+    out
+}
+
+/// One line per anti-pattern: the whole scenario's cost against its correct twin's, and the
+/// cache misses it causes.
+pub fn mistakes_table(runs: &[forkcache_scenario::SuiteRun]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "What each mistake costs: the whole scenario in dollars, done right and with the mistake\n\n",
+    );
+    let _ = writeln!(
+        out,
+        "{:<20} {:>10}  {:>16}  {:>7}  {:<56} cache misses",
+        "mistake", "done right", "with the mistake", "extra", "what"
+    );
+    let report_of = |name: &str| runs.iter().find(|run| run.fixture.name == name).map(|run| &run.report);
+    for m in forkcache_scenario::MISTAKES {
+        let (Some(bad), Some(good)) = (report_of(m.mistake), report_of(m.correct)) else {
+            continue;
+        };
+        let (bad_cost, good_cost) = (bad.totals.cost_nanousd, good.totals.cost_nanousd);
+        let extra = if good_cost > 0 { 100.0 * (bad_cost as f64 / good_cost as f64 - 1.0) } else { 0.0 };
+        let misses = bad.totals.misses.iter().map(|(cause, n)| format!("{n} {}", cause.name()));
+        let _ = writeln!(
+            out,
+            "{:<20} {:>10}  {:>16}  {:>6.1}%  {:<56} {}",
+            m.name,
+            format::dollars(good_cost),
+            format::dollars(bad_cost),
+            extra,
+            m.what,
+            misses.collect::<Vec<_>>().join(", ")
+        );
+    }
+    out
 }
 
 /// The `demo --json` document: the seed example, the scenario suite and the mistakes, with the
@@ -293,4 +429,42 @@ fn usd(nanousd: u64) -> f64 {
 
 fn round6(value: f64) -> f64 {
     (value * 1e6).round() / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_is_floored_never_rounded_up_to_a_hundred() {
+        // 6,885 of 6,888 bytes = 99.956…%: rounding to one decimal would print 100.0%.
+        assert_eq!(floored_pct(100.0 * 6_885.0 / 6_888.0), "99.95%");
+        assert_eq!(floored_pct(100.0), "100.00%");
+        assert_eq!(floored_pct(99.999), "99.99%");
+    }
+
+    #[test]
+    fn the_printed_tables_speak_dollars_and_plain_words() {
+        let prices = PriceTable::builtin();
+        let seed = seed_example_table(&seed_example(&prices).unwrap(), &prices.date);
+        let suite = forkcache_scenario::run_suite(&prices).unwrap();
+        let printed = [seed, suite_table(&suite), mistakes_table(&suite)].concat();
+        // Dollars, not token-equivalents; words, not the CLI's profile names or column codes.
+        for jargon in [
+            "token-equivalent",
+            "Seed ",
+            " seed ",
+            "rewrite",
+            "naive",
+            "declared declared",
+            "forks identical",
+        ] {
+            assert!(!printed.contains(jargon), "{jargon:?} in:\n{printed}");
+        }
+        assert!(printed.contains("cache writes cost") && printed.contains("1.25x input"));
+        // The warm example's forks under the documented rules and the API's prices: 33,000
+        // token-equivalents at Sonnet 4.6's $3 per million input tokens.
+        assert!(seed_example_table(&seed_example(&prices).unwrap(), &prices.date).contains("$0.0990"));
+        assert!(printed.contains("not measured"));
+    }
 }

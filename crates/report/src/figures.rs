@@ -147,6 +147,7 @@ pub(crate) fn savings_vs_history(view: &SweepView) -> Result<Rendered, ChartErro
         y_label: "forks' input cost saved vs no sharing (%)".into(),
         y_format: ValueFormat::Percent,
         x_format: ValueFormat::Count,
+        x_margin: 0.0,
         log_x: true,
         log_y: false,
         y_from_zero: false,
@@ -201,6 +202,7 @@ pub(crate) fn cost_vs_forks(view: &SweepView) -> Result<Rendered, ChartError> {
         y_label: "sub-agents' input cost (USD, log scale)".into(),
         y_format: ValueFormat::Usd,
         x_format: ValueFormat::PowerOfTwo,
+        x_margin: 0.0,
         log_x: false,
         log_y: true,
         y_from_zero: false,
@@ -228,7 +230,7 @@ pub(crate) fn cost_vs_idle(view: &SweepView) -> Result<Rendered, ChartError> {
                 minutes,
                 |row| usd(row.totals.cost_nanousd),
             )?;
-            Some(Series { steps_at: vec![minutes(ttl.ms())], ..line })
+            Some(line.stepping_at(minutes(ttl.ms())))
         })
         .collect();
     let x_marks = [Ttl::FiveMinutes, Ttl::OneHour]
@@ -242,6 +244,7 @@ pub(crate) fn cost_vs_idle(view: &SweepView) -> Result<Rendered, ChartError> {
         y_label: "whole session's input cost (USD)".into(),
         y_format: ValueFormat::Usd,
         x_format: ValueFormat::Count,
+        x_margin: 0.0,
         log_x: false,
         log_y: false,
         y_from_zero: true,
@@ -303,6 +306,7 @@ pub(crate) fn policy_gap(view: &SweepView) -> Result<Rendered, ChartError> {
         y_label: "input cost per fork (USD)".into(),
         y_format: ValueFormat::Usd,
         x_format: ValueFormat::PowerOfTwo,
+        x_margin: 0.0,
         log_x: false,
         log_y: false,
         // From $0: a line twice as high costs twice as much.
@@ -351,6 +355,10 @@ const TIMELINE_COLUMN_SHARE: f64 = 0.006;
 /// One session request by request on a time axis (idle gaps show as gaps): read, written and
 /// uncached input, roles marked.
 pub(crate) fn session_timeline(report: &ScenarioReport, fixture: &str) -> Result<Rendered, ChartError> {
+    stacked_columns(&timeline(report, fixture))
+}
+
+fn timeline(report: &ScenarioReport, fixture: &str) -> StackedColumns {
     let starts: Vec<f64> = report.records.iter().map(|r| r.record.at.0 as f64 / 1000.0).collect();
     let span = starts.iter().copied().fold(0.0, f64::max) - starts.first().copied().unwrap_or(0.0);
     let width = span.max(1.0) * TIMELINE_COLUMN_SHARE;
@@ -369,7 +377,7 @@ pub(crate) fn session_timeline(report: &ScenarioReport, fixture: &str) -> Result
         })
         .collect();
     let endpoint = &report.config.endpoint;
-    stacked_columns(&StackedColumns {
+    StackedColumns {
         title: format!("One session over time (scenario \"{fixture}\")"),
         x_label: "request start (seconds into the session)".into(),
         x_format: ValueFormat::Count,
@@ -387,7 +395,7 @@ pub(crate) fn session_timeline(report: &ScenarioReport, fixture: &str) -> Result
             report.seed,
             report.prices_date
         ),
-    })
+    }
 }
 
 /// Column positions: each start time, moved right just enough not to cover the column before.
@@ -422,6 +430,28 @@ mod tests {
         assert_eq!(nearest(&[10_000, 60_000, 200_000], 100_000), 60_000);
         assert_eq!(nearest(&[1, 2, 8, 16], 4), 2);
         assert_eq!(nearest(&[7], 4), 7);
+    }
+
+    #[test]
+    fn no_two_marks_of_the_session_timeline_overlap() {
+        let prices = forkcache_engine::billing::PriceTable::builtin();
+        let fixture = forkcache_scenario::fixture(crate::TIMELINE_SCENARIO).unwrap();
+        let spec = forkcache_scenario::ScenarioSpec::from_json(fixture.json).unwrap();
+        let report =
+            forkcache_scenario::run(&spec, &forkcache_scenario::RunConfig::for_spec(&spec), &prices).unwrap();
+        let marks = crate::chart::placed_marks(&timeline(&report, fixture.name)).unwrap();
+        assert!(marks.len() > 10, "the session marks its forks, named agents, sidecars and compaction");
+        for (i, a) in marks.iter().enumerate() {
+            for b in &marks[i + 1..] {
+                assert!(!a.bounds.overlaps(&b.bounds), "{a:?} covers {b:?}");
+            }
+        }
+        // Each set straight above its own column, some would cover a neighbour's ("FFF").
+        let unmoved: Vec<_> =
+            marks.iter().map(|m| crate::chart::PixelBox::above(m.column_top, m.size())).collect();
+        let collisions =
+            unmoved.iter().enumerate().filter(|(i, a)| unmoved[i + 1..].iter().any(|b| a.overlaps(b)));
+        assert!(collisions.count() > 0, "the test covers marks that would collide");
     }
 
     #[test]

@@ -18,6 +18,11 @@ pub(crate) fn usd(nanousd: u64) -> String {
     fixed(i128::from(nanousd), 1_000_000_000, 9)
 }
 
+/// Nano-dollars as dollars for people to read: `$0.0934` (four decimals, rounded).
+pub(crate) fn dollars(nanousd: u64) -> String {
+    format!("${}", fixed(i128::from(nanousd), 1_000_000_000, 4))
+}
+
 /// A count with thousands separators (`302400` → `302,400`), for text people read.
 pub(crate) fn grouped(value: u64) -> String {
     let digits = value.to_string();

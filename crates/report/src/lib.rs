@@ -214,7 +214,8 @@ fn delegation_artifacts(prices: &PriceTable) -> Result<Vec<Artifact>, ReportErro
     let rows = delegation::rows(prices)?;
     let mut artifacts = vec![Artifact::new("delegation.csv", delegation::csv(&rows))];
     artifacts.extend(drawn("delegation_vs_history", delegation::vs_history(&rows, prices)?));
-    artifacts.extend(drawn("delegation_vs_idle", delegation::vs_idle(&rows, prices)?));
+    let steps = delegation::gap_steps(&rows, prices)?;
+    artifacts.extend(drawn("delegation_vs_idle", delegation::vs_idle(&rows, &steps, prices)?));
     Ok(artifacts)
 }
 

@@ -79,7 +79,7 @@ pub(crate) const CHARTS: &[ChartNote] = &[
     ChartNote {
         stem: "delegation_vs_idle",
         shows: "the same five ways by the idle gap between the delegate's requests, at a 100,000-token history",
-        read: "Each line is flat while the gap stays inside the 5-minute TTL and steps up at it (marked), where the delegate's cached prefix has expired; the background agent adds least at every gap shown.",
+        read: "Each line holds its cost between jumps (dots: the gaps of delegation.csv; each jump found to the second by running the session between them): at 2.5 minutes for the ways that make the parent wait (two gaps outlast the parent's 5-minute TTL), at the 5-minute TTL (marked) where the delegate's own cached prefix expires; the background agent adds least at every gap shown.",
         data: "delegation.csv: `added_token_equivalents`, `history_tokens` 100000",
     },
 ];

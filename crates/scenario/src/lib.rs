@@ -37,10 +37,7 @@ pub use spec::{
     ResumeSpec, ScenarioSpec, SectionSpec, SidecarSpec, Sizes, TaskSpec, TeamSpec, ToolSpec, TurnSpec,
     WaitSpec,
 };
-pub use suite::{
-    FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, mistakes_table, run_suite, run_suite_seeded,
-    suite_table,
-};
+pub use suite::{FIXTURES, Fixture, MISTAKES, Mistake, SuiteRun, fixture, run_suite, run_suite_seeded};
 
 use forkcache_engine::tokenize::TokenizerUnavailable;
 

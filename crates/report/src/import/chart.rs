@@ -3,7 +3,8 @@
 //! - `<session>-usage`: each request's real read, written and uncached tokens, stacked, in start
 //!   order and labelled by minutes since the session's first request; a break carries its
 //!   cause above its column.
-//! - `<session>-read`: real read beside predicted read on a real time axis (minutes).
+//! - `<session>-read`: real read beside predicted read, a dot per request on the same time axis
+//!   (minutes): a line between two requests would claim reads in between that never happened.
 
 use forkcache_ingest::report::SessionReport;
 
@@ -88,6 +89,10 @@ fn usage_chart(session: &SessionReport) -> Result<Rendered, ChartError> {
 }
 
 fn read_chart(session: &SessionReport) -> Result<Rendered, ChartError> {
+    line_chart(&read_lines(session))
+}
+
+fn read_lines(session: &SessionReport) -> LineChart {
     let points = |agents: bool, predicted: bool| -> Vec<(f64, f64)> {
         let requests = &session.session.requests;
         (0..requests.len())
@@ -103,20 +108,21 @@ fn read_chart(session: &SessionReport) -> Result<Rendered, ChartError> {
             .collect()
     };
     let mut series = vec![
-        Series::new("real read (main)", points(false, false)),
-        Series::new("predicted read (main)", points(false, true)),
+        Series::dots("real read (main)", points(false, false)),
+        Series::dots("predicted read (main)", points(false, true)),
     ];
     if session.session.requests.iter().any(|r| r.is_agent()) {
-        series.push(Series::new("real read (sub-agents)", points(true, false)));
-        series.push(Series::new("predicted read (sub-agents)", points(true, true)));
+        series.push(Series::dots("real read (sub-agents)", points(true, false)));
+        series.push(Series::dots("predicted read (sub-agents)", points(true, true)));
     }
     series.retain(|s| !s.points.is_empty());
-    line_chart(&LineChart {
+    LineChart {
         title: format!("Session {}: cache reads, real and predicted", session.session.session_id),
         x_label: "minutes since the session's first request".into(),
         y_label: "tokens read from the cache".into(),
         y_format: ValueFormat::Count,
         x_format: ValueFormat::Count,
+        x_margin: column_width(session),
         log_x: false,
         log_y: false,
         y_from_zero: true,
@@ -125,5 +131,40 @@ fn read_chart(session: &SessionReport) -> Result<Rendered, ChartError> {
         series,
         x_marks: Vec::new(),
         caption: "the prediction of each request uses only earlier requests and its total input".into(),
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use forkcache_engine::billing::PriceTable;
+    use forkcache_ingest::report::ImportOptions;
+    use forkcache_ingest::transcript::TranscriptReader;
+
+    use super::*;
+
+    /// A session from the repository's transcripts: two requests at its start, one two minutes
+    /// later that reads 141K.
+    fn sparse_session() -> SessionReport {
+        let path = "../../fixtures/transcripts/claude-code-log-sidechain-integrated.jsonl";
+        let mut reader = TranscriptReader::new();
+        reader.read(path, std::fs::read(path).unwrap().as_slice()).unwrap();
+        let options = ImportOptions { what_ifs: Vec::new(), emit_trace: false };
+        let report = forkcache_ingest::import(reader.finish(), &options, &PriceTable::builtin()).unwrap();
+        report.sessions.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn reads_are_dots_at_their_requests_never_a_line_between_them() {
+        let chart = read_lines(&sparse_session());
+        assert!(!chart.series.is_empty());
+        for series in &chart.series {
+            assert!(series.dots_only, "{}: a line would ramp between requests minutes apart", series.name);
+        }
+    }
+
+    #[test]
+    fn the_read_chart_spans_the_usage_chart_s_columns_with_room_at_both_ends() {
+        let session = sparse_session();
+        assert_eq!(read_lines(&session).x_margin, column_width(&session));
+    }
 }

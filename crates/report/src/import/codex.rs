@@ -90,6 +90,9 @@ fn breaks_by_line(session: &SessionReport) -> BTreeMap<usize, &'static str> {
     session.breaks.iter().map(|b| (b.line, b.cause.name())).collect()
 }
 
+/// Each request's column width, in requests: a gap between neighbours.
+const COLUMN_WIDTH: f64 = 0.8;
+
 fn usage_chart(session: &SessionReport) -> Result<Rendered, ChartError> {
     let breaks = breaks_by_line(session);
     let columns = session
@@ -109,7 +112,7 @@ fn usage_chart(session: &SessionReport) -> Result<Rendered, ChartError> {
         title: format!("{}: real usage per request", session.file),
         x_label: "request in the thread (0-based)".into(),
         x_format: ValueFormat::Count,
-        column_width: 0.8,
+        column_width: COLUMN_WIDTH,
         y_label: "input tokens".into(),
         y_format: ValueFormat::Count,
         layers: vec!["read".into(), "written".into(), "uncached".into()],
@@ -138,12 +141,13 @@ fn read_chart(session: &SessionReport) -> Result<Rendered, ChartError> {
         y_label: "tokens read from the cache".into(),
         y_format: ValueFormat::Count,
         x_format: ValueFormat::Count,
+        x_margin: COLUMN_WIDTH,
         log_x: false,
         log_y: false,
         y_from_zero: true,
         legend: Corner::UpperLeft,
         layered: true,
-        series: vec![Series::new("real read", points(false)), Series::new("predicted read", points(true))],
+        series: vec![Series::dots("real read", points(false)), Series::dots("predicted read", points(true))],
         x_marks: Vec::new(),
         caption: "the prediction of each request uses only earlier requests and its total input".into(),
     })
