@@ -31,8 +31,10 @@
 //!
 //! After criterion's figures, `serve/cpu` prints each row's process CPU time per request (the
 //! server's threads and the clients' together) and how many cores were busy on average, and
-//! `serve/paired` the ratios again, measured in paired rounds (in process and over HTTP one
-//! right after the other) so that a machine whose speed drifts moves both sides alike, and
+//! `serve/paired` the ratios again, measured in paired rounds (in process, over HTTP and through
+//! the null server with the same client, one right after the other) so that a machine whose
+//! speed drifts moves every side alike: serve's share of in-process throughput beside its share
+//! of the null server's, and
 //! `serve/warmth` (`serve/warmth.rs`) what the in-process pricing gains from caches no server's
 //! cores keep to themselves.
 
@@ -538,49 +540,69 @@ fn slow_sockets_summary(rounds: usize) {
 /// criterion times each row for a minute or so, one after another, and on a machine whose speed
 /// drifts (the in-process row of one run has taken 16 to 25 ms on this VM) a ratio of two rows
 /// measured minutes apart moves by more than any change to the server. Here each round prices
-/// the workload in process and over HTTP one right after the other (which goes first
-/// alternates), and keeps that round's ratio (in-process time ÷ HTTP time, the HTTP share of
-/// in-process throughput). Per workload (`serve/paired/<workload>`, as the filter asks) and
-/// client: the median ratio with a distribution-free 95% confidence interval of the median.
+/// the workload in process, over HTTP, and through the null server with the same client, one
+/// right after the other (the order rotates), and keeps that round's two ratios: serve's share
+/// of in-process throughput (in-process time ÷ HTTP time) and its share of the null server's
+/// (null time ÷ HTTP time: what the stack and the client allow, so a change in either side
+/// shows). Per workload (`serve/paired/<workload>`, as the filter asks) and client: each median
+/// with a distribution-free 95% confidence interval of the median.
 fn paired_summary(rounds: usize) {
+    type Side<'a> = &'a dyn Fn() -> Window;
     let wanted_workloads: Vec<_> =
         workloads().into_iter().filter(|(name, _)| wanted(&format!("serve/paired/{name}"))).collect();
     if wanted_workloads.is_empty() {
         return;
     }
-    println!("\nserve/paired: HTTP throughput as a share of in process, {rounds} paired rounds per row");
     println!(
-        "  {:<22} {:<14} {:>9} {:>9} {:>8} {:>16}",
-        "workload", "client", "in proc.", "HTTP", "ratio", "95% interval"
+        "\nserve/paired: HTTP throughput as a share of in process and of the null server, {rounds} paired rounds per row"
+    );
+    println!(
+        "  {:<22} {:<14} {:>9} {:>9} {:>9} {:>8} {:>16} {:>8} {:>16}",
+        "workload",
+        "client",
+        "in proc.",
+        "HTTP",
+        "null",
+        "of proc",
+        "95% interval",
+        "of null",
+        "95% interval"
     );
     for (name, requests) in wanted_workloads {
         let (shared, encoded) = (as_bytes(&requests), encode(&requests));
-        let rows: [(&str, &dyn Fn() -> Window); 3] = [
-            ("raw client", &|| over_raw_http(&encoded)),
-            ("hyper client", &|| over_hyper_http(&shared)),
-            ("ureq", &|| over_http(&requests)),
+        let rows: [(&str, Side, Side); 3] = [
+            ("raw client", &|| over_raw_http(&encoded), &|| over_null_http(&encoded)),
+            ("hyper client", &|| over_hyper_http(&shared), &|| over_null_hyper(&shared)),
+            ("ureq", &|| over_http(&requests), &|| over_null_ureq(&requests)),
         ];
-        for (client, over) in rows {
-            let (mut ratios, mut inside, mut outside) = (Vec::new(), Vec::new(), Vec::new());
+        for (client, over_serve, over_null) in rows {
+            let sides: [Side; 3] = [&|| in_process(&requests), over_serve, over_null];
+            let mut ms: [Vec<f64>; 3] = Default::default();
+            let (mut of_process, mut of_null) = (Vec::new(), Vec::new());
             for round in 0..rounds {
-                let (in_process, http) = if round % 2 == 0 {
-                    let in_process = in_process(&requests).wall;
-                    (in_process, over().wall)
-                } else {
-                    let http = over().wall;
-                    (in_process(&requests).wall, http)
-                };
-                ratios.push(in_process.as_secs_f64() / http.as_secs_f64());
-                inside.push(in_process.as_secs_f64() * 1e3);
-                outside.push(http.as_secs_f64() * 1e3);
+                let mut wall = [0.0; 3];
+                for turn in 0..3 {
+                    let side = (round + turn) % 3;
+                    wall[side] = sides[side]().wall.as_secs_f64();
+                }
+                let [process, http, null] = wall;
+                of_process.push(process / http);
+                of_null.push(null / http);
+                for (side, time) in ms.iter_mut().zip(wall) {
+                    side.push(time * 1e3);
+                }
             }
-            let (low, median, high) = median_interval(&mut ratios);
-            let (inside, outside) = (median_interval(&mut inside).1, median_interval(&mut outside).1);
+            let [process, http, null] = ms.map(|mut times| median_interval(&mut times).1);
+            let (p_low, p_median, p_high) = median_interval(&mut of_process);
+            let (n_low, n_median, n_high) = median_interval(&mut of_null);
             println!(
-                "  {name:<22} {client:<14} {inside:>6.2} ms {outside:>6.2} ms {:>7.0}% [{:>5.0}%, {:>5.0}%]",
-                median * 100.0,
-                low * 100.0,
-                high * 100.0
+                "  {name:<22} {client:<14} {process:>6.2} ms {http:>6.2} ms {null:>6.2} ms {:>7.0}% [{:>5.0}%, {:>5.0}%] {:>7.0}% [{:>5.0}%, {:>5.0}%]",
+                p_median * 100.0,
+                p_low * 100.0,
+                p_high * 100.0,
+                n_median * 100.0,
+                n_low * 100.0,
+                n_high * 100.0
             );
         }
     }
