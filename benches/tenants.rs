@@ -18,10 +18,14 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
+
+#[path = "support/timing.rs"]
+mod timing;
 use forkcache_engine::PriceTable;
 use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint};
 use forkcache_scenario::synth::{ConversationSpec, growing_conversation_iter};
+use timing::{median_secs, median_secs_prepared};
 
 const TENANT_COUNTS: [usize; 2] = [1, 20_000];
 
@@ -62,12 +66,17 @@ impl Server {
     }
 }
 
-/// Time per request of `step` over `iterations` requests (one clock read around all of them).
-fn per_request(server: &mut Server, iterations: u64, step: fn(&mut Server, &str), request: &str) -> Duration {
-    let start = Instant::now();
+/// `iterations` requests of `step`.
+fn send_all(server: &mut Server, iterations: u64, step: fn(&mut Server, &str), request: &str) {
     for _ in 0..iterations {
         step(server, request);
     }
+}
+
+/// The time of `iterations` requests of `step` (one clock read around all of them).
+fn timed(server: &mut Server, iterations: u64, step: fn(&mut Server, &str), request: &str) -> Duration {
+    let start = Instant::now();
+    send_all(server, iterations, step, request);
     start.elapsed()
 }
 
@@ -86,7 +95,7 @@ fn tenants_group(c: &mut Criterion, request: &str) {
     for tenants in TENANT_COUNTS {
         let mut server = Server::with_tenants(request, tenants);
         group.bench_function(format!("warm_tenant/{tenants}"), |b| {
-            b.iter_custom(|iterations| per_request(&mut server, iterations, warm_tenant, request))
+            b.iter_custom(|iterations| timed(&mut server, iterations, warm_tenant, request))
         });
     }
     group.finish();
@@ -94,18 +103,6 @@ fn tenants_group(c: &mut Criterion, request: &str) {
 
 const PASSES: usize = 7;
 const REQUESTS_PER_PASS: u64 = 200;
-
-/// The median of [`PASSES`] passes of `pass`.
-fn median_of_passes(mut pass: impl FnMut() -> f64) -> f64 {
-    let mut times: Vec<f64> = (0..PASSES).map(|_| pass()).collect();
-    times.sort_by(f64::total_cmp);
-    times[PASSES / 2]
-}
-
-/// Seconds per request of [`REQUESTS_PER_PASS`] requests of `step` on `server`.
-fn pass_on(server: &mut Server, step: fn(&mut Server, &str), request: &str) -> f64 {
-    per_request(server, REQUESTS_PER_PASS, step, request).as_secs_f64() / REQUESTS_PER_PASS as f64
-}
 
 fn print_row(name: &str, [few, many]: [usize; 2], [at_few, at_many]: [f64; 2]) {
     println!(
@@ -121,15 +118,19 @@ fn print_ratios(request: &str) {
         "\ntenants: time per request, median of {PASSES} passes of {REQUESTS_PER_PASS} requests ({} B each):",
         request.len()
     );
+    let per_request = |secs: f64| secs / REQUESTS_PER_PASS as f64;
     // A repeat adds no tenant: one server per tenant count serves every pass.
     let warm = TENANT_COUNTS.map(|tenants| {
         let mut server = Server::with_tenants(request, tenants);
-        median_of_passes(|| pass_on(&mut server, warm_tenant, request))
+        per_request(median_secs(PASSES, || send_all(&mut server, REQUESTS_PER_PASS, warm_tenant, request)))
     });
     print_row("warm_tenant", TENANT_COUNTS, warm);
-    // Each new key adds one: every pass starts from a freshly built server.
+    // Each new key adds one: every pass starts from a freshly built server (not timed).
     let new_keys = TENANT_COUNTS.map(|tenants| {
-        median_of_passes(|| pass_on(&mut Server::with_tenants(request, tenants), new_key, request))
+        let fresh = || Server::with_tenants(request, tenants);
+        per_request(median_secs_prepared(PASSES, fresh, |server| {
+            send_all(server, REQUESTS_PER_PASS, new_key, request)
+        }))
     });
     print_row("new_key", TENANT_COUNTS, new_keys);
 }

@@ -87,6 +87,22 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// `forkcache proxy --addr 127.0.0.1:0` as a process, with what `configure` adds: the child and
+/// the address it printed it listens on.
+pub fn proxy_process(configure: impl FnOnce(&mut std::process::Command)) -> (std::process::Child, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"));
+    command.args(["proxy", "--addr", "127.0.0.1:0"]).stdout(std::process::Stdio::piped());
+    configure(&mut command);
+    let mut child = command.spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let addr = first
+        .strip_prefix("forkcache proxy listening on http://")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{first}"));
+    (child, addr.to_string())
+}
+
 /// A trace's envelopes (its session markers left out).
 pub fn trace_lines(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -1225,19 +1241,9 @@ fn whole_chunks(mut rest: &[u8]) -> Vec<u8> {
 #[test]
 fn the_proxy_keys_fingerprints_with_the_salt_and_finds_a_key_s_stats_through_it() {
     let server = Running::start(ServeConfig::default(), EndpointConfig::default());
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
-        .args(["proxy", "--addr", "127.0.0.1:0", "--upstream", &server.url("")])
-        .env("FORKCACHE_KEY_SALT", "pepper-5678")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let addr = first
-        .strip_prefix("forkcache proxy listening on http://")
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{first}"));
+    let (mut child, addr) = proxy_process(|command| {
+        command.args(["--upstream", &server.url("")]).env("FORKCACHE_KEY_SALT", "pepper-5678");
+    });
     let agent = client();
     let body = cached_request(MODEL, 2_000, "hi", false);
     assert_eq!(post(&agent, &format!("http://{addr}/v1/messages"), Some(KEY), body.as_bytes()).status, 200);

@@ -232,7 +232,6 @@ fn delivered_request_id(agent: &ureq::Agent, url: &str, key: &str, body: &[u8]) 
 #[test]
 fn item4_kill_9_of_the_proxy_under_24_clients_loses_only_the_last_moments_exchanges() {
     use std::collections::BTreeSet;
-    use std::io::BufRead as _;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Instant;
@@ -246,18 +245,9 @@ fn item4_kill_9_of_the_proxy_under_24_clients_loses_only_the_last_moments_exchan
     let dir = crate::proxy::scratch("proxy-kill9");
     let trace = dir.join("proxy.jsonl");
     let server = Running::start(ServeConfig::default(), EndpointConfig::default());
-    let mut proxy = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
-        .args(["proxy", "--addr", "127.0.0.1:0", "--quiet", "--upstream", &server.url(""), "--trace"])
-        .arg(&trace)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(proxy.stdout.take().unwrap()).read_line(&mut first).unwrap();
-    let addr = first
-        .strip_prefix("forkcache proxy listening on http://")
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{first}"));
+    let (mut proxy, addr) = crate::proxy::proxy_process(|command| {
+        command.args(["--quiet", "--upstream", &server.url(""), "--trace"]).arg(&trace);
+    });
     let url = format!("http://{addr}/v1/messages");
     let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..CLIENTS)
@@ -286,7 +276,8 @@ fn item4_kill_9_of_the_proxy_under_24_clients_loses_only_the_last_moments_exchan
     let delivered: Vec<(String, Instant)> = clients.into_iter().flat_map(|c| c.join().unwrap()).collect();
     assert!(delivered.len() > 200, "the load ran: {} exchanges", delivered.len());
 
-    let text = String::from_utf8_lossy(&std::fs::read(&trace).unwrap()).into_owned();
+    let bytes = std::fs::read(&trace).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     let envelopes: Vec<serde_json::Value> =
         lines.iter().filter_map(|line| serde_json::from_str(line).ok()).collect();
@@ -308,7 +299,6 @@ fn item4_kill_9_of_the_proxy_under_24_clients_loses_only_the_last_moments_exchan
         oldest < Duration::from_secs(1),
         "an exchange delivered {oldest:?} before the kill is not in the trace"
     );
-    let bytes = std::fs::read(&trace).unwrap();
     let report = forkcache_ingest::replay::replay(
         &forkcache_ingest::replay::ReplayConfig::default(),
         forkcache_engine::billing::PriceTable::builtin(),

@@ -101,8 +101,7 @@ pub fn explain_request(
     // pre-warms have none.
     let lines: Vec<TraceLine> = read_trace(trace.as_bytes())
         .filter_map(|entry| match entry {
-            TraceEntry::Request(line) if !line.prewarm => Some(line),
-            TraceEntry::Request(_) => None,
+            TraceEntry::Request(line) => (!line.prewarm).then_some(line),
             TraceEntry::Session { .. } | TraceEntry::Unreadable(_) => None,
         })
         .collect();

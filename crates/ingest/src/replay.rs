@@ -573,10 +573,8 @@ impl<'c> Replayer<'c> {
             held.batch.entries().get(waiting.entry)
         {
             let (endpoint, sketch) = (&mut self.endpoint, &mut self.sketch);
-            let record = replay_line(endpoint, sketch, line, keys.as_ref(), waiting.at);
-            if let Some(index) = waiting.index {
-                self.records.push(ReplayRecord { index, ..record });
-            }
+            let record = replay_line(endpoint, sketch, waiting.index, line, keys.as_ref(), waiting.at);
+            self.records.extend(record);
         }
     }
 
@@ -691,15 +689,16 @@ fn add_store_stats(into: &mut StoreStats, session: &StoreStats) {
 }
 
 /// Prices one line; `keys` are its blocks' memo keys when the parsing thread hashed them (its
-/// prompt is then rendered from `sketch`, the run's last requests). The record's `index` is the
-/// caller's to set.
+/// prompt is then rendered from `sketch`, the run's last requests). A line with no `index` (a
+/// pre-warm) changes the cache and makes no record.
 fn replay_line(
     endpoint: &mut MockEndpoint,
     sketch: &mut RenderSketch,
+    index: Option<usize>,
     line: &TraceLine,
     keys: Option<&BlockKeys>,
     at: SimTime,
-) -> ReplayRecord {
+) -> Option<ReplayRecord> {
     let reply = Reply { output_tokens: Some(line.output_tokens.unwrap_or(0)), ..Reply::input_only() };
     let call = Call {
         body: &[],
@@ -724,10 +723,11 @@ fn replay_line(
         },
         TraceBody::Rejected(error) => (None, Err(error.clone())),
     };
+    let index = index?;
     let result = result.map(|exchange| exchange.record);
     let recorded =
         line.recorded.as_ref().map(|usage| score(endpoint, model.as_deref(), &result, usage, line));
-    ReplayRecord { index: 0, line: line.line, at, model, result, recorded }
+    Some(ReplayRecord { index, line: line.line, at, model, result, recorded })
 }
 
 /// A recorded usage priced and compared with the prediction.

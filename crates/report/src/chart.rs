@@ -817,15 +817,6 @@ pub(crate) struct PixelBox {
     pub bottom: i32,
 }
 
-impl PlacedMark {
-    /// Width and height of its text, in pixels.
-    #[cfg(test)]
-    pub(crate) fn size(&self) -> (u32, u32) {
-        let b = &self.bounds;
-        ((b.right - b.left) as u32, (b.bottom - b.top) as u32)
-    }
-}
-
 impl PixelBox {
     /// Whether the two share a pixel.
     pub(crate) fn overlaps(&self, other: &PixelBox) -> bool {
@@ -851,6 +842,15 @@ pub(crate) struct PlacedMark {
     pub text: String,
     pub bounds: PixelBox,
     pub column_top: (i32, i32),
+}
+
+impl PlacedMark {
+    /// Width and height of its text, in pixels.
+    #[cfg(test)]
+    pub(crate) fn size(&self) -> (u32, u32) {
+        let b = &self.bounds;
+        ((b.right - b.left) as u32, (b.bottom - b.top) as u32)
+    }
 }
 
 /// Room between a mark and what it sits on, in pixels.
@@ -907,8 +907,7 @@ fn place_marks<DB: DrawingBackend>(
         .collect();
     let mut labels = Vec::new();
     let mut texts = Vec::new();
-    for column in chart.columns.iter().filter(|c| c.mark.is_some()) {
-        let text = column.mark.clone().unwrap_or_default();
+    for (column, text) in chart.columns.iter().filter_map(|c| Some((c, c.mark.clone()?))) {
         let size = root.estimate_text_size(&text, &mark_style()).map_err(|e| e.to_string())?;
         labels.push(Label { anchor: ctx.backend_coord(&(column.at, total(column))), size });
         texts.push(text);

@@ -17,7 +17,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use forkcache_wire::ApiError;
 
 /// The `request-id` of a refusal no request was parsed for.
-pub(crate) const UNPARSED_REQUEST_ID: &str = "req_fc_unparsed";
+const UNPARSED_REQUEST_ID: &str = "req_fc_unparsed";
+
+/// The longest bare refusal hyper writes (a status line, `connection`, `content-length` and
+/// `date`, about 110 bytes): anything longer is not one, and is passed on without a look.
+const BARE_REFUSAL_MAX_BYTES: usize = 256;
 
 /// Writes through to `inner`, except hyper's own bare refusals (see the module docs).
 pub(crate) struct ShapedRefusals<T> {
@@ -39,20 +43,32 @@ impl<T> ShapedRefusals<T> {
     }
 }
 
-/// The API-shaped response for `head` when it is one of hyper's bare refusals.
-fn shaped(head: &[u8]) -> Option<Vec<u8>> {
-    const EMPTY_BODY: &str = "\r\ncontent-length: 0\r\n";
-    let text = std::str::from_utf8(head).ok()?;
-    let status: u16 = text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()?;
-    if !text.ends_with("\r\n\r\n") || !text.contains(EMPTY_BODY) {
+const EMPTY_BODY: &str = "\r\ncontent-length: 0\r\n";
+
+/// The status and message of `head` when it is one of hyper's bare refusals. Every response
+/// write passes here, so the common case (a body, or a head with one) is settled by its length
+/// and first bytes, before any text is read.
+fn bare_refusal(head: &[u8]) -> Option<(u16, &'static str)> {
+    if head.len() > BARE_REFUSAL_MAX_BYTES || !head.starts_with(b"HTTP/1.1 4") || !head.ends_with(b"\r\n\r\n")
+    {
         return None;
     }
-    let message = match status {
-        400 => "malformed HTTP request: its request line or a header could not be parsed",
-        414 => "the request's URI is too long",
-        431 => "the request's header fields are too large",
-        _ => return None,
-    };
+    let text = std::str::from_utf8(head).ok()?;
+    if !text.contains(EMPTY_BODY) {
+        return None;
+    }
+    match text.get(9..12)? {
+        "400" => Some((400, "malformed HTTP request: its request line or a header could not be parsed")),
+        "414" => Some((414, "the request's URI is too long")),
+        "431" => Some((431, "the request's header fields are too large")),
+        _ => None,
+    }
+}
+
+/// The API-shaped response for `head` when it is one of hyper's bare refusals.
+fn shaped(head: &[u8]) -> Option<Vec<u8>> {
+    let (status, message) = bare_refusal(head)?;
+    let text = std::str::from_utf8(head).ok()?;
     let body = ApiError::with_status(status, message).to_json(UNPARSED_REQUEST_ID);
     let headers = format!(
         "\r\ncontent-type: application/json\r\nrequest-id: {UNPARSED_REQUEST_ID}\r\ncontent-length: {}\r\n",
@@ -111,7 +127,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ShapedRefusals<T> {
         // A bare refusal is a head alone: one non-empty slice.
         let mut filled = bufs.iter().filter(|buf| !buf.is_empty());
         if let (Some(only), None) = (filled.next(), filled.next()) {
-            if self.rewriting.is_some() || shaped(only).is_some() {
+            if self.rewriting.is_some() || bare_refusal(only).is_some() {
                 return self.write(cx, only);
             }
         }
