@@ -15,7 +15,7 @@ set -euo pipefail
 source "$(dirname "$0")/clients/common.sh"
 CORPUS="$ROOT/../shared/corpus"
 MIN_PROVABLE_BREAKS=22
-MIN_BREAKS=25
+MIN_BREAKS=26
 MIN_CAPTURES=108
 if [[ ! -d "$CORPUS/transcripts" || ! -d "$CORPUS/captures/envelopes" ]]; then
   echo "SKIPPED: ../shared/corpus is absent; docs/fidelity.md is not regenerated"

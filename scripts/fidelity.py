@@ -315,6 +315,11 @@ EVIDENCE = [
     "tell them apart, so the prediction does not predict that break. What it does use: the read "
     "after such a break is the stable prefix, grown by the loaded tools (93 tokens in 4 sessions, "
     "8,399 in one) for the rest of the session, so a later compaction or expiry reads that.",
+    "- **Effort**: in `main-2.1.87-opus46-ratelimit` the user ran `/effort max`, and the next "
+    "request read 12,803 tokens, exactly the session's first read (system prompt and tools), and "
+    "wrote the whole conversation anew: the reference's rule (the effort is rendered into the "
+    "prompt; a change misses every message-level breakpoint) as it stood for that model. A turn "
+    "after another `/effort` level is predicted to read the stable prefix (`effort_changed`).",
     "- **Server tools**: a web search's results are input the request's bytes do not carry; "
     "such requests are counted and left out of capture agreement.",
     "",

@@ -438,6 +438,34 @@ fn a_turn_in_another_working_directory_breaks_as_system_changed() {
     assert_eq!(document["totals"]["breaks"], serde_json::json!({"system_changed": 1}));
 }
 
+/// `effort_changed.jsonl` (Opus 4.6, main chain, 1-hour writes): req_1 reads 12,800 (the
+/// account's warm stable prefix) and writes 2,000. The user then runs `/effort max`; the API
+/// renders the effort ahead of the messages, so req_2 reads only the stable prefix: 12,800 of the
+/// 14,800 cached. A second `/effort max` sets the level already in force: req_3 reads all
+/// 12,800 + 2,400 = 15,200 that req_2 left.
+#[test]
+fn another_effort_level_breaks_as_effort_changed() {
+    let (code, document) = import("effort_changed.jsonl", &[]);
+    assert_eq!(code, 0);
+    let all = requests(&document);
+    let changed = request(&all, "req_2");
+    // Lost 14,800 − 12,800 = 2,000; extra 2,000 × (1h write $10 − read $0.50) / M = $0.019.
+    assert_eq!(changed["break"]["cause"], "effort_changed");
+    assert_eq!(changed["break"]["tokens_lost"], 2_000);
+    assert_eq!(changed["break"]["extra_cost_usd"], 0.019);
+    // The prediction sends the history anew after the stable prefix req_1 showed: 12,800, as
+    // recorded; the baseline guesses 14,800.
+    assert_eq!(changed["predicted"]["usage"]["cache_read_input_tokens"], 12_800);
+    assert_eq!(
+        (changed["agreement"].as_bool(), changed["baseline_agreement"].as_bool()),
+        (Some(true), Some(false))
+    );
+    let same_level = request(&all, "req_3");
+    assert_eq!(same_level["break"], Value::Null);
+    assert_eq!(same_level["predicted"]["usage"]["cache_read_input_tokens"], 15_200);
+    assert_eq!(document["totals"]["breaks"], serde_json::json!({"effort_changed": 1}));
+}
+
 /// `fixtures/transcripts/claude-parser-opus-4-1-session.jsonl` (see its README): a real Claude
 /// Code 1.0.89 session on Opus 4.1, 98 lines, 24 requests on the main chain. Its totals, as the
 /// independent reader `tests/claude_code_totals.py` sums them: 124 uncached, 404,173 read,

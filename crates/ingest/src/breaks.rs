@@ -25,6 +25,9 @@ pub enum BreakCause {
     /// The user's turn started in another working directory: the system prompt names it
     /// (the API's cache-diagnostics name for a changed system prompt).
     SystemChanged,
+    /// The user set another effort level (`/effort`): the effort is rendered into the prompt
+    /// ahead of the messages.
+    EffortChanged,
     /// Tool search loaded deferred tools (`deferred_tools_delta`).
     ToolSearchLoaded,
     /// The MCP servers' instructions changed (`mcp_instructions_delta`).
@@ -52,6 +55,7 @@ impl BreakCause {
             BreakCause::Compacted => "compacted",
             BreakCause::Expired => "expired",
             BreakCause::SystemChanged => "system_changed",
+            BreakCause::EffortChanged => "effort_changed",
             BreakCause::ToolSearchLoaded => "tool_search_loaded",
             BreakCause::McpInstructionsChanged => "mcp_instructions_changed",
             BreakCause::TaskNotification => "task_notification",
@@ -113,6 +117,8 @@ fn cause(previous: &Turn, this: &Turn, gap_ms: u64, ttl: Ttl, events: &[Event]) 
     let seen = |wanted: Event| events.contains(&wanted);
     if seen(Event::WorkingDirectoryChanged) {
         BreakCause::SystemChanged
+    } else if seen(Event::EffortChanged) {
+        BreakCause::EffortChanged
     } else if seen(Event::ToolSearchLoaded) {
         BreakCause::ToolSearchLoaded
     } else if seen(Event::McpInstructionsChanged) {
@@ -182,5 +188,10 @@ mod tests {
         assert_eq!(cause(this("a", 300_001), Ttl::FiveMinutes, &moved), BreakCause::Expired);
         assert_eq!(cause(this("a", 1_000), Ttl::FiveMinutes, &moved), BreakCause::SystemChanged);
         assert_eq!(BreakCause::SystemChanged.name(), "system_changed");
+        // Another effort level comes after a changed system prompt, before tool loads.
+        let effort = [Event::TaskNotification, Event::ToolSearchLoaded, Event::EffortChanged];
+        assert_eq!(cause(this("a", 1_000), Ttl::OneHour, &effort), BreakCause::EffortChanged);
+        assert_eq!(cause(this("a", 1_000), Ttl::OneHour, &[effort[2], moved[2]]), BreakCause::SystemChanged);
+        assert_eq!(BreakCause::EffortChanged.name(), "effort_changed");
     }
 }

@@ -7,9 +7,10 @@
 //! one block per request holding that request's growth (`forkcache_tokens`), with the last block
 //! marked. A request's total input is known from the transcript, so the block it adds is the
 //! total minus what the chain already held. A compaction replaces the history by one summary
-//! block; a turn in another working directory sends the whole history anew (Claude Code's
-//! system prompt names the directory, after the stable prefix); a fork child starts from its parent's context at the spawning request; a model switch
-//! changes the model and so the cache scope.
+//! block; a turn in another working directory or at another effort level sends the whole
+//! history anew (Claude Code's system prompt names the directory after the stable prefix, and
+//! the API renders the effort ahead of the messages); a fork child starts from its parent's
+//! context at the spawning request; a model switch changes the model and so the cache scope.
 //!
 //! The endpoint's read is the prediction; the rest of a request's input is split into uncached
 //! and written as its chain's previous request split it (a chain's first request: as the latest
@@ -173,8 +174,9 @@ pub struct AccountView {
     model_prefix: HashMap<String, u64>,
     /// Per request id: the stable prefix size and TTL to start its chain with.
     chain_starts: HashMap<String, ChainStart>,
-    /// Per request id of a turn in another working directory: the stable prefix size earlier
-    /// requests of its kind showed, when they showed one.
+    /// Per request id of a request whose prompt changed right after the stable prefix (a turn in
+    /// another working directory, another effort level): the stable prefix size earlier requests
+    /// of its kind showed, when they showed one.
     system_resets: HashMap<String, u64>,
 }
 
@@ -237,7 +239,7 @@ impl AccountView {
                     ChainStart { stable_tokens, ttl, tail_tokens },
                 );
             }
-            if request.request.events.contains(&Event::WorkingDirectoryChanged) {
+            if request.request.events.iter().any(Event::resends_history) {
                 if let Some(&stable_tokens) = floor_read.get(&kind) {
                     view.system_resets.insert(request.request.request_id.clone(), stable_tokens);
                 }
@@ -751,8 +753,9 @@ fn stable_within(tokens: u64, total: u64) -> u64 {
     tokens.min(total.saturating_sub(1))
 }
 
-/// Applies what the transcript says happened before this request: a compaction or a turn in
-/// another working directory (the history sent anew after the stable prefix), a model switch,
+/// Applies what the transcript says happened before this request: a compaction, or a turn in
+/// another working directory or at another effort level (the history sent anew after the stable
+/// prefix), a model switch,
 /// an idle gap past the chain's TTL, the chain's current TTL, then the growth to this request's
 /// total input. Returns whether the chain lost its own cache ([`warmth`]): then its stable
 /// prefix is the one the account keeps warm on the model, as the chain (else the import) showed
@@ -774,8 +777,9 @@ fn advance(
     if compacted {
         // The summary replaces the history: the growth below is the summary.
         state.history.clear();
-    } else if request.request.events.contains(&Event::WorkingDirectoryChanged) {
-        // The system prompt changed after the stable prefix: every block after it is sent anew,
+    } else if request.request.events.iter().any(Event::resends_history) {
+        // The prompt changed after the stable prefix (the system prompt's working directory, an
+        // effort level rendered ahead of the messages): every block after it is sent anew,
         // so the growth below is the whole conversation as one new block. What stays is the
         // stable prefix, as large as earlier requests showed it.
         state.history.clear();

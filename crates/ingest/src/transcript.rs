@@ -65,6 +65,19 @@ pub enum Event {
     /// Code writes the working directory into its system prompt when a turn starts, so the
     /// prompt changes after the stable prefix (system prompt head and tools).
     WorkingDirectoryChanged,
+    /// The user set another effort level (`/effort`, whose output says `Set effort level to
+    /// <level>`): the API renders the effort into the prompt, and a change misses every
+    /// message-level breakpoint while tools and system stay cached (the reference's thinking and
+    /// effort rows, and its worked example of a budget change).
+    EffortChanged,
+}
+
+impl Event {
+    /// Whether the prompt changed right after the stable prefix (system prompt head and tools),
+    /// so that every block after it is sent anew.
+    pub fn resends_history(&self) -> bool {
+        matches!(self, Event::WorkingDirectoryChanged | Event::EffortChanged)
+    }
 }
 
 /// A sub-agent chain's origin: the request whose `Agent` tool call spawned it.
@@ -474,6 +487,8 @@ pub struct TranscriptReader {
     pending_events: HashMap<(String, Chain), Vec<Event>>,
     // Per (session, chain): the working directory of its last user turn.
     turn_cwds: HashMap<(String, Chain), String>,
+    /// The effort level each chain last set with `/effort`.
+    efforts: HashMap<(String, Chain), String>,
     user_times: HashMap<String, EpochMs>,
     // Agent tool_use id → the request that made it; agent ids named by tool results.
     spawning_calls: HashMap<String, (String, String)>,
@@ -497,6 +512,7 @@ impl TranscriptReader {
             by_id: HashMap::new(),
             pending_events: HashMap::new(),
             turn_cwds: HashMap::new(),
+            efforts: HashMap::new(),
             user_times: HashMap::new(),
             spawning_calls: HashMap::new(),
             spawns: BTreeMap::new(),
@@ -630,6 +646,9 @@ impl TranscriptReader {
         if content.contains("\"tool_reference\"") {
             self.push_event(session.clone(), chain.clone(), Event::ToolSearchLoaded);
         }
+        if let Some(level) = effort_set(content) {
+            self.note_effort(session.clone(), chain.clone(), level);
+        }
         if !content.contains("tool_result") {
             self.note_turn_cwd(line, session, chain);
             return Ok(());
@@ -665,6 +684,18 @@ impl TranscriptReader {
                 self.turn_cwds.insert(key, cwd.to_string());
             }
         }
+    }
+
+    /// An effort level set by `/effort`: an event when it differs from the level the chain last
+    /// set. The level in force before a chain's first `/effort` is the client's setting, which
+    /// the transcript does not hold: the first one counts as a change.
+    fn note_effort(&mut self, session: String, chain: Chain, level: &str) {
+        let key = (session, chain);
+        if self.efforts.get(&key).is_some_and(|last| last == level) {
+            return;
+        }
+        self.efforts.insert(key.clone(), level.to_string());
+        self.push_event(key.0, key.1, Event::EffortChanged);
     }
 
     /// A `progress` line: an `agent_progress` echo is the sub-agent's assistant line.
@@ -830,6 +861,15 @@ fn agent_id_in_text(content: &str) -> Option<String> {
     let id: String =
         rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
     (!id.is_empty()).then_some(id)
+}
+
+/// The level in `<local-command-stdout>Set effort level to <level>`, what `/effort` prints when
+/// it took effect (a bare `/effort` that only showed the level prints something else).
+fn effort_set(content: &str) -> Option<&str> {
+    const SET: &str = "<local-command-stdout>Set effort level to ";
+    let rest = &content[content.find(SET)? + SET.len()..];
+    let level = &rest[..rest.find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(rest.len())];
+    (!level.is_empty()).then_some(level)
 }
 
 /// `2026-04-02T08:45:12.345Z` (fraction and `Z` optional, or a `±hh:mm` offset) → ms since the
