@@ -354,7 +354,7 @@ pub fn mistakes_table(runs: &[forkcache_scenario::SuiteRun]) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<20} {:>10}  {:>16}  {:>7}  {:<56} cache misses",
+        "{:<20} {:>10}  {:>16}  {:>7}  {:<56} cache misses, why",
         "mistake", "done right", "with the mistake", "extra", "what"
     );
     let report_of = |name: &str| runs.iter().find(|run| run.fixture.name == name).map(|run| &run.report);
@@ -364,7 +364,7 @@ pub fn mistakes_table(runs: &[forkcache_scenario::SuiteRun]) -> String {
         };
         let (bad_cost, good_cost) = (bad.totals.cost_nanousd, good.totals.cost_nanousd);
         let extra = if good_cost > 0 { 100.0 * (bad_cost as f64 / good_cost as f64 - 1.0) } else { 0.0 };
-        let misses = bad.totals.misses.iter().map(|(cause, n)| format!("{n} {}", cause.name()));
+        let misses = bad.totals.misses.iter().map(|(cause, n)| format!("{n} {}", cause.plain()));
         let _ = writeln!(
             out,
             "{:<20} {:>10}  {:>16}  {:>6.1}%  {:<56} {}",
@@ -461,6 +461,9 @@ mod tests {
             "naive",
             "declared declared",
             "forks identical",
+            "prefix_changed",
+            "not_yet_visible",
+            "lookback_exceeded",
         ] {
             assert!(!printed.contains(jargon), "{jargon:?} in:\n{printed}");
         }

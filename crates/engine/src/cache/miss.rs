@@ -80,6 +80,21 @@ impl MissCause {
             MissCause::NoBreakpoint => "no_breakpoint",
         }
     }
+
+    /// The cause in a few plain words, for tables read by people rather than programs.
+    pub fn plain(self) -> &'static str {
+        match self {
+            MissCause::Cold => "evicted",
+            MissCause::NotWritten => "never written",
+            MissCause::PrefixChanged => "prompt changed",
+            MissCause::ModelChanged => "other model",
+            MissCause::BelowMinimum => "under the minimum",
+            MissCause::LookbackExceeded => "beyond the 20-block lookback",
+            MissCause::Expired => "expired",
+            MissCause::NotYetVisible => "not written yet",
+            MissCause::NoBreakpoint => "no marker",
+        }
+    }
 }
 
 impl MissCause {
