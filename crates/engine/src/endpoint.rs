@@ -21,8 +21,8 @@ use crate::cache::{
 };
 use crate::clock::SimTime;
 use crate::prompt::{
-    BlockContext, BlockInfo, BlockKeys, BuildPassThrough, Prompt, PromptConfig, PromptRef, RenderCounts,
-    RenderSketch, Renderer, ToolChanges, validate_breakpoints,
+    BlockContext, BlockInfo, BlockKeys, BuildPassThrough, KeptBlocks, Prompt, PromptConfig, PromptRef,
+    RenderCounts, RenderSketch, Renderer, ToolChanges, validate_breakpoints,
 };
 use crate::tokenize::{TokenizerKind, TokenizerUnavailable};
 
@@ -312,6 +312,17 @@ impl MockEndpoint {
     /// Cache entry counters.
     pub fn cache_stats(&self) -> StoreStats {
         self.cache.stats()
+    }
+
+    /// Hands over the facts of every block seen so far ([`Renderer::keep_blocks`]).
+    pub fn keep_blocks(&mut self) -> KeptBlocks {
+        self.renderer.keep_blocks()
+    }
+
+    /// Takes over block facts another endpoint gathered under the same prompt settings
+    /// ([`Renderer::adopt_blocks`]).
+    pub fn adopt_blocks(&mut self, kept: KeptBlocks) {
+        self.renderer.adopt_blocks(kept);
     }
 
     /// How the prompts rendered so far were built: whole, or resumed from a kept request. Every

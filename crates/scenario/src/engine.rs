@@ -16,6 +16,7 @@ pub use delegate::TASK_MAX_ROUNDS;
 use forkcache_engine::billing::PriceTable;
 use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, MockEndpoint};
+use forkcache_engine::prompt::KeptBlocks;
 use forkcache_engine::prompt::Ttl;
 use forkcache_engine::verify::{SiblingCheck, check_siblings};
 use forkcache_wire::{Betas, Reply, Role};
@@ -38,11 +39,26 @@ pub fn run(
     config: &RunConfig,
     prices: &PriceTable,
 ) -> Result<ScenarioReport, ScenarioError> {
+    run_with_blocks(spec, config, prices, &mut None)
+}
+
+/// Runs a scenario starting from the block facts an earlier run left in `blocks`, and leaves
+/// its own there (on success) for the next: runs that send the same blocks inspect each once.
+/// The report is the same as [`run`]'s.
+pub fn run_with_blocks(
+    spec: &ScenarioSpec,
+    config: &RunConfig,
+    prices: &PriceTable,
+    blocks: &mut Option<KeptBlocks>,
+) -> Result<ScenarioReport, ScenarioError> {
     spec.validate()?;
     if !prices.resolve(&spec.model).known {
         return Err(ScenarioError::spec("model", format!("{:?} is not in the price table", spec.model)));
     }
     let mut engine = Engine::new(spec, config, prices)?;
+    if let Some(kept) = blocks.take() {
+        engine.endpoint.adopt_blocks(kept);
+    }
     if spec.timeline.is_empty() {
         return Err(ScenarioError::spec(
             "timeline",
@@ -53,6 +69,7 @@ pub fn run(
         engine.event(index, event)?;
     }
     engine.drain(None)?;
+    *blocks = Some(engine.endpoint.keep_blocks());
     Ok(engine.finish(prices))
 }
 

@@ -27,7 +27,7 @@ pub mod synth;
 
 pub use delegation::{REPORT_TOKENS, TASK_TOKENS, WAYS, Way, baseline_spec, delegation_spec};
 pub use engine::TASK_MAX_ROUNDS;
-pub use engine::run;
+pub use engine::{run, run_with_blocks};
 pub use generate::{Generator, stream, tool_mix};
 pub use record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
 pub use report::{ScenarioReport, ScenarioTotals};

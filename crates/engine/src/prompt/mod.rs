@@ -41,8 +41,9 @@ pub use builder::{Checkpoint, PromptBuilder};
 pub use hash::{BuildPassThrough, PassThrough, chain, content_hash, namespaced_hash, salt_hash};
 pub use memo::{BlockMemo, MEMO_LIMIT};
 pub use render::{
-    BILLING_HEADER_PREFIX, BlockKeys, DeferredTools, ImageRule, MAX_BREAKPOINTS, PromptConfig, RenderCounts,
-    RenderSketch, Renderer, SaltInputs, ToolChanges, ToolPromptSize, tool_prompt_size, validate_breakpoints,
+    BILLING_HEADER_PREFIX, BlockKeys, DeferredTools, ImageRule, KeptBlocks, MAX_BREAKPOINTS, PromptConfig,
+    RenderCounts, RenderSketch, Renderer, SaltInputs, ToolChanges, ToolPromptSize, tool_prompt_size,
+    validate_breakpoints,
 };
 pub use render::{content_keys, tool_keys};
 

@@ -162,6 +162,14 @@ impl std::ops::AddAssign for RenderCounts {
     }
 }
 
+/// The block facts one renderer gathered, tagged with the settings they were computed under:
+/// runs that render the same blocks one after another (a sweep's cells on one worker) inspect
+/// each block once instead of once per run. Results never depend on it.
+pub struct KeptBlocks {
+    fingerprint: u128,
+    memo: BlockMemo,
+}
+
 /// Turns request views into prompts, remembering every block it has seen.
 pub struct Renderer {
     config: PromptConfig,
@@ -180,6 +188,20 @@ impl Renderer {
         let fingerprint = content_hash(format!("{config:?}/{}", tokenizer.name()).as_bytes());
         let (memo, items, counts) = (BlockMemo::default(), Vec::new(), RenderCounts::default());
         Renderer { config, tokenizer, memo, items, counts, fingerprint }
+    }
+
+    /// Hands over the facts of every block seen so far, to a renderer of another run
+    /// ([`Renderer::adopt_blocks`]); this one starts over with an empty memo.
+    pub fn keep_blocks(&mut self) -> KeptBlocks {
+        KeptBlocks { fingerprint: self.fingerprint, memo: std::mem::take(&mut self.memo) }
+    }
+
+    /// Takes over the facts `kept` holds when they were computed under the same settings and
+    /// tokenizer (a block's facts depend on nothing else); otherwise keeps its own memo.
+    pub fn adopt_blocks(&mut self, kept: KeptBlocks) {
+        if kept.fingerprint == self.fingerprint {
+            self.memo = kept.memo;
+        }
     }
 
     /// How the prompts rendered so far were built.

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use forkcache_engine::billing::PriceTable;
+use forkcache_engine::prompt::KeptBlocks;
 use forkcache_scenario::{RequestRole, RunConfig, ScenarioTotals};
 
 use super::SweepError;
@@ -168,10 +169,14 @@ pub fn stream(
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let worker = || {
+        // Cells resend the same system prompt, tools and history: each worker inspects a block
+        // once, not once per cell. Rows do not depend on it (a block's facts are a function of
+        // its bytes and the settings), so neither do the files, whatever the thread count.
+        let mut blocks = None;
         while !stop.load(Ordering::Relaxed) {
             let at = next.fetch_add(1, Ordering::Relaxed);
             let Some(cell) = mine.get(at) else { break };
-            let row = run_cell(spec, cell, prices);
+            let row = run_cell(spec, cell, prices, &mut blocks);
             on_cell_done();
             let mut order = order.lock().expect("a worker panicked while handing over rows");
             if order.accept(at, row).is_err() {
@@ -259,11 +264,16 @@ fn check_models(spec: &SweepSpec, prices: &PriceTable) -> Result<(), SweepError>
 
 /// One cell: its scenario, priced, summed. Byte verification is off (sweeps measure cost; the
 /// fixture suite checks identity); the naive pricing is on (savings need it).
-fn run_cell(spec: &SweepSpec, cell: &SweepCell, prices: &PriceTable) -> Result<SweepRow, SweepError> {
+fn run_cell(
+    spec: &SweepSpec,
+    cell: &SweepCell,
+    prices: &PriceTable,
+    blocks: &mut Option<KeptBlocks>,
+) -> Result<SweepRow, SweepError> {
     let scenario = spec.scenario_for(cell);
     let mut config = RunConfig::for_spec(&scenario);
     config.verify = false;
-    let report = forkcache_scenario::run(&scenario, &config, prices)
+    let report = forkcache_scenario::run_with_blocks(&scenario, &config, prices, blocks)
         .map_err(|source| SweepError::Cell { cell: cell.index, source })?;
     let role = match cell.subagents {
         Subagents::Fork => RequestRole::Fork,

@@ -49,19 +49,33 @@ impl Block {
     /// requests decide where their markers go.
     #[allow(clippy::expect_used)] // the agent serializes its own JSON values, which always form valid JSON
     pub fn from_value(value: &Value) -> BlockRef {
-        let text = serde_json::to_string(value).expect("a JSON value serializes");
-        let kind = kind_of(value);
-        let tokens = value
-            .get(DECLARED_TOKENS_KEY)
-            .and_then(Value::as_u64)
-            .unwrap_or_else(|| (text.len() as u64).div_ceil(4));
-        let raw = RawValue::from_string(text).expect("serialized JSON is valid");
-        Arc::new(Block { raw, marked: Default::default(), kind, tokens, stub: None })
+        // Serialized straight into its raw form: the bytes are serde_json's own, so they need no
+        // second pass to check them.
+        let raw = serde_json::value::to_raw_value(value).expect("a JSON value serializes");
+        let declared = value.get(DECLARED_TOKENS_KEY).and_then(Value::as_u64);
+        Block::from_raw(raw, kind_of(value), declared)
     }
 
-    /// A text block; `tokens` declares its size instead of counting it.
+    /// A text block; `tokens` declares its size instead of counting it. The same bytes as
+    /// [`Block::from_value`] of `{"type":"text","text":…}` with the declared size appended, built
+    /// without a JSON tree (sweeps build thousands per cell).
     pub fn text(text: &str, tokens: Option<u64>) -> BlockRef {
-        Block::from_value(&with_tokens(json!({"type": "text", "text": text}), tokens))
+        #[derive(serde::Serialize)]
+        struct TextBlock<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            text: &'a str,
+            #[serde(rename = "forkcache_tokens", skip_serializing_if = "Option::is_none")]
+            tokens: Option<u64>,
+        }
+        let block = TextBlock { kind: "text", text, tokens };
+        let raw = serde_json::value::to_raw_value(&block).expect("a text block serializes");
+        Block::from_raw(raw, BlockKind::Text, tokens)
+    }
+
+    fn from_raw(raw: Box<RawValue>, kind: BlockKind, declared: Option<u64>) -> BlockRef {
+        let tokens = declared.unwrap_or_else(|| (raw.get().len() as u64).div_ceil(4));
+        Arc::new(Block { raw, marked: Default::default(), kind, tokens, stub: None })
     }
 
     /// The same block with a stub the content-replacement budget may use instead.
@@ -185,5 +199,17 @@ mod tests {
     fn undeclared_size_is_a_bytes_over_four_estimate() {
         // {"type":"text","text":"abcd"} is 29 bytes → ⌈29 / 4⌉ = 8.
         assert_eq!(Block::text("abcd", None).tokens, 8);
+    }
+
+    #[test]
+    fn a_text_block_has_the_bytes_of_its_json_value() {
+        // Quotes, a newline, a control character and non-ASCII text, with and without a size.
+        for text in ["plain", "say \"hi\"\nthen \u{1} go", "naïve — ok", ""] {
+            for tokens in [None, Some(12)] {
+                let value = with_tokens(json!({"type": "text", "text": text}), tokens);
+                assert_eq!(Block::text(text, tokens).json(), Block::from_value(&value).json());
+            }
+        }
+        assert_eq!(DECLARED_TOKENS_KEY, "forkcache_tokens", "the name TextBlock serializes");
     }
 }

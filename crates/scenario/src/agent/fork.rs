@@ -5,8 +5,10 @@
 //! the fixed boilerplate. With [`ForkVariant::AllToolUses`] every sibling carries every
 //! `tool_use` and every placeholder, so siblings differ only inside the directive block.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::block::{Block, BlockKind, BlockRef, Message, with_tokens};
 
@@ -74,14 +76,26 @@ pub fn placeholder_result(tool_use: &BlockRef, tokens: Option<u64>) -> BlockRef 
 
 /// The `tool_use_id` a `tool_result` block answers.
 pub fn tool_result_id(block: &BlockRef) -> Option<String> {
-    let value: Value = serde_json::from_str(block.json()).ok()?;
-    value.get("tool_use_id").and_then(Value::as_str).map(str::to_string)
+    ids_of(block)?.tool_use_id.map(Cow::into_owned)
 }
 
 /// The `id` of a `tool_use` block.
 pub fn tool_use_id(block: &BlockRef) -> Option<String> {
-    let value: Value = serde_json::from_str(block.json()).ok()?;
-    value.get("id").and_then(Value::as_str).map(str::to_string)
+    ids_of(block)?.id.map(Cow::into_owned)
+}
+
+/// A block's two id fields, read without building the rest of it (a fork's request looks up
+/// every `tool_use` of the spawning message, whose inputs can be long).
+#[derive(Deserialize)]
+struct BlockIds<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_use_id: Option<Cow<'a, str>>,
+}
+
+fn ids_of(block: &BlockRef) -> Option<BlockIds<'_>> {
+    serde_json::from_str(block.json()).ok()
 }
 
 /// The two messages a fork appends to the parent's last request.

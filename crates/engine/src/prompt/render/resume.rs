@@ -420,9 +420,31 @@ impl Renderer {
 mod tests {
     use super::*;
     use crate::billing::PriceTable;
-    use crate::prompt::{PromptConfig, RenderCounts};
+    use crate::prompt::{BlockContext, PromptConfig, RenderCounts};
     use crate::tokenize::Bytes4;
-    use forkcache_wire::parse_request;
+    use forkcache_wire::{RawJson, parse_request};
+
+    /// Block facts move to a renderer with the same settings and tokenizer, and are refused by
+    /// one whose settings would give other facts (another identity mode).
+    #[test]
+    fn kept_blocks_move_only_between_renderers_that_render_alike() {
+        let block =
+            serde_json::value::RawValue::from_string(r#"{"type":"text","text":"rules"}"#.into()).unwrap();
+        let mut first = Renderer::new(PromptConfig::default(), Box::new(Bytes4));
+        let facts = first.block_info(RawJson::from(&*block), BlockContext::System, "system[0]").unwrap();
+        assert_eq!(first.memo.len(), 1);
+        let kept = first.keep_blocks();
+        assert!(first.memo.is_empty(), "the memo moved out");
+        let mut alike = Renderer::new(PromptConfig::default(), Box::new(Bytes4));
+        alike.adopt_blocks(kept);
+        assert_eq!(alike.memo.len(), 1);
+        let again = alike.block_info(RawJson::from(&*block), BlockContext::System, "system[0]").unwrap();
+        assert_eq!(again, facts);
+        let wire = PromptConfig { identity: crate::prompt::IdentityMode::Wire, ..PromptConfig::default() };
+        let mut other = Renderer::new(wire, Box::new(Bytes4));
+        other.adopt_blocks(alike.keep_blocks());
+        assert!(other.memo.is_empty(), "facts computed under other settings are not adopted");
+    }
 
     /// After every render, the sketch holds that request: every block's key, each message's
     /// shape and end, and its prompt. A growing conversation whose breakpoint is a top-level
