@@ -59,6 +59,7 @@ impl Block {
     /// A text block; `tokens` declares its size instead of counting it. The same bytes as
     /// [`Block::from_value`] of `{"type":"text","text":…}` with the declared size appended, built
     /// without a JSON tree (sweeps build thousands per cell).
+    #[allow(clippy::expect_used)] // a struct of strings and an integer always serializes
     pub fn text(text: &str, tokens: Option<u64>) -> BlockRef {
         #[derive(serde::Serialize)]
         struct TextBlock<'a> {
