@@ -483,3 +483,41 @@ fn run_render_config_ahead_moves_the_thinking_change_before_the_tools() {
     assert_eq!(fork_one(None), (Some(5_000), Some(15_400)));
     assert_eq!(fork_one(Some("--render-config-ahead")), (Some(0), Some(20_400)));
 }
+
+/// `forks.json` with `n` directives, in `variant`.
+fn forks_with(n: usize, variant: &str) -> ScenarioSpec {
+    let mut json: serde_json::Value = serde_json::from_str(fixture("forks").unwrap().json).unwrap();
+    let fork = &mut json["timeline"][0]["fork"];
+    fork["directives"] = (1..=n).map(|i| format!("Do part {i}.")).collect();
+    fork["variant"] = variant.into();
+    ScenarioSpec::from_json(&json.to_string()).unwrap()
+}
+
+/// The rendering work a run takes, counted (`ScenarioReport::work`): the guard against growth in
+/// the work per request that a timing on a shared machine cannot see. By hand, from the request
+/// layout (`run --bodies` shows it): the parent's request is 2 tools, 2 system blocks and 3
+/// history messages of one block each, 7 blocks; it is rendered once and every fork reads it in
+/// place, hashing only its own tail.
+/// - `all-tool-uses`: a fork's tail is the parent's reply (`n` tool_use blocks) and a user message
+///   of `n` placeholders and its directive: 2n + 1 blocks hashed per fork, 7 + n(2n + 1) in all.
+///   Blocks looked up once each: the parent's 7, the `n` tool uses and `n` placeholders (shared
+///   by every fork), and one directive per fork: 7 + 3n.
+/// - `own-tool-use`: a fork's tail is its own tool_use, its placeholder and its directive: 3
+///   blocks hashed and 3 looked up per fork, 7 + 3n of each.
+///
+/// Requests: the parent's and one per fork, 1 + n.
+#[test]
+fn the_work_per_request_is_counted_and_pinned() {
+    let work = |n: usize, variant: &str| {
+        let report = run_with(&forks_with(n, variant), false);
+        let work = report.work;
+        (report.totals.requests, work.blocks_hashed, work.blocks_looked_up, work.declined)
+    };
+    // n = 2: 7 + 2 × 5 = 17 hashed, 7 + 6 = 13 looked up; own: 7 + 6 = 13 and 13.
+    assert_eq!(work(2, "all-tool-uses"), (3, 17, 13, 0));
+    assert_eq!(work(2, "own-tool-use"), (3, 13, 13, 0));
+    // n = 64, the sweep's largest: 7 + 64 × 129 = 8,263 hashed (the quadratic cost of every
+    // fork carrying every tool_use), 7 + 192 = 199 looked up; own: 7 + 192 = 199 of each.
+    assert_eq!(work(64, "all-tool-uses"), (65, 8_263, 199, 0));
+    assert_eq!(work(64, "own-tool-use"), (65, 199, 199, 0));
+}

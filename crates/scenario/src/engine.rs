@@ -883,7 +883,10 @@ impl<'s> Engine<'s> {
     }
 
     fn finish(self, prices: &PriceTable) -> ScenarioReport {
-        ScenarioReport::new(self.spec, self.config, prices, self.records, self.spawns, self.guard)
+        let work = self.renderer.work();
+        let report =
+            ScenarioReport::new(self.spec, self.config, prices, self.records, self.spawns, self.guard);
+        ScenarioReport { work, ..report }
     }
 }
 

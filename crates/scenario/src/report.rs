@@ -10,6 +10,7 @@ use forkcache_engine::cache::{MissCause, layout_notes};
 
 use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
 use super::spec::{Launch, ScenarioSpec};
+use crate::agent::RenderWork;
 
 /// Sums over a set of requests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -125,6 +126,8 @@ pub struct ScenarioReport {
     pub totals: ScenarioTotals,
     /// Sums per role.
     pub by_role: BTreeMap<RequestRole, ScenarioTotals>,
+    /// What rendering the requests took, counted (not in any output; for tests and benches).
+    pub work: RenderWork,
 }
 
 impl ScenarioReport {
@@ -152,6 +155,7 @@ impl ScenarioReport {
             guard,
             totals,
             by_role,
+            work: RenderWork::default(),
         }
     }
 

@@ -25,7 +25,7 @@ pub use fork::{
 pub use memory::{MemoryPosition, MemoryScope, memory_block};
 pub use named::{NamedAgent, SectionKind, SidecarKind, Tool, named_system, sidecar_prompt};
 pub use pool::{ToolRules, agent_tools};
-pub use render::{Rendered, RequestRenderer};
+pub use render::{RenderWork, Rendered, RequestRenderer};
 pub use request::{AgentRequest, Mark, ThinkingConfig};
 
 use std::collections::BTreeMap;

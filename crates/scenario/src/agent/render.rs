@@ -106,9 +106,24 @@ impl Rendered<'_> {
     }
 }
 
+/// What rendering took, counted. Unlike a timing it is the same on every machine and thread
+/// count, so a test can pin it and any growth in the work per request shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenderWork {
+    /// Blocks chained into a prompt's hashes: a lineage's tools, system and messages once, then
+    /// each request's own tail.
+    pub blocks_hashed: u64,
+    /// Distinct blocks whose facts were asked of the endpoint (each block object once per run).
+    pub blocks_looked_up: u64,
+    /// Requests the fast path declined (an image, citations or web search): rendered whole from
+    /// their JSON by the endpoint instead.
+    pub declined: u64,
+}
+
 /// Renders agent requests, sharing work between them.
 #[derive(Default)]
 pub struct RequestRenderer {
+    work: RenderWork,
     lineages: Vec<Lineage>,
     // Keyed by the block's address; the entry holds the block, so the address is never reused.
     // Point lookups only.
@@ -116,6 +131,11 @@ pub struct RequestRenderer {
 }
 
 impl RequestRenderer {
+    /// The work done so far.
+    pub fn work(&self) -> RenderWork {
+        self.work
+    }
+
     /// Renders `request` with `endpoint`'s settings (its identity mode, tokenizer and prices);
     /// `None` when the request has content the fast path declines (see the module docs).
     #[allow(clippy::expect_used)] // the infos were built from these same blocks, one each
@@ -127,9 +147,14 @@ impl RequestRenderer {
         let price = endpoint.prices().resolve(&request.model).price.clone();
         let tail_infos = self.message_infos(endpoint, &request.tail)?;
         if tail_infos.iter().any(turns_on_salt) {
+            self.work.declined += 1;
             return Ok(None);
         }
-        let Some(index) = self.lineage_for(endpoint, request, &price)? else { return Ok(None) };
+        let Some(index) = self.lineage_for(endpoint, request, &price)? else {
+            self.work.declined += 1;
+            return Ok(None);
+        };
+        self.work.blocks_hashed += tail_infos.len() as u64;
         let head_messages = request.head.len();
         let lineage = &self.lineages[index];
         let checkpoint = lineage.checkpoints[head_messages];
@@ -170,6 +195,7 @@ impl RequestRenderer {
             self.infos.clear();
         }
         let info = endpoint.block_info(block.raw(None), context, "block")?;
+        self.work.blocks_looked_up += 1;
         self.infos.insert(address, (Arc::clone(block), info));
         Ok(info)
     }
@@ -249,6 +275,7 @@ impl RequestRenderer {
         // A deferred tool is not in the prompt until tool search loads it (documented rule).
         for (index, info) in tool_infos.iter().enumerate().filter(|(_, info)| !info.deferred) {
             builder.tool(index as u32, &without_marker(info));
+            self.work.blocks_hashed += 1;
         }
         if !tool_infos.is_empty() {
             let size = tool_prompt_size(None, price);
@@ -261,6 +288,7 @@ impl RequestRenderer {
                 continue;
             }
             builder.system(index as u32, &without_marker(info));
+            self.work.blocks_hashed += 1;
             system_blocks.push(Some(builder.breakpoint_here(request.ttl)));
         }
         let checkpoint = builder.checkpoint();
@@ -330,6 +358,7 @@ impl RequestRenderer {
             if infos.iter().any(turns_on_salt) {
                 return Ok(false);
             }
+            self.work.blocks_hashed += infos.len() as u64;
             let lineage = &mut self.lineages[index];
             let mut builder = PromptBuilder::resume(&lineage.checkpoints[done]);
             let mut infos = infos.iter();
