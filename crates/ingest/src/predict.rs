@@ -755,11 +755,10 @@ fn stable_within(tokens: u64, total: u64) -> u64 {
 
 /// Applies what the transcript says happened before this request: a compaction, or a turn in
 /// another working directory or at another effort level (the history sent anew after the stable
-/// prefix), a model switch,
-/// an idle gap past the chain's TTL, the chain's current TTL, then the growth to this request's
-/// total input. Returns whether the chain lost its own cache ([`warmth`]): then its stable
-/// prefix is the one the account keeps warm on the model, as the chain (else the import) showed
-/// it earlier, and nothing else is readable.
+/// prefix), a model switch, an idle gap past the chain's TTL, the chain's current TTL, then the
+/// growth to this request's total input. Returns whether the chain lost its own cache
+/// ([`warmth`]): then its stable prefix is the one the account keeps warm on the model, as the
+/// chain (else the import) showed it earlier, and nothing else is readable.
 fn advance(
     state: &mut ChainState,
     request: &SessionRequest,
