@@ -177,7 +177,7 @@ pub struct AccountView {
     /// Per request id of a request whose prompt changed right after the stable prefix (a turn in
     /// another working directory, another effort level): the stable prefix size earlier requests
     /// of its kind showed, when they showed one.
-    system_resets: HashMap<String, u64>,
+    stable_prefix_resets: HashMap<String, u64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -241,7 +241,7 @@ impl AccountView {
             }
             if request.request.events.iter().any(Event::resends_history) {
                 if let Some(&stable_tokens) = floor_read.get(&kind) {
-                    view.system_resets.insert(request.request.request_id.clone(), stable_tokens);
+                    view.stable_prefix_resets.insert(request.request.request_id.clone(), stable_tokens);
                 }
             }
             last_tail.insert(kind, usage.input_tokens);
@@ -782,7 +782,7 @@ fn advance(
         // so the growth below is the whole conversation as one new block. What stays is the
         // stable prefix, as large as earlier requests showed it.
         state.history.clear();
-        if let Some(&stable_tokens) = account.system_resets.get(&request.request.request_id) {
+        if let Some(&stable_tokens) = account.stable_prefix_resets.get(&request.request.request_id) {
             state.stable_tokens = stable_within(stable_tokens, usage.total_input_tokens());
             // Earlier requests showed it read: the account keeps it warm.
             state.warm = true;

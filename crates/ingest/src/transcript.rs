@@ -487,7 +487,7 @@ pub struct TranscriptReader {
     pending_events: HashMap<(String, Chain), Vec<Event>>,
     // Per (session, chain): the working directory of its last user turn.
     turn_cwds: HashMap<(String, Chain), String>,
-    /// The effort level each chain last set with `/effort`.
+    // Per (session, chain): the effort level it last set with `/effort`.
     efforts: HashMap<(String, Chain), String>,
     user_times: HashMap<String, EpochMs>,
     // Agent tool_use id → the request that made it; agent ids named by tool results.
@@ -646,10 +646,12 @@ impl TranscriptReader {
         if content.contains("\"tool_reference\"") {
             self.push_event(session.clone(), chain.clone(), Event::ToolSearchLoaded);
         }
-        if let Some(level) = effort_set(content) {
-            self.note_effort(session.clone(), chain.clone(), level);
-        }
         if !content.contains("tool_result") {
+            // `/effort` prints its outcome as a user line of its own, never among tool results
+            // (which can be long: no need to search them).
+            if let Some(level) = effort_set(content) {
+                self.note_effort(session.clone(), chain.clone(), level);
+            }
             self.note_turn_cwd(line, session, chain);
             return Ok(());
         }

@@ -884,9 +884,7 @@ impl<'s> Engine<'s> {
 
     fn finish(self, prices: &PriceTable) -> ScenarioReport {
         let work = self.renderer.work();
-        let report =
-            ScenarioReport::new(self.spec, self.config, prices, self.records, self.spawns, self.guard);
-        ScenarioReport { work, ..report }
+        ScenarioReport::new(self.spec, self.config, prices, self.records, self.spawns, self.guard, work)
     }
 }
 

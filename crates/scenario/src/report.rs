@@ -138,6 +138,7 @@ impl ScenarioReport {
         records: Vec<ScenarioRecord>,
         spawns: Vec<SpawnReport>,
         guard: Vec<GuardEvent>,
+        work: RenderWork,
     ) -> ScenarioReport {
         let mut totals = ScenarioTotals::default();
         let mut by_role: BTreeMap<RequestRole, ScenarioTotals> = BTreeMap::new();
@@ -155,7 +156,7 @@ impl ScenarioReport {
             guard,
             totals,
             by_role,
-            work: RenderWork::default(),
+            work,
         }
     }
 
