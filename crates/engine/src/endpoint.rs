@@ -731,6 +731,7 @@ fn lookup<'r>(
 ) -> Lookup<'r> {
     Lookup {
         scope,
+        model: request.model,
         prompt: request.prompt,
         min_tokens: price.min_cacheable_tokens,
         start: call.at,

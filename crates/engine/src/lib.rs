@@ -55,6 +55,7 @@ pub mod cache;
 pub mod clock;
 pub mod endpoint;
 pub mod prompt;
+pub mod provider;
 pub mod tokenize;
 pub mod verify;
 
@@ -67,4 +68,5 @@ pub use clock::{LatencyModel, SimTime, Visibility};
 pub use endpoint::{Call, EndpointConfig, Exchange, MockEndpoint, Record};
 pub use forkcache_wire::{ApiError, ErrorKind, MessageResponse, Reply, Usage};
 pub use prompt::{Dimension, IdentityMode, PromptConfig, Ttl};
+pub use provider::Provider;
 pub use tokenize::{Tokenizer, TokenizerKind};

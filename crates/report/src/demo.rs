@@ -185,6 +185,9 @@ fn policy_words(policy: Policy) -> &'static str {
     match policy {
         Policy::LongestPrefix => "idealised",
         Policy::Anthropic => "documented",
+        Policy::Openai => "OpenAI's",
+        Policy::GeminiImplicit => "Gemini's implicit",
+        Policy::Deepseek => "DeepSeek's",
     }
 }
 

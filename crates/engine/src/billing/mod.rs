@@ -44,6 +44,18 @@ pub const BUILTIN_PRICES_JSON: &str = include_str!("../../../../fixtures/pricing
 /// prices with. A row's write columns hold OpenAI's one write rate (= input through GPT-5.5).
 pub const BUILTIN_OPENAI_PRICES_JSON: &str = include_str!("../../../../fixtures/pricing-openai.json");
 
+/// Gemini's models (`fixtures/pricing-gemini.json`): the write columns hold the input rate
+/// (no write premium).
+pub const BUILTIN_GEMINI_PRICES_JSON: &str = include_str!("../../../../fixtures/pricing-gemini.json");
+
+/// DeepSeek's models at the off-peak rate (`fixtures/pricing-deepseek.json`): the write columns
+/// hold the miss rate.
+pub const BUILTIN_DEEPSEEK_PRICES_JSON: &str = include_str!("../../../../fixtures/pricing-deepseek.json");
+
+/// Claude on Amazon Bedrock (`fixtures/pricing-bedrock.json`): Bedrock's minimums, Anthropic's
+/// list prices (marked uncertain).
+pub const BUILTIN_BEDROCK_PRICES_JSON: &str = include_str!("../../../../fixtures/pricing-bedrock.json");
+
 /// How cache writes and reads are billed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1,7 +1,9 @@
 //! The prefix cache: entries per scope (workspace × model), the two lookup policies, TTL,
 //! visibility, and the accounting that turns a lookup into the API's usage numbers.
 
+pub mod deepseek;
 mod diagnostics;
+pub mod gemini;
 mod history;
 mod miss;
 pub mod openai;
@@ -12,13 +14,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+pub use deepseek::DeepSeek;
 pub use diagnostics::{Fingerprint, Fingerprints, miss_reason_type, miss_type_of};
 /// The API's diagnostics object, filled by [`Fingerprints`].
 pub use forkcache_wire::{CacheMissReason, CacheMissType, Diagnostics};
+pub use gemini::GeminiImplicit;
 pub use history::{Closest, HISTORY_LIMIT, History, Summary};
 pub use miss::{Miss, MissCause, describe_miss, layout_notes};
 pub use openai::OpenAi;
-pub use policy::{Anthropic, CachePolicy, LongestPrefix};
+pub use policy::{Anthropic, CachePolicy, LongestPrefix, Request as PolicyRequest};
 pub use store::{Entry, EntryKey, EntryStore, ScopeId, StoreStats};
 
 use crate::clock::{LatencyModel, SimTime, Visibility};
@@ -34,12 +38,29 @@ pub enum Policy {
     Anthropic,
     /// The seeds' idealised cache: every position is written, the longest cached prefix is read.
     LongestPrefix,
+    /// OpenAI's automatic prefix cache ([`openai`]).
+    Openai,
+    /// Gemini's implicit cache ([`gemini`]).
+    GeminiImplicit,
+    /// DeepSeek's disk cache of whole prefix units ([`deepseek`]).
+    Deepseek,
 }
 
 impl Policy {
     /// The policy's name as the command line spells it.
     pub fn name(self) -> &'static str {
         self.rules().name()
+    }
+
+    /// The rules this policy names.
+    pub fn rules(self) -> &'static dyn CachePolicy {
+        match self {
+            Policy::Anthropic => &Anthropic,
+            Policy::LongestPrefix => &LongestPrefix,
+            Policy::Openai => &OpenAi,
+            Policy::GeminiImplicit => &GeminiImplicit,
+            Policy::Deepseek => &DeepSeek,
+        }
     }
 }
 
@@ -185,6 +206,8 @@ impl Scopes {
 pub struct Lookup<'p> {
     /// Workspace × model.
     pub scope: ScopeId,
+    /// The model id as requested (rules of some policies depend on the model's generation).
+    pub model: &'p str,
     /// The rendered request.
     pub prompt: PromptRef<'p>,
     /// The model's minimum cacheable length.
@@ -315,17 +338,16 @@ impl PrefixCache {
     pub fn serve(&mut self, lookup: Lookup) -> Outcome {
         let prompt = lookup.prompt;
         let valid = self.valid_breakpoints(&lookup);
+        let closest = self.history.closest(lookup.scope, prompt);
+        let request = self.policy_request(&lookup, &valid, closest.shared_to);
         let rules = self.config.policy.rules();
-        let hit = rules.find(prompt, &valid, self.config.lookback_positions, &mut |candidate| {
-            self.read(&lookup, candidate)
-        });
-        let read = hit.map_or(0, |h| h.tokens);
-        let writes = self.planned_writes(&lookup, &valid, read);
-        let (write_1h, write_5m) = account(read, &writes);
+        let hit = rules.find(&request, &mut |candidate| self.read(&lookup, candidate));
+        let matched = hit.map_or(0, |h| h.tokens);
+        let writes = rules.writes(&request, matched);
+        let (read, write_1h, write_5m) = account(matched, rules.read_step(lookup.model), &writes);
         let uncached_for_latency = prompt.total_tokens() - read;
         let ttft_ms = self.config.latency.ttft_ms(uncached_for_latency);
         let visible_at = self.visible_at(&lookup, uncached_for_latency);
-        let closest = self.history.closest(lookup.scope, prompt);
         let miss = (!prompt.is_empty()).then(|| {
             miss::diagnose(&miss::Inputs {
                 store: &self.store,
@@ -369,8 +391,9 @@ impl PrefixCache {
     pub fn price_alone(&self, lookup: Lookup) -> Outcome {
         let prompt = lookup.prompt;
         let valid = self.valid_breakpoints(&lookup);
-        let writes = self.planned_writes(&lookup, &valid, 0);
-        let (write_1h, write_5m) = account(0, &writes);
+        let request = self.policy_request(&lookup, &valid, None);
+        let writes = self.config.policy.rules().writes(&request, 0);
+        let (_, write_1h, write_5m) = account(0, 1, &writes);
         let total = prompt.total_tokens();
         Outcome {
             read: 0,
@@ -382,6 +405,24 @@ impl PrefixCache {
             ttft_ms: self.config.latency.ttft_ms(total),
             visible_at: self.visible_at(&lookup, total),
             miss: None,
+        }
+    }
+
+    /// What the policy sees of `lookup`.
+    fn policy_request<'a, 'p>(
+        &self,
+        lookup: &Lookup<'p>,
+        valid: &'a [Breakpoint],
+        shared_to: Option<u32>,
+    ) -> PolicyRequest<'a, 'p> {
+        PolicyRequest {
+            model: lookup.model,
+            prompt: lookup.prompt,
+            valid,
+            min_tokens: lookup.min_tokens,
+            lookback: self.config.lookback_positions,
+            shared_to,
+            default_ttl: self.config.default_ttl,
         }
     }
 
@@ -400,11 +441,6 @@ impl PrefixCache {
         let key = EntryKey { scope: lookup.scope, prefix: candidate.key };
         let entry = self.store.peek(&key).filter(|entry| entry.readable_at(lookup.start))?;
         Some(Hit { tokens: candidate.tokens.min(entry.tokens), ..candidate })
-    }
-
-    /// The entries this request writes: those whose `T` is beyond what it read.
-    fn planned_writes(&self, lookup: &Lookup, valid: &[Breakpoint], read: u64) -> Vec<Breakpoint> {
-        self.config.policy.rules().writes(lookup.prompt, valid, read, self.config.default_ttl)
     }
 
     fn visible_at(&self, lookup: &Lookup, uncached: u64) -> SimTime {
@@ -435,8 +471,10 @@ impl PrefixCache {
         if let Some(hit) = hit {
             self.store.refresh(key(hit.key), lookup.start);
         }
+        let rules = self.config.policy.rules();
         for write in writes {
-            self.store.write(key(write.key), write.tokens, write.ttl, lookup.start, visible_at);
+            let lifetime_ms = rules.lifetime_ms(lookup.model, write.ttl);
+            self.store.write(key(write.key), write.tokens, lifetime_ms, lookup.start, visible_at);
         }
     }
 }
@@ -449,10 +487,16 @@ fn own_tool_use_at(prompt: PromptRef, closest: Closest) -> Option<u32> {
 }
 
 /// The API's arithmetic: `B` = largest `T` over 1h writes (else A), `C` = `T` at the last write
-/// (else A); 1h writes are `B − A`, 5m writes `C − B`.
-fn account(read: u64, writes: &[Breakpoint]) -> (u64, u64) {
-    let b =
-        writes.iter().filter(|bp| bp.ttl == Ttl::OneHour).map(|bp| bp.tokens).max().unwrap_or(read).max(read);
-    let c = writes.last().map_or(read, |bp| bp.tokens).max(b);
-    (b - read, c - b)
+/// (else A); 1h writes are `B − A`, 5m writes `C − B`. `matched` is A as the cache matched it;
+/// the read reported (and returned first) is A in whole `read_step`s, the rest billed uncached.
+fn account(matched: u64, read_step: u64, writes: &[Breakpoint]) -> (u64, u64, u64) {
+    let b = writes
+        .iter()
+        .filter(|bp| bp.ttl == Ttl::OneHour)
+        .map(|bp| bp.tokens)
+        .max()
+        .unwrap_or(matched)
+        .max(matched);
+    let c = writes.last().map_or(matched, |bp| bp.tokens).max(b);
+    (matched / read_step * read_step, b - matched, c - b)
 }

@@ -13,8 +13,9 @@
 //! is at most the *typical* figure the guide gives (10 minutes `in_memory`, 30 minutes `24h`
 //! and GPT-5.6+).
 
+use super::policy::{Request, positions_past_minimum, writes_past};
 use super::{CachePolicy, Hit};
-use crate::prompt::{Breakpoint, PromptRef, Ttl};
+use crate::prompt::{Breakpoint, Ttl};
 
 /// The minimum cacheable prefix, in tokens ("the long-standing public figure").
 pub const MIN_CACHEABLE_TOKENS: u64 = 1_024;
@@ -23,7 +24,11 @@ pub const MIN_CACHEABLE_TOKENS: u64 = 1_024;
 pub const READ_STEP_TOKENS: u64 = 128;
 
 /// The automatic prefix cache: no marks needed, every message end past the minimum an implicit
-/// breakpoint, the longest cached one read, every new one written.
+/// breakpoint, the longest cached one read, every new one written; entries live for the idle
+/// limit of the model's default retention. From GPT-5.6 the implicit breakpoint is the end of
+/// the latest eligible message and lookups walk back over earlier message endings: in agent
+/// traffic (each request ends in a user turn, and its predecessors' ends were written) that
+/// reads and writes the same tokens, and the read is exact rather than in 128-token steps.
 pub struct OpenAi;
 
 impl CachePolicy for OpenAi {
@@ -40,27 +45,24 @@ impl CachePolicy for OpenAi {
     }
 
     /// The longest position whose entry is readable, among positions past the minimum.
-    fn find(
-        &self,
-        prompt: PromptRef,
-        _: &[Breakpoint],
-        _: u32,
-        readable: &mut dyn FnMut(Hit) -> Option<Hit>,
-    ) -> Option<Hit> {
-        (0..prompt.len() as u32)
-            .rev()
-            .map(|p| Hit::at(p, prompt.position(p)))
-            .filter(|hit| hit.tokens >= MIN_CACHEABLE_TOKENS)
-            .find_map(&mut *readable)
+    fn find(&self, request: &Request, readable: &mut dyn FnMut(Hit) -> Option<Hit>) -> Option<Hit> {
+        positions_past_minimum(request, request.min_tokens).find_map(readable)
     }
 
-    /// Every position past the minimum beyond what was read; writes carry no TTL choice, so the
-    /// default one.
-    fn writes(&self, prompt: PromptRef, _: &[Breakpoint], read: u64, default_ttl: Ttl) -> Vec<Breakpoint> {
-        (0..prompt.len() as u32)
-            .map(|index| Breakpoint::at(index, prompt.position(index), default_ttl))
-            .filter(|bp| bp.tokens > read && bp.tokens >= MIN_CACHEABLE_TOKENS)
-            .collect()
+    /// Every position past the minimum beyond what was read; writes carry no TTL choice.
+    fn writes(&self, request: &Request, read: u64) -> Vec<Breakpoint> {
+        writes_past(request, read)
+    }
+
+    fn lifetime_ms(&self, model: &str, _: Ttl) -> u64 {
+        Retention::default_for(model).idle_limit_seconds() * 1_000
+    }
+
+    fn read_step(&self, model: &str) -> u64 {
+        match Generation::of(model) {
+            Generation::Implicit => READ_STEP_TOKENS,
+            Generation::Breakpoints => 1,
+        }
     }
 }
 

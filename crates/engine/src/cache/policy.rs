@@ -1,10 +1,30 @@
 //! What distinguishes one provider's prompt cache from another, behind one interface: which
-//! breakpoints are worth writing, where a lookup may read from, and what a request writes. The
-//! rest — entries per scope, TTLs and refreshes, visibility, the history behind a miss's
-//! diagnosis — is the same for every policy and lives in [`PrefixCache`](super::PrefixCache).
+//! breakpoints are worth writing, where a lookup may read from, what a request writes, how long
+//! an entry lives and in what steps a read is counted. The rest — entries per scope, refreshes,
+//! visibility, the history behind a miss's diagnosis — is the same for every policy and lives in
+//! [`PrefixCache`](super::PrefixCache).
 
-use super::{Hit, Policy};
+use super::Hit;
 use crate::prompt::{Breakpoint, PromptRef, Ttl};
+
+/// What a policy sees of one request.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a, 'p> {
+    /// The model id as requested.
+    pub model: &'p str,
+    /// The rendered request.
+    pub prompt: PromptRef<'p>,
+    /// Its breakpoints the policy found cacheable ([`CachePolicy::cacheable`]).
+    pub valid: &'a [Breakpoint],
+    /// The model's minimum cacheable length, in tokens.
+    pub min_tokens: u64,
+    /// Positions each breakpoint checks, itself included.
+    pub lookback: u32,
+    /// The last position this request shares with an earlier request of its scope, if any.
+    pub shared_to: Option<u32>,
+    /// The TTL of writes the request did not mark.
+    pub default_ttl: Ttl,
+}
 
 /// One provider's cache rules.
 pub trait CachePolicy: Sync {
@@ -20,30 +40,43 @@ pub trait CachePolicy: Sync {
     fn cacheable(&self, breakpoint: &Breakpoint, min_tokens: u64) -> bool;
 
     /// The longest prefix this request may read. `readable` answers for one candidate (the
-    /// entry at that position, if one is readable at the request's start); `valid` are the
-    /// request's cacheable breakpoints; `lookback` the positions each breakpoint checks.
-    fn find(
-        &self,
-        prompt: PromptRef,
-        valid: &[Breakpoint],
-        lookback: u32,
-        readable: &mut dyn FnMut(Hit) -> Option<Hit>,
-    ) -> Option<Hit>;
+    /// entry at that position, if one is readable at the request's start).
+    fn find(&self, request: &Request, readable: &mut dyn FnMut(Hit) -> Option<Hit>) -> Option<Hit>;
 
-    /// The entries the request writes, given that it read `read` tokens; `default_ttl` is the
-    /// TTL of writes the request did not mark.
-    fn writes(&self, prompt: PromptRef, valid: &[Breakpoint], read: u64, default_ttl: Ttl)
-    -> Vec<Breakpoint>;
+    /// The entries the request writes, given that it read `read` tokens.
+    fn writes(&self, request: &Request, read: u64) -> Vec<Breakpoint>;
+
+    /// How long an entry `model` wrote with `ttl` lives after its write or its last read, in
+    /// milliseconds. By default the TTL itself.
+    fn lifetime_ms(&self, _model: &str, ttl: Ttl) -> u64 {
+        ttl.ms()
+    }
+
+    /// `model`'s reads are counted in whole steps of this many tokens (the rest of a matched
+    /// prefix is billed as uncached input). By default 1: every token.
+    fn read_step(&self, _model: &str) -> u64 {
+        1
+    }
 }
 
-impl Policy {
-    /// The rules this policy names.
-    pub fn rules(self) -> &'static dyn CachePolicy {
-        match self {
-            Policy::Anthropic => &Anthropic,
-            Policy::LongestPrefix => &LongestPrefix,
-        }
-    }
+/// Every position from the first past `min_tokens`, last first: the candidates of an automatic
+/// prefix cache, which needs no marks.
+pub fn positions_past_minimum<'a>(request: &'a Request, min_tokens: u64) -> impl Iterator<Item = Hit> + 'a {
+    let prompt = request.prompt;
+    (0..prompt.len() as u32)
+        .rev()
+        .map(move |p| Hit::at(p, prompt.position(p)))
+        .filter(move |hit| hit.tokens >= min_tokens)
+}
+
+/// Every position past the request's minimum and beyond `read`, in order, at the default TTL:
+/// what an automatic prefix cache writes.
+pub fn writes_past(request: &Request, read: u64) -> Vec<Breakpoint> {
+    let prompt = request.prompt;
+    (0..prompt.len() as u32)
+        .map(|index| Breakpoint::at(index, prompt.position(index), request.default_ttl))
+        .filter(|bp| bp.tokens > read && bp.tokens >= request.min_tokens)
+        .collect()
 }
 
 /// What Anthropic documents: writes only at breakpoints, each breakpoint checking its own prefix
@@ -65,15 +98,9 @@ impl CachePolicy for Anthropic {
 
     /// Last breakpoint first, each checking its own prefix and then the positions before its
     /// own; the first hit is the longest.
-    fn find(
-        &self,
-        prompt: PromptRef,
-        valid: &[Breakpoint],
-        lookback: u32,
-        readable: &mut dyn FnMut(Hit) -> Option<Hit>,
-    ) -> Option<Hit> {
-        let window = lookback.max(1);
-        valid.iter().rev().find_map(|bp| {
+    fn find(&self, request: &Request, readable: &mut dyn FnMut(Hit) -> Option<Hit>) -> Option<Hit> {
+        let (prompt, window) = (request.prompt, request.lookback.max(1));
+        request.valid.iter().rev().find_map(|bp| {
             let own = Hit { position: bp.position, key: bp.key, tokens: bp.tokens };
             if let Some(hit) = readable(own) {
                 return Some(hit);
@@ -83,8 +110,8 @@ impl CachePolicy for Anthropic {
         })
     }
 
-    fn writes(&self, _: PromptRef, valid: &[Breakpoint], read: u64, _: Ttl) -> Vec<Breakpoint> {
-        valid.iter().filter(|bp| bp.tokens > read).copied().collect()
+    fn writes(&self, request: &Request, read: u64) -> Vec<Breakpoint> {
+        request.valid.iter().filter(|bp| bp.tokens > read).copied().collect()
     }
 }
 
@@ -105,20 +132,15 @@ impl CachePolicy for LongestPrefix {
         true
     }
 
-    fn find(
-        &self,
-        prompt: PromptRef,
-        _: &[Breakpoint],
-        _: u32,
-        readable: &mut dyn FnMut(Hit) -> Option<Hit>,
-    ) -> Option<Hit> {
-        (0..prompt.len() as u32).rev().find_map(|p| readable(Hit::at(p, prompt.position(p))))
+    fn find(&self, request: &Request, readable: &mut dyn FnMut(Hit) -> Option<Hit>) -> Option<Hit> {
+        positions_past_minimum(request, 0).find_map(readable)
     }
 
     /// Every position beyond what was read, at the longest TTL the request marked (else the
     /// default).
-    fn writes(&self, prompt: PromptRef, _: &[Breakpoint], read: u64, default_ttl: Ttl) -> Vec<Breakpoint> {
-        let ttl = prompt.breakpoints.iter().map(|bp| bp.ttl).max().unwrap_or(default_ttl);
+    fn writes(&self, request: &Request, read: u64) -> Vec<Breakpoint> {
+        let prompt = request.prompt;
+        let ttl = prompt.breakpoints.iter().map(|bp| bp.ttl).max().unwrap_or(request.default_ttl);
         (0..prompt.len() as u32)
             .map(|index| Breakpoint::at(index, prompt.position(index), ttl))
             .filter(|bp| bp.tokens > read)

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 
 use crate::clock::SimTime;
-use crate::prompt::{BuildPassThrough, Ttl};
+use crate::prompt::BuildPassThrough;
 
 /// A cache scope: one workspace × one model. The high 32 bits number the workspace (its
 /// tenant in the store), the low 32 bits the model within it.
@@ -55,8 +55,8 @@ pub struct EntryKey {
 pub struct Entry {
     /// `T[b]` when written.
     pub tokens: u64,
-    /// Lifetime, renewed on every read.
-    pub ttl: Ttl,
+    /// Lifetime in milliseconds (the policy's for the TTL written), renewed on every read.
+    pub lifetime_ms: u64,
     /// Readable until (exclusive).
     pub expires_at: SimTime,
     /// Readable from (inclusive): when the writer's response began.
@@ -145,19 +145,20 @@ impl EntryStore {
     /// A read at `now` renews the entry's lifetime from `now`.
     pub fn refresh(&mut self, key: EntryKey, now: SimTime) {
         let Some(mut entry) = self.map.get(&key).copied() else { return };
-        entry.expires_at = entry.expires_at.max(now.plus_ms(entry.ttl.ms()));
+        entry.expires_at = entry.expires_at.max(now.plus_ms(entry.lifetime_ms));
         self.stats.reads += 1;
         self.put(key, entry);
     }
 
-    /// A write at `now`: creates the entry, or renews it when it is still alive (keeping the
-    /// earliest visibility and the longest TTL).
-    pub fn write(&mut self, key: EntryKey, tokens: u64, ttl: Ttl, now: SimTime, visible_at: SimTime) {
-        let fresh = Entry { tokens, ttl, expires_at: now.plus_ms(ttl.ms()), visible_at, last_used: 0 };
+    /// A write at `now` of an entry living `lifetime_ms`: creates the entry, or renews it when it
+    /// is still alive (keeping the earliest visibility and the longest lifetime).
+    pub fn write(&mut self, key: EntryKey, tokens: u64, lifetime_ms: u64, now: SimTime, visible_at: SimTime) {
+        let fresh =
+            Entry { tokens, lifetime_ms, expires_at: now.plus_ms(lifetime_ms), visible_at, last_used: 0 };
         let entry = match self.map.get(&key) {
             Some(old) if old.expires_at > now => Entry {
-                ttl: old.ttl.max(ttl),
-                expires_at: old.expires_at.max(now.plus_ms(old.ttl.max(ttl).ms())),
+                lifetime_ms: old.lifetime_ms.max(lifetime_ms),
+                expires_at: old.expires_at.max(now.plus_ms(old.lifetime_ms.max(lifetime_ms))),
                 visible_at: old.visible_at.min(visible_at),
                 ..fresh
             },
@@ -205,6 +206,7 @@ impl EntryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::Ttl;
 
     fn key(prefix: u128) -> EntryKey {
         EntryKey { scope: ScopeId(0), prefix }
@@ -213,16 +215,16 @@ mod tests {
     #[test]
     fn eviction_takes_expired_entries_first_then_least_recently_used() {
         let mut store = EntryStore::new(2);
-        store.write(key(1), 10, Ttl::FiveMinutes, SimTime(0), SimTime(0));
-        store.write(key(2), 10, Ttl::OneHour, SimTime(1), SimTime(1));
+        store.write(key(1), 10, Ttl::FiveMinutes.ms(), SimTime(0), SimTime(0));
+        store.write(key(2), 10, Ttl::OneHour.ms(), SimTime(1), SimTime(1));
         // Key 1 becomes the most recently used, and expires at 300,002 ms.
         store.refresh(key(1), SimTime(2));
         // At 600,000 ms key 1 has expired: it is evicted although key 2 was used less recently.
-        store.write(key(3), 10, Ttl::FiveMinutes, SimTime(600_000), SimTime(600_000));
+        store.write(key(3), 10, Ttl::FiveMinutes.ms(), SimTime(600_000), SimTime(600_000));
         assert!(store.peek(&key(1)).is_none(), "the expired entry is evicted first");
         assert!(store.peek(&key(2)).is_some());
         // Nothing expired now (key 2 lives 1h, key 3 just written): the least recently used goes.
-        store.write(key(4), 10, Ttl::FiveMinutes, SimTime(600_001), SimTime(600_001));
+        store.write(key(4), 10, Ttl::FiveMinutes.ms(), SimTime(600_001), SimTime(600_001));
         assert!(store.peek(&key(2)).is_none());
         assert_eq!(store.stats().evictions, 2);
         assert_eq!(store.stats().entries, 2);
@@ -231,8 +233,8 @@ mod tests {
     #[test]
     fn rewrite_of_a_live_entry_keeps_earliest_visibility() {
         let mut store = EntryStore::new(8);
-        store.write(key(1), 10, Ttl::FiveMinutes, SimTime(0), SimTime(500));
-        store.write(key(1), 10, Ttl::FiveMinutes, SimTime(100), SimTime(700));
+        store.write(key(1), 10, Ttl::FiveMinutes.ms(), SimTime(0), SimTime(500));
+        store.write(key(1), 10, Ttl::FiveMinutes.ms(), SimTime(100), SimTime(700));
         let entry = store.peek(&key(1)).unwrap();
         assert_eq!(entry.visible_at, SimTime(500));
         assert_eq!(entry.expires_at, SimTime(300_100));
@@ -266,11 +268,11 @@ mod tests {
     fn capacity_is_per_tenant_and_one_tenant_never_evicts_another() {
         let mut store = EntryStore::new(2);
         let in_scope = |workspace: u32, prefix: u128| EntryKey { scope: ScopeId::new(workspace, 0), prefix };
-        store.write(in_scope(0, 1), 10, Ttl::FiveMinutes, SimTime(0), SimTime(0));
-        store.write(in_scope(0, 2), 10, Ttl::FiveMinutes, SimTime(1), SimTime(1));
+        store.write(in_scope(0, 1), 10, Ttl::FiveMinutes.ms(), SimTime(0), SimTime(0));
+        store.write(in_scope(0, 2), 10, Ttl::FiveMinutes.ms(), SimTime(1), SimTime(1));
         // Tenant 1 fills its own share: tenant 0's two entries stay.
         for prefix in 1..=5 {
-            store.write(in_scope(1, prefix), 10, Ttl::FiveMinutes, SimTime(2), SimTime(2));
+            store.write(in_scope(1, prefix), 10, Ttl::FiveMinutes.ms(), SimTime(2), SimTime(2));
         }
         assert!(store.peek(&in_scope(0, 1)).is_some() && store.peek(&in_scope(0, 2)).is_some());
         assert_eq!(store.stats().entries, 4, "2 per tenant");
