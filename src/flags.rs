@@ -10,6 +10,7 @@ use forkcache_engine::cache::Policy;
 use forkcache_engine::clock::Visibility;
 use forkcache_engine::endpoint::EndpointConfig;
 use forkcache_engine::prompt::{DeferredTools, IdentityMode, ImageRule};
+use forkcache_engine::provider::Provider;
 use forkcache_engine::tokenize::TokenizerKind;
 
 /// `--json`, the same on every command.
@@ -181,6 +182,56 @@ pub enum PolicyArg {
     Anthropic,
     /// The seeds' idealised longest-prefix cache.
     LongestPrefix,
+}
+
+/// `--provider`: one provider's cache rules, prices and models, or every provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProviderArg {
+    /// Anthropic's API (`fixtures/pricing.json`).
+    Anthropic,
+    /// Claude on Amazon Bedrock: Anthropic's rules, Bedrock's minimums (`fixtures/pricing-bedrock.json`).
+    Bedrock,
+    /// OpenAI's automatic cache (`fixtures/pricing-openai.json`).
+    Openai,
+    /// Gemini's implicit cache (`fixtures/pricing-gemini.json`).
+    GeminiImplicit,
+    /// DeepSeek's disk cache (`fixtures/pricing-deepseek.json`).
+    Deepseek,
+    /// Every provider above, in that order.
+    All,
+}
+
+impl ProviderArg {
+    /// The providers named by the values given, in order, each once.
+    pub fn expand(args: &[ProviderArg]) -> Vec<Provider> {
+        let mut providers: Vec<Provider> = Vec::new();
+        for arg in args {
+            let named: &[Provider] = match arg {
+                ProviderArg::Anthropic => &[Provider::Anthropic],
+                ProviderArg::Bedrock => &[Provider::Bedrock],
+                ProviderArg::Openai => &[Provider::Openai],
+                ProviderArg::GeminiImplicit => &[Provider::GeminiImplicit],
+                ProviderArg::Deepseek => &[Provider::Deepseek],
+                ProviderArg::All => &Provider::ALL,
+            };
+            for provider in named {
+                if !providers.contains(provider) {
+                    providers.push(*provider);
+                }
+            }
+        }
+        providers
+    }
+}
+
+/// Flags that parse one by one but not together: said as clap says any usage error (exit 2).
+pub fn conflicting_flags(message: impl std::fmt::Display) -> ! {
+    clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, format!("{message}\n")).exit()
+}
+
+/// One provider by name (a usage error names the known ones).
+pub fn parse_provider(text: &str) -> Result<Provider, String> {
+    Provider::parse(text).map_err(|err| err.to_string())
 }
 
 /// `--billing`.

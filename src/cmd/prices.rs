@@ -6,7 +6,9 @@ use clap::Args;
 
 use forkcache_engine::PriceTable;
 
-use crate::flags::{CsvFlag, JsonFlag, PricesFlag};
+use forkcache_engine::Provider;
+
+use crate::flags::{CsvFlag, JsonFlag, PricesFlag, parse_provider};
 
 /// `prices`.
 #[derive(Args, Debug)]
@@ -17,28 +19,19 @@ pub struct PricesArgs {
     pub table: CsvFlag,
     #[command(flatten)]
     pub price_file: PricesFlag,
-    /// Whose shipped table to list when `--prices` names none: anthropic (Claude) or openai
-    /// (what `import codex` prices with).
-    #[arg(long, value_enum, default_value = "anthropic")]
+    /// Whose shipped table to list when `--prices` names none: anthropic, bedrock, openai
+    /// (what `import codex` prices with), gemini-implicit or deepseek.
+    #[arg(long, value_name = "PROVIDER", default_value = "anthropic", value_parser = parse_provider)]
     pub provider: Provider,
 }
 
-/// The providers with a shipped price table.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Provider {
-    /// Claude models (`fixtures/pricing.json`).
-    Anthropic,
-    /// OpenAI models (`fixtures/pricing-openai.json`).
-    Openai,
-}
-
 impl PricesArgs {
-    /// The price table named by `--prices`.
+    /// The price table named by `--prices`, else the provider's.
     pub fn prices(&self) -> anyhow::Result<PriceTable> {
-        if self.provider == Provider::Openai && self.price_file.prices.is_none() {
-            return Ok(PriceTable::builtin_openai());
+        match self.price_file.prices {
+            Some(_) => self.price_file.load(),
+            None => Ok(self.provider.prices()),
         }
-        self.price_file.load()
     }
 }
 

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use forkcache_engine::PriceTable;
+use forkcache_engine::{PriceTable, Provider};
 
 use super::read_input;
 use crate::flags::{
-    BillingArg, CsvFlag, IdentityArg, JsonFlag, PolicyArg, PricesFlag, QuietFlag, SeedFlag, TokenizerArg,
-    VisibilityArg,
+    BillingArg, CsvFlag, IdentityArg, JsonFlag, PolicyArg, PricesFlag, ProviderArg, QuietFlag, SeedFlag,
+    TokenizerArg, VisibilityArg,
 };
 
 /// `run`.
@@ -28,6 +28,11 @@ pub struct RunArgs {
     /// Cache policy (default: the scenario's).
     #[arg(long, value_enum)]
     pub policy: Option<PolicyArg>,
+    /// Run on this provider's cache rules, prices and models (default: the scenario's
+    /// `provider`, else anthropic). Several, comma-separated, or `all`: one table compares
+    /// their bills. `--prices` replaces Anthropic's table only.
+    #[arg(long, value_enum, value_name = "PROVIDER", value_delimiter = ',')]
+    pub provider: Vec<ProviderArg>,
     /// Billing profile (default: the scenario's).
     #[arg(long, value_enum)]
     pub billing: Option<BillingArg>,
@@ -94,7 +99,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     config.endpoint.tokenizer = args.tokenizer.into();
     config.keep_bodies = args.bodies.is_some();
     config.endpoint.prompt.render_config_ahead = args.render_config_ahead;
-    let report = forkcache_scenario::run(&spec, &config, &args.prices()?)
+    let providers = ProviderArg::expand(&args.provider);
+    if providers.len() > 1 {
+        return compare(args, &spec, &config, &providers);
+    }
+    if let Some(&provider) = providers.first() {
+        spec.provider = provider;
+    }
+    let prices = match spec.provider {
+        Provider::Anthropic => args.prices()?,
+        provider => provider.prices(),
+    };
+    let report = forkcache_scenario::run(&spec, &config, &prices)
         .with_context(|| format!("running {}", args.scenario.display()))?;
     if let Some(dir) = &args.bodies {
         write_bodies(dir, &report)?;
@@ -105,6 +121,29 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         print!("{}", forkcache_report::scenario_requests_csv(&report));
     } else if !args.quiet.quiet {
         print!("{}", report.to_table());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The scenario on each of `providers`, one table (or JSON document, or CSV) of their bills.
+fn compare(
+    args: &RunArgs,
+    spec: &forkcache_scenario::ScenarioSpec,
+    config: &forkcache_scenario::RunConfig,
+    providers: &[Provider],
+) -> anyhow::Result<ExitCode> {
+    use forkcache_report::providers::Comparison;
+    if args.bodies.is_some() {
+        crate::flags::conflicting_flags("--bodies writes the bodies of one run; give one --provider");
+    }
+    let comparison = Comparison::run(spec, config, &args.prices()?, providers)
+        .with_context(|| format!("running {}", args.scenario.display()))?;
+    if args.output.json {
+        println!("{}", comparison.to_json());
+    } else if args.table.csv {
+        print!("{}", comparison.to_csv());
+    } else if !args.quiet.quiet {
+        print!("{}", comparison.to_table());
     }
     Ok(ExitCode::SUCCESS)
 }

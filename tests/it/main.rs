@@ -23,6 +23,7 @@ mod plain_errors;
 mod positions;
 mod prices;
 mod properties;
+mod providers;
 mod proxy;
 mod proxy_reliability;
 mod proxy_tls;

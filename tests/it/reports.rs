@@ -36,10 +36,14 @@ const SMALL_GRID: &str = r#"{
 const SMALL_CURVES: &str =
     r#"{"name": "small-curves", "grid": {"history_tokens": [10000, 100000], "forks": [1, 4]}}"#;
 
+const SMALL_PROVIDERS: &str = r#"{"name": "small-providers", "grid": {"history_tokens": [100000], "forks": [1, 4],
+    "provider": ["anthropic", "bedrock", "openai", "gemini-implicit", "deepseek"]}}"#;
+
 fn small_options(threads: usize) -> ReportOptions {
     ReportOptions {
         sweep: SweepSpec::from_json(SMALL_GRID).unwrap(),
         cost_curves: SweepSpec::from_json(SMALL_CURVES).unwrap(),
+        providers: SweepSpec::from_json(SMALL_PROVIDERS).unwrap(),
         threads: Some(threads),
         seed: None,
     }
@@ -63,22 +67,24 @@ fn text<'a>(artifacts: &'a [Artifact], name: &str) -> &'a str {
     std::str::from_utf8(&artifact(artifacts, name).bytes).expect("UTF-8")
 }
 
-const CHARTS: [&str; 9] = [
+const CHARTS: [&str; 10] = [
     "antipatterns",
     "cost_curves",
     "cost_vs_forks",
     "cost_vs_idle",
     "policy_gap",
+    "providers",
     "savings_vs_history",
     "session_timeline",
     "delegation_vs_history",
     "delegation_vs_idle",
 ];
 
-const TABLES: [&str; 7] = [
+const TABLES: [&str; 8] = [
     "antipatterns.csv",
     "cost_curves.csv",
     "delegation.csv",
+    "providers.csv",
     "requests.csv",
     "seed_example.csv",
     "summary.csv",
@@ -118,7 +124,7 @@ fn two_reports_are_byte_identical_on_one_thread_and_two() {
     write(&first, &small_report(1)).unwrap();
     write(&second, shared_report()).unwrap();
     let (a, b) = (read_dir(&first), read_dir(&second));
-    assert_eq!(a.len(), 27);
+    assert_eq!(a.len(), 30);
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     for (name, bytes) in &a {
         assert!(b[name] == *bytes, "{name} differs between the two runs");

@@ -155,6 +155,13 @@ impl Client {
         Client { endpoint: MockEndpoint::new(config, PriceTable::builtin()).expect("bytes4 is built in") }
     }
 
+    /// A provider's cache rules and built-in prices, otherwise as [`Client::with_config`].
+    pub fn on_provider(provider: forkcache_engine::Provider) -> Client {
+        let mut config = EndpointConfig { lenient: true, ..EndpointConfig::default() };
+        config.cache.policy = provider.policy();
+        Client { endpoint: MockEndpoint::new(config, provider.prices()).expect("bytes4 is built in") }
+    }
+
     /// Sends `body` at `at_ms` with no API key and no output; the request must be accepted.
     pub fn send(&mut self, body: &Body, at_ms: u64) -> Record {
         self.call(body, at_ms, Opts::default())

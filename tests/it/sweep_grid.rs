@@ -192,11 +192,12 @@ fn progress_is_reported_once_per_cell() {
 
 #[test]
 fn the_csv_has_the_documented_columns() {
-    const DOCUMENTED: [&str; 33] = [
+    const DOCUMENTED: [&str; 34] = [
         "cell",
         "history_tokens",
         "forks",
         "subagents",
+        "provider",
         "policy",
         "billing",
         "variant",
@@ -239,9 +240,10 @@ fn the_csv_has_the_documented_columns() {
             let cell = &record[DOCUMENTED.iter().position(|c| *c == column).unwrap()];
             assert!(cell.parse::<u64>().is_ok(), "{column} = {cell:?}");
         }
-        let savings = &record[20];
+        let at = |column: &str| DOCUMENTED.iter().position(|c| *c == column).unwrap();
+        let savings = &record[at("savings")];
         assert_eq!(savings.split_once('.').map(|(_, d)| d.len()), Some(4), "savings = {savings:?}");
-        let te = &record[21];
+        let te = &record[at("token_equivalents")];
         assert_eq!(te.split_once('.').map(|(_, d)| d.len()), Some(3), "token_equivalents = {te:?}");
     }
 }

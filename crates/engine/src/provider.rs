@@ -21,10 +21,11 @@ use crate::billing::{
 use crate::cache::Policy;
 
 /// A provider whose cache forkcache prices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Provider {
     /// Anthropic's API: breakpoints, 5m/1h TTLs, writes 1.25x/2x, reads 0.1x.
+    #[default]
     Anthropic,
     /// Claude on Amazon Bedrock: Anthropic's rules with Bedrock's minimums.
     Bedrock,
@@ -125,10 +126,12 @@ impl Provider {
         PriceTable::from_json(json).expect("the shipped price tables are valid")
     }
 
-    /// The model that stands in for `model` (a Claude id): the same id on Anthropic and
-    /// Bedrock; elsewhere the provider's model of the same tier.
+    /// The model that stands in for `model`: a Claude id becomes the provider's model of the
+    /// same tier (on Anthropic and Bedrock, itself); any other id is kept (a scenario may name
+    /// the provider's own model).
     pub fn model_for(self, model: &str) -> String {
         let tiers: [&str; 3] = match self {
+            _ if !model.starts_with("claude") => return model.to_string(),
             Provider::Anthropic | Provider::Bedrock => return model.to_string(),
             Provider::Openai => ["gpt-5.5", "gpt-5.4", "gpt-5.4-mini"],
             Provider::GeminiImplicit => ["gemini-3.1-pro", "gemini-3.1-pro", "gemini-3.8-flash"],
@@ -181,7 +184,9 @@ mod tests {
         assert_eq!(Provider::Openai.model_for("claude-opus-4-6"), "gpt-5.5");
         assert_eq!(Provider::Openai.model_for("claude-sonnet-4-6"), "gpt-5.4");
         assert_eq!(Provider::Openai.model_for("claude-haiku-4-5"), "gpt-5.4-mini");
-        assert_eq!(Provider::Deepseek.model_for("some-custom-model"), "deepseek-v4-pro");
+        assert_eq!(Provider::Deepseek.model_for("claude-3-7-sonnet-latest"), "deepseek-v4-pro");
+        // The provider's own ids (or any other) are kept.
+        assert_eq!(Provider::Openai.model_for("gpt-5.6-terra"), "gpt-5.6-terra");
         assert_eq!(Provider::Bedrock.model_for("claude-haiku-4-5"), "claude-haiku-4-5");
     }
 }

@@ -7,6 +7,7 @@
 
 use forkcache_engine::cache::Policy;
 use forkcache_engine::prompt::Ttl;
+use forkcache_engine::provider::Provider;
 use forkcache_scenario::agent::ForkVariant;
 use forkcache_scenario::{RequestRole, ScenarioReport, ScenarioTotals};
 
@@ -77,6 +78,7 @@ fn focus(axes: &Axes) -> SweepCell {
         forks: nearest(&axes.forks.iter().map(|&n| u64::from(n)).collect::<Vec<_>>(), FOCUS_FORKS.into())
             as u32,
         subagents: Subagents::Fork,
+        provider: axes.provider[0],
         policy: axes.policy[0],
         billing: axes.billing[0],
         variant: Some(axes.variant[0]),
@@ -212,6 +214,73 @@ pub(crate) fn cost_vs_forks(view: &SweepView) -> Result<Rendered, ChartError> {
         x_marks: Vec::new(),
         caption: view.caption(&format!("{}; named: general-purpose, own prompt and tools", view.settings())),
     })
+}
+
+/// The forks' cost by how many are spawned, one line per provider: the same agent on each
+/// provider's cache rules, prices and models (`model`: the Claude model the sweep names).
+pub(crate) fn providers(view: &SweepView, model: &str) -> Result<Rendered, ChartError> {
+    let tokens = view.focus.history_tokens;
+    let mut series: Vec<Series> = Vec::new();
+    for &provider in &view.axes.provider {
+        let line = view.series(
+            format!("{provider} ({})", provider.model_for(model)),
+            &view.axes.forks,
+            |n| SweepCell { provider, ..view.point(tokens, n) },
+            log2,
+            |r| usd(r.subagents.cost_nanousd),
+        );
+        let Some(mut line) = line else { continue };
+        // A line on top of another hides it: say so in the legend (Bedrock under Anthropic's
+        // rules and prices, wherever their minimums agree).
+        if let Some(under) = series.iter().find(|earlier| earlier.points == line.points) {
+            let first = under.name.split(' ').next().unwrap_or_default();
+            line.name = format!("{} = {first}", line.name);
+        }
+        series.push(line);
+    }
+    line_chart(&LineChart {
+        title: format!(
+            "The same forks on every provider's cache, on a {}-token history",
+            tokens_name(tokens)
+        ),
+        x_label: "forks spawned (log scale)".into(),
+        y_label: "forks' input cost (USD, log scale)".into(),
+        y_format: ValueFormat::Usd,
+        x_format: ValueFormat::PowerOfTwo,
+        x_margin: 0.0,
+        log_x: false,
+        log_y: true,
+        y_from_zero: false,
+        legend: Corner::UpperLeft,
+        layered: true,
+        series,
+        x_marks: Vec::new(),
+        caption: format!(
+            "seed {}, {} · prices {}",
+            view.result.seed,
+            fork_settings(&view.focus),
+            price_dates(view)
+        ),
+    })
+}
+
+/// Each price table's date once, with the providers priced by it: Anthropic's table is the one
+/// the sweep was given, the others are built in.
+fn price_dates(view: &SweepView) -> String {
+    let mut dates: Vec<(String, Vec<&str>)> = Vec::new();
+    for &provider in &view.axes.provider {
+        let date = match provider {
+            Provider::Anthropic => view.result.prices_date.clone(),
+            other => other.prices().date,
+        };
+        match dates.iter_mut().find(|(known, _)| *known == date) {
+            Some((_, names)) => names.push(provider.name()),
+            None => dates.push((date, vec![provider.name()])),
+        }
+    }
+    let parts: Vec<String> =
+        dates.iter().map(|(date, names)| format!("{date} {}", names.join(", "))).collect();
+    parts.join("; ")
 }
 
 /// Whole-session cost by idle gap before the spawn, one line per TTL: a step where the gap

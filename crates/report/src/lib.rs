@@ -24,6 +24,7 @@ pub(crate) mod format;
 pub mod html;
 pub mod import;
 mod notes;
+pub mod providers;
 mod replay_table;
 pub mod sweep;
 mod tables;
@@ -89,6 +90,8 @@ pub struct ReportOptions {
     pub sweep: SweepSpec,
     /// The grid behind the cost curves. Default: `fixtures/sweeps/cost-curves.json`.
     pub cost_curves: SweepSpec,
+    /// The grid behind `providers.csv` and its chart. Default: `fixtures/sweeps/providers.json`.
+    pub providers: SweepSpec,
     /// Worker threads for the sweeps; `None`: one per core. The bytes do not depend on it.
     pub threads: Option<usize>,
     /// The seed of every generated conversation (fixtures and sweeps); `None`: each one's own.
@@ -100,6 +103,7 @@ impl Default for ReportOptions {
         ReportOptions {
             sweep: SweepSpec::default_grid(),
             cost_curves: SweepSpec::cost_curves(),
+            providers: SweepSpec::providers(),
             threads: None,
             seed: None,
         }
@@ -109,7 +113,7 @@ impl Default for ReportOptions {
 impl ReportOptions {
     /// Sweep cells the report runs (for a progress bar's length).
     pub fn cells(&self) -> usize {
-        self.sweep.cells().len() + self.cost_curves.cells().len()
+        self.sweep.cells().len() + self.cost_curves.cells().len() + self.providers.cells().len()
     }
 
     /// These options with `seed`, when given, set on both sweeps' base scenarios.
@@ -118,6 +122,7 @@ impl ReportOptions {
         if let Some(seed) = self.seed {
             options.sweep.scenario.seed = seed;
             options.cost_curves.scenario.seed = seed;
+            options.providers.scenario.seed = seed;
         }
         options
     }
@@ -158,16 +163,19 @@ pub fn build(
     let sweep_options = SweepOptions { threads: options.threads, shard: Shard::WHOLE };
     let sweep = crate::sweep::run(&options.sweep, &sweep_options, prices, &on_cell_done)?;
     let curves = crate::sweep::run(&options.cost_curves, &sweep_options, prices, &on_cell_done)?;
+    let providers = crate::sweep::run(&options.providers, &sweep_options, prices, &on_cell_done)?;
     let mut artifacts = suite_artifacts(&runs, &prices.date)?;
     artifacts.push(Artifact::new("seed_example.csv", crate::demo::seed_example_csv(&seed_runs)?));
     artifacts.extend(sweep_artifacts(&options.sweep, &sweep));
     artifacts.extend(sweep_charts(&options.sweep, &sweep)?);
     artifacts.extend(cost_curve_artifacts(&curves)?);
     artifacts.extend(delegation_artifacts(prices)?);
+    artifacts.extend(provider_artifacts(&options.providers, &providers)?);
     let notes = notes::readme(&notes::Inputs {
         artifacts: &artifacts,
         sweep: (&options.sweep, &sweep),
         curves: (&options.cost_curves, &curves),
+        providers: (&options.providers, &providers),
         prices_date: &prices.date,
     });
     artifacts.push(Artifact::new("README.md", notes));
@@ -187,6 +195,15 @@ fn suite_artifacts(runs: &[SuiteRun], prices_date: &str) -> Result<Vec<Artifact>
         artifacts
             .extend(drawn("session_timeline", figures::session_timeline(&run.report, TIMELINE_SCENARIO)?));
     }
+    Ok(artifacts)
+}
+
+/// `providers.csv` (the providers grid's rows, in the sweep's columns) and its chart.
+fn provider_artifacts(spec: &SweepSpec, result: &SweepResult) -> Result<Vec<Artifact>, ReportError> {
+    let axes = spec.axes();
+    let view = figures::SweepView::new(result, &axes);
+    let mut artifacts = vec![Artifact::new("providers.csv", result.to_csv())];
+    artifacts.extend(drawn("providers", figures::providers(&view, &spec.scenario.model)?));
     Ok(artifacts)
 }
 

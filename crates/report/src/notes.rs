@@ -11,6 +11,7 @@ pub(crate) struct Inputs<'a> {
     pub artifacts: &'a [Artifact],
     pub sweep: (&'a SweepSpec, &'a SweepResult),
     pub curves: (&'a SweepSpec, &'a SweepResult),
+    pub providers: (&'a SweepSpec, &'a SweepResult),
     pub prices_date: &'a str,
 }
 
@@ -71,6 +72,12 @@ pub(crate) const CHARTS: &[ChartNote] = &[
         data: "cost_curves.csv",
     },
     ChartNote {
+        stem: "providers",
+        shows: "what N forks cost on each provider's cache and prices: Anthropic, Claude on Bedrock, OpenAI, Gemini's implicit cache, DeepSeek (log-log)",
+        read: "Lines sit in the order of the providers' input prices; a line that climbs faster pays again for the forks' shared part: forks launched together cannot read it under Anthropic's rules (no marker inside it) or DeepSeek's (it becomes a unit only after two requests sent it).",
+        data: "providers.csv: `subagent_cost_nanousd`",
+    },
+    ChartNote {
         stem: "delegation_vs_history",
         shows: "one unit of delegated work, five ways (fork, named agent, teammate, background agent, s06 sub-agent): what delegating added to the session's cost, by history size",
         read: "On a short history a fork or a teammate adds least; past about 50,000 tokens a named or background agent does, as neither carries the history.",
@@ -95,6 +102,10 @@ pub(crate) const TABLES: &[(&str, &str)] = &[
     ),
     ("sweep.csv", "one cell of the default grid (`fixtures/sweeps/default.json`)"),
     ("cost_curves.csv", "one cell of the cost-curve grid (`fixtures/sweeps/cost-curves.json`)"),
+    (
+        "providers.csv",
+        "one cell of the providers grid (`fixtures/sweeps/providers.json`): the same agent on one provider",
+    ),
     (
         "delegation.csv",
         "one way of delegating one unit of work (`scenario::delegation_spec`) at one history size and idle gap",
@@ -134,7 +145,7 @@ fn preamble(out: &mut String, inputs: &Inputs) {
 
 fn sweeps(out: &mut String, inputs: &Inputs) {
     let _ = writeln!(out, "## The sweeps\n");
-    for (spec, result) in [inputs.sweep, inputs.curves] {
+    for (spec, result) in [inputs.sweep, inputs.curves, inputs.providers] {
         let _ = writeln!(
             out,
             "- **{}** (`fixtures/sweeps/{}.json`), seed {}, {} cells: {}",
@@ -155,6 +166,7 @@ fn axes_text(axes: &Axes) -> String {
         format!("history_tokens {}", list(axes.history_tokens.iter().map(u64::to_string).collect())),
         format!("forks {}", list(axes.forks.iter().map(u32::to_string).collect())),
         format!("subagents {}", names(axes.subagents.iter().map(|s| s.name()).collect())),
+        format!("provider {}", names(axes.provider.iter().map(|p| p.name()).collect())),
         format!("policy {}", names(axes.policy.iter().map(|p| p.name()).collect())),
         format!("billing {}", names(axes.billing.iter().map(|b| b.name()).collect())),
         format!("variant {}", names(axes.variant.iter().map(|v| v.name()).collect())),
@@ -216,8 +228,11 @@ pub(crate) fn describe(file: &str, column: &str) -> &'static str {
 fn describe_shared(column: &str) -> &'static str {
     match column {
         "scenario" => "the fixture's name (`fixtures/scenarios/NAME.json`)",
+        "provider" => {
+            "the provider whose cache rules, prices and models the cell ran on: `anthropic`, `bedrock`, `openai`, `gemini-implicit` or `deepseek` (docs/providers.md)"
+        }
         "policy" => {
-            "cache policy: `anthropic` (the documented rules) or `longest-prefix` (the seeds' idealised cache)"
+            "cache policy: `anthropic` (the documented rules), `longest-prefix` (the seeds' idealised cache), or another provider's (`openai`, `gemini-implicit`, `deepseek`)"
         }
         "billing" => "billing profile: `anthropic` (the price table) or `seed` (writes 1.0×, reads 0.1×)",
         "seed" => "the seed every random draw derives from",

@@ -18,6 +18,7 @@ use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, MockEndpoint};
 use forkcache_engine::prompt::KeptBlocks;
 use forkcache_engine::prompt::Ttl;
+use forkcache_engine::provider::Provider;
 use forkcache_engine::verify::{SiblingCheck, check_siblings};
 use forkcache_wire::{Betas, Reply, Role};
 
@@ -51,6 +52,18 @@ pub fn run_with_blocks(
     prices: &PriceTable,
     blocks: &mut Option<KeptBlocks>,
 ) -> Result<ScenarioReport, ScenarioError> {
+    // On another provider the scenario runs mapped (its models, its policy), whatever policy the
+    // caller's endpoint settings name.
+    let (mapped, on_provider);
+    let (spec, config) = if spec.provider == Provider::Anthropic {
+        (spec, config)
+    } else {
+        mapped = spec.on_provider();
+        let mut config = config.clone();
+        config.endpoint.cache.policy = mapped.policy;
+        on_provider = config;
+        (&mapped, &on_provider)
+    };
     spec.validate()?;
     if !prices.resolve(&spec.model).known {
         return Err(ScenarioError::spec("model", format!("{:?} is not in the price table", spec.model)));

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use forkcache_engine::billing::{PriceTable, TokenEquivalents, Usage};
 use forkcache_engine::cache::describe_miss;
 use forkcache_engine::cache::{MissCause, layout_notes};
+use forkcache_engine::provider::Provider;
 
 use super::record::{GuardEvent, RequestRole, RunConfig, ScenarioRecord, SpawnReport};
 use super::spec::{Launch, ScenarioSpec};
@@ -84,6 +85,11 @@ impl ScenarioTotals {
         fits
     }
 
+    /// The totals as the JSON reports print them (`cost_usd`, API-shaped `usage`, savings).
+    pub fn to_json_value(&self) -> serde_json::Value {
+        totals_json(self)
+    }
+
     /// 1 − actual ÷ naive (display only).
     pub fn savings(&self) -> f64 {
         if self.naive_nanousd == 0 { 0.0 } else { 1.0 - self.cost_nanousd as f64 / self.naive_nanousd as f64 }
@@ -112,6 +118,10 @@ pub struct ScenarioReport {
     pub name: String,
     /// Its seed.
     pub seed: u64,
+    /// The provider it ran on.
+    pub provider: Provider,
+    /// The main loop's model as sent (the provider's, on another provider).
+    pub model: String,
     /// The settings used.
     pub config: RunConfig,
     /// The price table's date.
@@ -149,6 +159,8 @@ impl ScenarioReport {
         ScenarioReport {
             name: spec.name.clone(),
             seed: spec.seed,
+            provider: spec.provider,
+            model: spec.model.clone(),
             config: config.clone(),
             prices_date: prices.date.clone(),
             records,
@@ -179,7 +191,8 @@ impl ScenarioReport {
     pub fn to_json(&self) -> String {
         let endpoint = &self.config.endpoint;
         let json = serde_json::json!({
-            "scenario": {"name": self.name, "seed": self.seed, "policy": endpoint.cache.policy.name(),
+            "scenario": {"name": self.name, "seed": self.seed, "provider": self.provider.name(),
+                "model": self.model, "policy": endpoint.cache.policy.name(),
                 "billing": endpoint.billing.name(), "identity": endpoint.prompt.identity.name(),
                 "tokenizer": endpoint.tokenizer.name(), "visibility": endpoint.cache.visibility,
                 "prices_date": self.prices_date},
@@ -196,9 +209,13 @@ impl ScenarioReport {
     pub fn to_table(&self) -> String {
         let mut out = String::new();
         let endpoint = &self.config.endpoint;
+        let on_provider = match self.provider {
+            Provider::Anthropic => String::new(),
+            provider => format!(" · provider {provider} ({})", self.model),
+        };
         let _ = writeln!(
             out,
-            "scenario {} · seed {} · policy {} · billing {} · prices of {}\n",
+            "scenario {} · seed {}{on_provider} · policy {} · billing {} · prices of {}\n",
             self.name,
             self.seed,
             endpoint.cache.policy.name(),

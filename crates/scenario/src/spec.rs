@@ -11,6 +11,7 @@ use forkcache_engine::billing::BillingProfile;
 use forkcache_engine::cache::Policy;
 use forkcache_engine::clock::Visibility;
 use forkcache_engine::prompt::{IdentityMode, Ttl};
+use forkcache_engine::provider::Provider;
 
 use crate::agent::{ForkVariant, MemoryPosition, MemoryScope, NamedAgent, SectionKind, SidecarKind};
 
@@ -26,6 +27,11 @@ pub struct ScenarioSpec {
     pub model: String,
     /// Cache policy. Default `anthropic`.
     pub policy: Policy,
+    /// The provider whose cache and prices it runs on. Default `anthropic`. Another provider's
+    /// cache rules replace `policy` (Bedrock's are Anthropic's), and its model of the same tier
+    /// stands in for each Claude model named ([`Provider::model_for`]).
+    #[serde(skip_serializing_if = "is_anthropic")]
+    pub provider: Provider,
     /// Billing profile. Default `anthropic`.
     pub billing: BillingProfile,
     /// Identity mode. Default `semantic`.
@@ -55,6 +61,7 @@ impl Default for ScenarioSpec {
             description: String::new(),
             model: "claude-sonnet-4-6".into(),
             policy: Policy::Anthropic,
+            provider: Provider::Anthropic,
             billing: BillingProfile::Anthropic,
             identity: IdentityMode::Semantic,
             visibility: Visibility::FirstToken,
@@ -66,6 +73,37 @@ impl Default for ScenarioSpec {
             timeline: Vec::new(),
             knobs: Knobs::default(),
         }
+    }
+}
+
+fn is_anthropic(provider: &Provider) -> bool {
+    *provider == Provider::Anthropic
+}
+
+impl ScenarioSpec {
+    /// The scenario as it runs on its provider: the provider's policy (unless Anthropic's rules
+    /// are the provider's, when the spec's own stands) and the provider's model for each Claude
+    /// model the spec names. Models named inside custom agents' definitions are mapped where
+    /// they are resolved.
+    pub fn on_provider(&self) -> ScenarioSpec {
+        let provider = self.provider;
+        let mut spec = self.clone();
+        if provider.policy() != Policy::Anthropic {
+            spec.policy = provider.policy();
+        }
+        spec.model = provider.model_for(&self.model);
+        spec.agent.explore_model = provider.model_for(&self.agent.explore_model);
+        for id in spec.agent.model_aliases.values_mut() {
+            *id = provider.model_for(id);
+        }
+        for event in &mut spec.timeline {
+            if let EventSpec::Named(named) = event
+                && let Some(model) = &mut named.model
+            {
+                *model = provider.model_for(model);
+            }
+        }
+        spec
     }
 }
 

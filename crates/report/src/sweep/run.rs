@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use forkcache_engine::billing::PriceTable;
 use forkcache_engine::prompt::KeptBlocks;
+use forkcache_engine::provider::Provider;
 use forkcache_scenario::{RequestRole, RunConfig, ScenarioTotals};
 
 use super::SweepError;
@@ -162,7 +163,8 @@ pub fn stream(
     on_row: impl FnMut(SweepRow) -> Result<(), SweepError> + Send,
 ) -> Result<(), SweepError> {
     spec.validate()?;
-    check_models(spec, prices)?;
+    let tables = ProviderTables::new(spec, prices);
+    check_models(spec, &tables)?;
     let cells = spec.cells();
     let mine = &cells[options.shard.range(cells.len())];
     let order = Mutex::new(InOrder::new(on_row));
@@ -176,7 +178,7 @@ pub fn stream(
         while !stop.load(Ordering::Relaxed) {
             let at = next.fetch_add(1, Ordering::Relaxed);
             let Some(cell) = mine.get(at) else { break };
-            let row = run_cell(spec, cell, prices, &mut blocks);
+            let row = run_cell(spec, cell, tables.of(cell.provider), &mut blocks);
             on_cell_done();
             let mut order = order.lock().expect("a worker panicked while handing over rows");
             if order.accept(at, row).is_err() {
@@ -248,15 +250,50 @@ fn pool(threads: usize) -> Result<rayon::ThreadPool, SweepError> {
         .map_err(|e| SweepError::Threads(e.to_string()))
 }
 
-/// An unknown model would fail every cell; say so once, naming the field.
-fn check_models(spec: &SweepSpec, prices: &PriceTable) -> Result<(), SweepError> {
+/// The price table of each provider on the grid: the one given for Anthropic (`--prices`),
+/// the built-in one for the others.
+struct ProviderTables<'p> {
+    anthropic: &'p PriceTable,
+    others: BTreeMap<Provider, PriceTable>,
+}
+
+impl<'p> ProviderTables<'p> {
+    fn new(spec: &SweepSpec, anthropic: &'p PriceTable) -> ProviderTables<'p> {
+        let others = spec
+            .axes()
+            .provider
+            .into_iter()
+            .filter(|&provider| provider != Provider::Anthropic)
+            .map(|provider| (provider, provider.prices()))
+            .collect();
+        ProviderTables { anthropic, others }
+    }
+
+    fn of(&self, provider: Provider) -> &PriceTable {
+        self.others.get(&provider).unwrap_or(self.anthropic)
+    }
+}
+
+/// An unknown model would fail every cell; say so once, naming the field (and the provider
+/// whose table lacks the model that stands in for it).
+fn check_models(spec: &SweepSpec, tables: &ProviderTables) -> Result<(), SweepError> {
     let mut models = vec![("scenario.model", &spec.scenario.model)];
     if spec.named.agent == forkcache_scenario::agent::NamedAgent::Explore {
         models.push(("scenario.agent.explore_model", &spec.scenario.agent.explore_model));
     }
-    for (field, model) in models {
-        if !prices.resolve(model).known {
-            return Err(SweepError::spec(field, format!("{model:?} is not in the price table")));
+    for provider in spec.axes().provider {
+        for &(field, model) in &models {
+            let stand_in = provider.model_for(model);
+            if tables.of(provider).resolve(&stand_in).known {
+                continue;
+            }
+            let message = match provider {
+                Provider::Anthropic => format!("{model:?} is not in the price table"),
+                _ => format!(
+                    "{model:?} runs as {stand_in:?} on {provider}, which its price table does not list"
+                ),
+            };
+            return Err(SweepError::spec(field, message));
         }
     }
     Ok(())

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use forkcache_engine::billing::BillingProfile;
 use forkcache_engine::cache::Policy;
 use forkcache_engine::prompt::Ttl;
+use forkcache_engine::provider::Provider;
 use forkcache_scenario::agent::{ForkVariant, NamedAgent};
 use forkcache_scenario::{EventSpec, ForkSpec, IdleSpec, Launch, NamedSpec, ScenarioSpec, TurnSpec};
 
@@ -89,6 +90,11 @@ pub struct Grid {
     pub forks: Option<Vec<u32>>,
     /// `fork` or `named`. Default `["fork"]`.
     pub subagents: Option<Vec<Subagents>>,
+    /// The provider whose cache, prices and models a cell runs on. Default: the base
+    /// scenario's. A provider with rules of its own sets the policy, so with one of those the
+    /// `policy` axis may hold one value only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<Vec<Provider>>,
     /// Cache policy. Default: the base scenario's.
     pub policy: Option<Vec<Policy>>,
     /// Billing profile. Default: the base scenario's.
@@ -114,6 +120,8 @@ pub struct Axes {
     pub forks: Vec<u32>,
     /// See [`Grid::subagents`].
     pub subagents: Vec<Subagents>,
+    /// See [`Grid::provider`].
+    pub provider: Vec<Provider>,
     /// See [`Grid::policy`].
     pub policy: Vec<Policy>,
     /// See [`Grid::billing`].
@@ -131,7 +139,7 @@ pub struct Axes {
 }
 
 /// Number of axes, in enumeration order.
-const AXES: usize = 10;
+const AXES: usize = 11;
 
 impl Axes {
     fn lengths(&self) -> [usize; AXES] {
@@ -139,6 +147,7 @@ impl Axes {
             self.history_tokens.len(),
             self.forks.len(),
             self.subagents.len(),
+            self.provider.len(),
             self.policy.len(),
             self.billing.len(),
             self.variant.len(),
@@ -154,7 +163,7 @@ impl Axes {
     fn cell(&self, at: &[usize; AXES], index: usize) -> Option<SweepCell> {
         let subagents = self.subagents[at[2]];
         let forked = subagents == Subagents::Fork;
-        if !forked && (at[5] > 0 || at[6] > 0 || at[7] > 0) {
+        if !forked && (at[6] > 0 || at[7] > 0 || at[8] > 0) {
             return None;
         }
         Some(SweepCell {
@@ -162,13 +171,14 @@ impl Axes {
             history_tokens: self.history_tokens[at[0]],
             forks: self.forks[at[1]],
             subagents,
-            policy: self.policy[at[3]],
-            billing: self.billing[at[4]],
-            variant: forked.then(|| self.variant[at[5]]),
-            launch: forked.then(|| self.launch[at[6]]),
-            mark_placeholders: forked.then(|| self.mark_placeholders[at[7]]),
-            ttl: self.ttl[at[8]],
-            idle_ms: self.idle_ms[at[9]],
+            provider: self.provider[at[3]],
+            policy: self.policy[at[4]],
+            billing: self.billing[at[5]],
+            variant: forked.then(|| self.variant[at[6]]),
+            launch: forked.then(|| self.launch[at[7]]),
+            mark_placeholders: forked.then(|| self.mark_placeholders[at[8]]),
+            ttl: self.ttl[at[9]],
+            idle_ms: self.idle_ms[at[10]],
         })
     }
 }
@@ -196,7 +206,9 @@ pub struct SweepCell {
     pub forks: u32,
     /// Forks or named sub-agents.
     pub subagents: Subagents,
-    /// Cache policy.
+    /// The provider.
+    pub provider: Provider,
+    /// Cache policy (the provider's, when it has rules of its own).
     pub policy: Policy,
     /// Billing profile.
     pub billing: BillingProfile,
@@ -232,6 +244,12 @@ impl SweepSpec {
     #[allow(clippy::expect_used)] // the compiled-in cost-curve grid is checked by the tests
     pub fn cost_curves() -> SweepSpec {
         SweepSpec::from_json(COST_CURVES_SWEEP_JSON).expect("the cost-curve sweep is valid")
+    }
+
+    /// The providers grid (`fixtures/sweeps/providers.json`), compiled in.
+    #[allow(clippy::expect_used)] // the compiled-in providers grid is checked by the tests
+    pub fn providers() -> SweepSpec {
+        SweepSpec::from_json(PROVIDERS_SWEEP_JSON).expect("the providers sweep is valid")
     }
 
     /// Parses a sweep file; errors name the field path and what was expected.
@@ -305,13 +323,32 @@ impl SweepSpec {
                 .ok_or(format!("expected 1 to {MAX_FORKS} forks, got {n}"))
         })?;
         check_axis("grid.subagents", g.subagents.as_deref(), any)?;
+        check_axis("grid.provider", g.provider.as_deref(), any)?;
         check_axis("grid.policy", g.policy.as_deref(), any)?;
+        self.check_provider_sets_policy()?;
         check_axis("grid.billing", g.billing.as_deref(), any)?;
         check_axis("grid.variant", g.variant.as_deref(), any)?;
         check_axis("grid.launch", g.launch.as_deref(), any)?;
         check_axis("grid.mark_placeholders", g.mark_placeholders.as_deref(), any)?;
         check_axis("grid.ttl", g.ttl.as_deref(), any)?;
         check_axis("grid.idle_ms", g.idle_ms.as_deref(), any)
+    }
+
+    /// A provider with cache rules of its own decides the policy: a `policy` axis beside it
+    /// would run the same cells twice under one name.
+    fn check_provider_sets_policy(&self) -> Result<(), SweepError> {
+        let axes = self.axes();
+        let own_rules = axes.provider.iter().find(|provider| provider.policy() != Policy::Anthropic);
+        match own_rules {
+            Some(provider) if axes.policy.len() > 1 => Err(SweepError::spec(
+                "grid.policy",
+                format!(
+                    "the provider {provider} (in grid.provider) brings its own cache rules; give one \
+                     policy, or run the providers with Anthropic's rules (anthropic, bedrock) alone"
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Every axis resolved: the grid's list, or the one value the base holds.
@@ -321,6 +358,7 @@ impl SweepSpec {
             history_tokens: g.history_tokens.clone().unwrap_or_else(|| vec![100_000]),
             forks: g.forks.clone().unwrap_or_else(|| vec![3]),
             subagents: g.subagents.clone().unwrap_or_else(|| vec![Subagents::Fork]),
+            provider: g.provider.clone().unwrap_or_else(|| vec![self.scenario.provider]),
             policy: g.policy.clone().unwrap_or_else(|| vec![self.scenario.policy]),
             billing: g.billing.clone().unwrap_or_else(|| vec![self.scenario.billing]),
             variant: g.variant.clone().unwrap_or_else(|| vec![self.fork.variant]),
@@ -355,6 +393,7 @@ impl SweepSpec {
     pub fn scenario_for(&self, cell: &SweepCell) -> ScenarioSpec {
         let mut spec = self.scenario.clone();
         spec.name = format!("{} cell {}", self.name, cell.index);
+        spec.provider = cell.provider;
         spec.policy = cell.policy;
         spec.billing = cell.billing;
         spec.ttl = cell.ttl;
@@ -388,6 +427,7 @@ impl SweepSpec {
 
 const DEFAULT_SWEEP_JSON: &str = include_str!("../../../../fixtures/sweeps/default.json");
 const COST_CURVES_SWEEP_JSON: &str = include_str!("../../../../fixtures/sweeps/cost-curves.json");
+const PROVIDERS_SWEEP_JSON: &str = include_str!("../../../../fixtures/sweeps/providers.json");
 
 /// Every value of a categorical axis is acceptable (serde already checked the spelling).
 fn any<T>(_: &T) -> Result<(), String> {

@@ -18,6 +18,7 @@ const TABLE: &[(&str, Cell)] = &[
     ("history_tokens", |r| r.cell.history_tokens.to_string()),
     ("forks", |r| r.cell.forks.to_string()),
     ("subagents", |r| r.cell.subagents.name().into()),
+    ("provider", |r| r.cell.provider.name().into()),
     ("policy", |r| r.cell.policy.name().into()),
     ("billing", |r| r.cell.billing.name().into()),
     ("variant", |r| r.cell.variant.map_or(String::new(), |v| v.name().into())),

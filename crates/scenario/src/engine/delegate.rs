@@ -257,7 +257,9 @@ impl Engine<'_> {
     /// The spec's model, else the definition's (an alias or an id), else Explore's own, else the
     /// parent's.
     fn named_model(&self, spec: &NamedSpec, definition: Option<&AgentDefinition>) -> String {
-        let aliased = |model: &String| self.spec.agent.model_aliases.get(model).unwrap_or(model).clone();
+        let aliased = |model: &String| {
+            self.spec.provider.model_for(self.spec.agent.model_aliases.get(model).unwrap_or(model))
+        };
         if let Some(model) = spec.model.as_ref().or(definition.and_then(|d| d.model.as_ref())) {
             return aliased(model);
         }
