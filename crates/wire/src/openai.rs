@@ -88,7 +88,8 @@ impl OpenAiError {
 
     /// The JSON body.
     pub fn to_json(&self) -> String {
-        let error = json!({"message": self.message, "type": self.kind, "param": self.param, "code": self.code});
+        let error =
+            json!({"message": self.message, "type": self.kind, "param": self.param, "code": self.code});
         json!({ "error": error }).to_string()
     }
 }
@@ -161,7 +162,10 @@ pub fn read_openai_request(api: OpenAiApi, body: &str) -> Result<OpenAiRequest, 
 type Object = Map<String, Value>;
 
 /// Tools, output limit and `include_usage` of a Responses request; its prompt into `prompt`.
-fn read_responses(request: &Object, prompt: &mut Prompt) -> Result<(Vec<Value>, Option<u64>, bool), OpenAiError> {
+fn read_responses(
+    request: &Object,
+    prompt: &mut Prompt,
+) -> Result<(Vec<Value>, Option<u64>, bool), OpenAiError> {
     if request.get("previous_response_id").is_some_and(|id| !id.is_null()) {
         let message = "previous_response_id is not supported by forkcache serve (no response is stored): send the whole input";
         return Err(OpenAiError::invalid(Some("previous_response_id"), message));
@@ -199,7 +203,8 @@ fn push_input_item(prompt: &mut Prompt, item: &Value, param: &str) -> Result<(),
                 "function_call" => arguments_input(object.get("arguments")),
                 _ => json!({ "input": object.get("input").cloned().unwrap_or(Value::Null) }),
             };
-            prompt.push("assistant", json!({"type": "tool_use", "id": call_id, "name": name, "input": input}));
+            prompt
+                .push("assistant", json!({"type": "tool_use", "id": call_id, "name": name, "input": input}));
             Ok(())
         }
         "function_call_output" | "custom_tool_call_output" => {
@@ -224,7 +229,9 @@ fn push_message(prompt: &mut Prompt, object: &Object, param: &str) -> Result<(),
         "user" | "system" | "developer" => "user",
         "assistant" => "assistant",
         other => {
-            let message = format!("Invalid value: '{other}'. Supported values are: 'user', 'assistant', 'system' and 'developer'.");
+            let message = format!(
+                "Invalid value: '{other}'. Supported values are: 'user', 'assistant', 'system' and 'developer'."
+            );
             return Err(OpenAiError::invalid(Some(&format!("{param}.role")), message));
         }
     };
@@ -266,7 +273,10 @@ fn push_part(prompt: &mut Prompt, role: &str, part: &Value, param: &str) -> Resu
 /// Tools, output limit and `include_usage` of a Chat Completions request; its prompt into `prompt`.
 fn read_chat(request: &Object, prompt: &mut Prompt) -> Result<(Vec<Value>, Option<u64>, bool), OpenAiError> {
     if let Some(n) = count_field(request, "n")?.filter(|&n| n != 1) {
-        return Err(OpenAiError::invalid(Some("n"), format!("n: {n} choices are not supported by forkcache serve (1 only)")));
+        return Err(OpenAiError::invalid(
+            Some("n"),
+            format!("n: {n} choices are not supported by forkcache serve (1 only)"),
+        ));
     }
     let tools = array_field(request, "tools")?.cloned().unwrap_or_default();
     let max_tokens = match count_field(request, "max_completion_tokens")? {
@@ -637,7 +647,9 @@ impl OpenAiAnswer<'_> {
         chunk(json!({"role": "assistant", "content": "", "refusal": null}), None);
         let text: String = self.response.content.iter().filter_map(block_text).collect();
         if !text.is_empty() {
-            text_chunks(&text, chunk_chars).into_iter().for_each(|piece| chunk(json!({"content": piece}), None));
+            text_chunks(&text, chunk_chars)
+                .into_iter()
+                .for_each(|piece| chunk(json!({"content": piece}), None));
         }
         for (index, call) in self.tool_calls().enumerate() {
             chunk(json!({"tool_calls": [tool_call_delta(index, &call)]}), None);
@@ -701,8 +713,17 @@ fn text_part(text: &str) -> Value {
 }
 
 /// One output item's events: added, its text or arguments in deltas, done.
-fn item_events(events: &mut ResponsesEvents, block: &ResponseBlock, id: &str, index: usize, chunk_chars: usize) {
-    events.push("response.output_item.added", json!({"output_index": index, "item": output_item(block, id, "in_progress")}));
+fn item_events(
+    events: &mut ResponsesEvents,
+    block: &ResponseBlock,
+    id: &str,
+    index: usize,
+    chunk_chars: usize,
+) {
+    events.push(
+        "response.output_item.added",
+        json!({"output_index": index, "item": output_item(block, id, "in_progress")}),
+    );
     let at = json!({"item_id": id, "output_index": index});
     match block {
         ResponseBlock::Text { text } => {
@@ -712,7 +733,10 @@ fn item_events(events: &mut ResponsesEvents, block: &ResponseBlock, id: &str, in
                 let delta = with(&with(&part_at, "delta", json!(piece)), "logprobs", json!([]));
                 events.push("response.output_text.delta", delta);
             }
-            events.push("response.output_text.done", with(&with(&part_at, "text", json!(text)), "logprobs", json!([])));
+            events.push(
+                "response.output_text.done",
+                with(&with(&part_at, "text", json!(text)), "logprobs", json!([])),
+            );
             events.push("response.content_part.done", with(&part_at, "part", text_part(text)));
         }
         ResponseBlock::ToolUse { input, .. } => {
@@ -721,7 +745,10 @@ fn item_events(events: &mut ResponsesEvents, block: &ResponseBlock, id: &str, in
             events.push("response.function_call_arguments.done", with(&at, "arguments", json!(arguments)));
         }
     }
-    events.push("response.output_item.done", json!({"output_index": index, "item": output_item(block, id, "completed")}));
+    events.push(
+        "response.output_item.done",
+        json!({"output_index": index, "item": output_item(block, id, "completed")}),
+    );
 }
 
 /// `object` with one more member.
@@ -807,8 +834,14 @@ mod tests {
         let error = read_openai_request(OpenAiApi::Responses, r#"{"model":5,"input":"x"}"#).unwrap_err();
         assert_eq!(error.param.as_deref(), Some("model"));
         let error = read_openai_request(OpenAiApi::ChatCompletions, r#"{"model":"m"}"#).unwrap_err();
-        assert_eq!((error.param.as_deref(), error.code), (Some("messages"), Some("missing_required_parameter")));
-        let error = read_openai_request(OpenAiApi::Responses, r#"{"model":"m","input":[{"role":"x","content":"a"}]}"#);
+        assert_eq!(
+            (error.param.as_deref(), error.code),
+            (Some("messages"), Some("missing_required_parameter"))
+        );
+        let error = read_openai_request(
+            OpenAiApi::Responses,
+            r#"{"model":"m","input":[{"role":"x","content":"a"}]}"#,
+        );
         assert_eq!(error.unwrap_err().param.as_deref(), Some("input[0].role"));
         let json: Value = serde_json::from_str(&OpenAiError::model_not_found("m").to_json()).unwrap();
         assert_eq!(json["error"]["code"], "model_not_found");

@@ -30,9 +30,9 @@ use pricer::Pricer;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use forkcache_engine::Provider;
 use forkcache_engine::cache::StoreStats;
 use forkcache_engine::clock::SimTime;
-use forkcache_engine::Provider;
 use forkcache_engine::endpoint::MockEndpoint;
 use forkcache_engine::prompt::RenderCounts;
 use forkcache_ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, SessionMarker, TraceWriter};

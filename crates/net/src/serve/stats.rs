@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use forkcache_engine::billing::Cost;
 use forkcache_engine::cache::StoreStats;
 use forkcache_engine::cache::describe_miss;
 use forkcache_engine::endpoint::Record;
 use forkcache_engine::prompt::RenderCounts;
 use forkcache_ingest::replay::{Totals, TotalsJson};
-use forkcache_engine::billing::Cost;
 use forkcache_wire::{ApiError, OpenAiUsage};
 
 /// Sums over one workspace's Messages requests (the same sums `replay` reports).

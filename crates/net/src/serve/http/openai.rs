@@ -217,7 +217,8 @@ async fn respond(shared: &Shared, decided: Decided) -> Response {
     };
     let Priced { request_id, request, response, usage, first_byte_ms, done_ms } = *priced;
     // Arrival-relative seconds: the mock's clock, not the calendar.
-    let answer = OpenAiAnswer { request: &request, response: &response, usage, created_s: first_byte_ms / 1_000 };
+    let answer =
+        OpenAiAnswer { request: &request, response: &response, usage, created_s: first_byte_ms / 1_000 };
     let mut reply = if request.stream {
         // The whole stream at the first byte: deltas are not paced on these routes.
         wait_until(shared, first_byte_ms).await;
