@@ -237,8 +237,7 @@ fn openai_error(answer: &Answer) -> (u16, Value) {
 
 #[test]
 fn bad_requests_get_openai_shaped_errors_and_are_counted() {
-    let mut config = ServeConfig::default();
-    config.body_limit_bytes = 4_096;
+    let config = ServeConfig { body_limit_bytes: 4_096, ..ServeConfig::default() };
     let server = Running::start(config, Default::default());
     let (status, error) =
         openai_error(&send(&server, "/v1/responses", &responses_body("gpt-9-nonesuch", false)));
