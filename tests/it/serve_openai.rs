@@ -200,10 +200,10 @@ fn chat_completion_without_a_stream_is_one_message() {
 #[test]
 fn tools_and_instructions_key_the_prefix_and_function_calls_are_priced() {
     let server = Running::default_server();
-    let with_tools = |description: &str| {
+    let with_tools = |description: &str, instructions: &str| {
         json!({
             "model": "gpt-5.5",
-            "instructions": "be brief",
+            "instructions": instructions,
             "tools": [{"type": "function", "name": "f", "description": description, "parameters": {"type": "object"}}],
             "input": [
                 {"role": "developer", "content": [{"type": "input_text", "text": "s", "forkcache_tokens": 2000}]},
@@ -218,11 +218,30 @@ fn tools_and_instructions_key_the_prefix_and_function_calls_are_priced() {
         responses_usage(&send(&server, "/v1/responses", body))["input_tokens_details"]["cached_tokens"]
             .clone()
     };
-    assert_eq!(cached(&with_tools("one")), 0);
+    assert_eq!(cached(&with_tools("one", "be brief")), 0);
     // The same tools again: the 2,000-token part and more are cached (at least 15 × 128).
-    assert!(cached(&with_tools("one")).as_u64().unwrap() >= 1_920);
+    assert!(cached(&with_tools("one", "be brief")).as_u64().unwrap() >= 1_920);
     // Tools come first in the prefix: a changed description is a miss from the start.
-    assert_eq!(cached(&with_tools("two")), 0);
+    assert_eq!(cached(&with_tools("two", "be brief")), 0);
+    assert!(cached(&with_tools("two", "be brief")).as_u64().unwrap() >= 1_920);
+    // Instructions come before the 2,000-token part: changed, nothing past the minimum is read.
+    assert_eq!(cached(&with_tools("two", "be terse")), 0);
+}
+
+#[test]
+fn a_changed_reasoning_effort_is_a_miss_and_adds_no_tokens() {
+    let server = Running::default_server();
+    let with_effort = |effort: &str| {
+        let mut body: Value = serde_json::from_str(&responses_body("gpt-5.5", false)).unwrap();
+        body["reasoning"] = json!({"effort": effort});
+        responses_usage(&send(&server, "/v1/responses", &body.to_string()))
+    };
+    assert_eq!(with_effort("low")["input_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(with_effort("low")["input_tokens_details"]["cached_tokens"], 1_920);
+    // The guide: a changed reasoning effort changes the prefix. The prompt is as long as before.
+    let changed = with_effort("high");
+    assert_eq!(changed["input_tokens_details"]["cached_tokens"], 0, "{changed}");
+    assert_eq!(changed["input_tokens"], PROMPT_TOKENS, "{changed}");
 }
 
 /// `(status, error)` of an OpenAI-shaped error, checking the shape on the way.

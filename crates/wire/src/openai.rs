@@ -133,6 +133,9 @@ pub fn read_openai_request(api: OpenAiApi, body: &str) -> Result<OpenAiRequest, 
     let stream = bool_field(request, "stream")?.unwrap_or(false);
     let prompt_cache_key = string_field(request, "prompt_cache_key")?.map(str::to_string);
     let mut prompt = Prompt::default();
+    if let Some(settings) = settings_block(api, request) {
+        prompt.push("user", settings);
+    }
     let (tools, max_tokens, include_usage) = match api {
         OpenAiApi::Responses => read_responses(request, &mut prompt)?,
         OpenAiApi::ChatCompletions => read_chat(request, &mut prompt)?,
@@ -160,6 +163,44 @@ pub fn read_openai_request(api: OpenAiApi, body: &str) -> Result<OpenAiRequest, 
 }
 
 type Object = Map<String, Value>;
+
+/// The request settings OpenAI's guide lists as changing the cached prefix (`parallel_tool_calls`,
+/// the structured-output format, reasoning effort, verbosity), as one block of no tokens ahead
+/// of the messages: a change keys every position after the tools anew, as OpenAI's cache would
+/// miss, and costs nothing. Named alike for both APIs, so the same settings key alike. `None`
+/// when the request names none of them.
+fn settings_block(api: OpenAiApi, request: &Object) -> Option<Value> {
+    let text = request.get("text");
+    let reasoning = request.get("reasoning");
+    let (format, effort, verbosity) = match api {
+        OpenAiApi::Responses => (
+            text.and_then(|text| text.get("format")),
+            reasoning.and_then(|reasoning| reasoning.get("effort")),
+            text.and_then(|text| text.get("verbosity")),
+        ),
+        OpenAiApi::ChatCompletions => {
+            (request.get("response_format"), request.get("reasoning_effort"), request.get("verbosity"))
+        }
+    };
+    let named = [
+        ("parallel_tool_calls", request.get("parallel_tool_calls")),
+        ("format", format),
+        ("reasoning_effort", effort),
+        ("verbosity", verbosity),
+    ];
+    let mut block = Map::new();
+    block.insert("type".into(), Value::String("openai_settings".into()));
+    for (name, value) in named {
+        if let Some(value) = value.filter(|value| !value.is_null()) {
+            block.insert(name.into(), value.clone());
+        }
+    }
+    if block.len() == 1 {
+        return None;
+    }
+    block.insert("forkcache_tokens".into(), Value::from(0));
+    Some(Value::Object(block))
+}
 
 /// Tools, output limit and `include_usage` of a Responses request; its prompt into `prompt`.
 fn read_responses(
@@ -812,6 +853,20 @@ mod tests {
             {"role": "assistant", "content": [{"type": "reasoning", "summary": []}]},
         ]);
         assert_eq!(messages["messages"], expected);
+    }
+
+    #[test]
+    fn settings_that_change_the_prefix_are_one_block_of_no_tokens_named_alike() {
+        let responses =
+            r#"{"model":"m","reasoning":{"effort":"high"},"parallel_tool_calls":false,"input":"x"}"#;
+        let chat = r#"{"model":"m","reasoning_effort":"high","parallel_tool_calls":false,"messages":[{"role":"user","content":"x"}]}"#;
+        let (responses, chat) =
+            (read(OpenAiApi::Responses, responses), read(OpenAiApi::ChatCompletions, chat));
+        let expected = json!({"type": "openai_settings", "parallel_tool_calls": false, "reasoning_effort": "high", "forkcache_tokens": 0});
+        assert_eq!(responses["messages"][0]["content"][0], expected);
+        assert_eq!(responses["messages"], chat["messages"]);
+        let plain = read(OpenAiApi::Responses, r#"{"model":"m","input":"x"}"#);
+        assert_eq!(plain["messages"][0]["content"], json!([{"type": "text", "text": "x"}]));
     }
 
     #[test]
