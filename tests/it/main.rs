@@ -50,6 +50,7 @@ mod serve_cli;
 mod serve_faults;
 mod serve_harness;
 mod serve_load;
+mod serve_openai;
 mod serve_soak;
 mod strict_api;
 mod strict_traffic;

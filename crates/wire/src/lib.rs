@@ -1,4 +1,5 @@
-//! forkcache-wire: the Messages API's shapes — request views, usage, errors, responses, SSE.
+//! forkcache-wire: the Messages API's shapes — request views, usage, errors, responses, SSE — and
+//! OpenAI's Responses and Chat Completions requests and answers, read into and out of them.
 //! It imports no other forkcache crate; it must never import pricing, caches, traces or networks.
 //!
 //! What a request and its answer are, never what they cost or whether they hit a cache; and
@@ -11,6 +12,7 @@ mod beta;
 pub mod check;
 mod diagnostics;
 mod error;
+mod openai;
 mod raw;
 mod request;
 mod response;
@@ -23,6 +25,7 @@ pub mod json;
 pub use beta::{Betas, CACHE_DIAGNOSIS, CONTEXT_1M, MID_CONVERSATION_TOOL_CHANGES, tool_changes_keep_cache};
 pub use diagnostics::{CacheMissReason, CacheMissType, Diagnostics};
 pub use error::{ApiError, ErrorKind};
+pub use openai::{OpenAiAnswer, OpenAiApi, OpenAiError, OpenAiRequest, OpenAiUsage, read_openai_request};
 pub use raw::RawJson;
 pub use request::{
     ContentView, DiagnosticsRequest, MapValues, MemberValues, MessageView, Metadata, OutputConfig,

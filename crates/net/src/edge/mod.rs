@@ -50,6 +50,9 @@ pub enum EdgeError {
         /// Why.
         source: std::io::Error,
     },
+    /// The endpoint's tokenizer is not in this build.
+    #[error("tokenizer {0} is not available in this build")]
+    Tokenizer(&'static str),
     /// The server stopped with an I/O error.
     #[error("the server failed")]
     Io(#[from] std::io::Error),

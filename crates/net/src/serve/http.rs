@@ -1,4 +1,7 @@
-//! Routes: the Messages API's paths, the stats page, and Anthropic-shaped errors for the rest.
+//! Routes: the Messages API's paths, OpenAI's Responses and Chat Completions ([`openai`]), the
+//! stats page, and Anthropic-shaped errors for the rest.
+
+mod openai;
 
 use std::sync::Arc;
 
@@ -31,6 +34,8 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/", get(root))
         .route("/v1/messages", post(messages))
         .route("/v1/messages/count_tokens", post(count_tokens))
+        .route("/v1/responses", post(openai::responses))
+        .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
         .route("/forkcache/stats", get(stats))

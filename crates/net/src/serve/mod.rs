@@ -30,6 +30,7 @@ use pricer::Pricer;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use forkcache_engine::Provider;
 use forkcache_engine::cache::StoreStats;
 use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::MockEndpoint;
@@ -180,8 +181,10 @@ impl Server {
             .map_err(|source| EdgeError::Bind { addr: config.addr, source })?;
         let (stop, stop_requested) = watch::channel(false);
         let models_json = http::models_json(endpoint.prices());
+        let openai = openai_endpoint(&endpoint)?;
         let core = Core {
             endpoint,
+            openai,
             stats: ServeStats::default(),
             trace,
             request_log: config.request_log,
@@ -316,6 +319,8 @@ impl Shared {
 /// What changes per request, under one lock.
 struct Core {
     endpoint: MockEndpoint,
+    /// Prices the OpenAI routes' requests: OpenAI's cache rules and price table.
+    openai: MockEndpoint,
     stats: ServeStats,
     trace: Option<TraceWriter>,
     request_log: Option<Box<dyn Write + Send>>,
@@ -327,7 +332,13 @@ struct Core {
 impl Core {
     /// What was counted so far, server-wide: the `GET /forkcache/stats` document without a key.
     fn summary(&self) -> Summary {
-        let (cache, renders) = (self.endpoint.cache_stats(), self.endpoint.render_counts());
+        let (mut cache, renders) = (self.endpoint.cache_stats(), self.endpoint.render_counts());
+        // One cache per endpoint (Messages, OpenAI), counted as one.
+        let openai = self.openai.cache_stats();
+        cache.entries += openai.entries;
+        cache.writes += openai.writes;
+        cache.reads += openai.reads;
+        cache.evictions += openai.evictions;
         Summary { stats: self.stats.clone(), cache, renders }
     }
 
@@ -351,10 +362,17 @@ impl Core {
     /// At a request's arrival (`at_ms`, from `workspace`): drops the cache state of the other
     /// workspaces gone idle and folds their stats rows into the server-wide one, so a server
     /// meeting ever new keys holds the workspaces in use, not every one it has seen.
+    /// A workspace's row is folded once neither endpoint (Messages, OpenAI) holds it.
     fn retire_idle(&mut self, at_ms: u64, workspace: &str) {
-        let dropped = self.endpoint.drop_idle_workspaces(SimTime(at_ms), Some(workspace));
-        let endpoint = &self.endpoint;
-        self.stats.fold_idle(at_ms, workspace, &dropped, |name| endpoint.holds_workspace(name));
+        let now = SimTime(at_ms);
+        let mut dropped = self.endpoint.drop_idle_workspaces(now, Some(workspace));
+        let mut dropped_openai = self.openai.drop_idle_workspaces(now, Some(workspace));
+        dropped.retain(|name| !self.openai.holds_workspace(name));
+        dropped_openai.retain(|name| !self.endpoint.holds_workspace(name));
+        dropped.append(&mut dropped_openai);
+        let (endpoint, openai) = (&self.endpoint, &self.openai);
+        let holds = |name: &str| endpoint.holds_workspace(name) || openai.holds_workspace(name);
+        self.stats.fold_idle(at_ms, workspace, &dropped, holds);
     }
 
     /// Writes the line `line()` builds, building it only when there is a log.
@@ -365,6 +383,20 @@ impl Core {
             let _ = writeln!(log, "{line}").and_then(|()| log.flush());
         }
     }
+}
+
+/// The endpoint for OpenAI's APIs: `anthropic`'s settings (workspaces, key salt, latency, price
+/// date), under OpenAI's automatic prefix cache and its price table. Lenient: the Messages API's
+/// own rules (roles alternating, tool results answering calls) are not OpenAI's; the OpenAI
+/// edge checks the request instead.
+fn openai_endpoint(anthropic: &MockEndpoint) -> Result<MockEndpoint, EdgeError> {
+    let mut config = anthropic.config().clone();
+    config.cache.policy = Provider::Openai.policy();
+    config.lenient = true;
+    let mut openai = MockEndpoint::new(config, Provider::Openai.prices())
+        .map_err(|unavailable| EdgeError::Tokenizer(unavailable.0))?;
+    openai.set_key_salt(anthropic.key_salt().clone());
+    Ok(openai)
 }
 
 /// The `--trace` file's session marker: the wall-clock start (the edge may read it), this
@@ -407,8 +439,10 @@ mod tests {
 
     fn core() -> Core {
         let endpoint = MockEndpoint::new(EndpointConfig::default(), PriceTable::builtin()).unwrap();
+        let openai = openai_endpoint(&endpoint).unwrap();
         Core {
             endpoint,
+            openai,
             stats: ServeStats::default(),
             trace: None,
             request_log: None,

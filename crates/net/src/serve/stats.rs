@@ -6,12 +6,13 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use forkcache_engine::billing::Cost;
 use forkcache_engine::cache::StoreStats;
 use forkcache_engine::cache::describe_miss;
 use forkcache_engine::endpoint::Record;
 use forkcache_engine::prompt::RenderCounts;
 use forkcache_ingest::replay::{Totals, TotalsJson};
-use forkcache_wire::ApiError;
+use forkcache_wire::{ApiError, OpenAiUsage};
 
 /// Sums over one workspace's Messages requests (the same sums `replay` reports).
 pub type WorkspaceTotals = Totals;
@@ -49,10 +50,76 @@ pub struct ServeStats {
     /// Workspace rows folded into `idle_dropped` (a workspace that returns and goes idle again
     /// counts again).
     pub idle_dropped_rows: u64,
+    /// The OpenAI routes' requests in OpenAI's usage fields (counted in the workspace rows
+    /// too, in the Messages API's).
+    pub openai: OpenAiTotals,
     /// Per workspace row: its last request's arrival, in milliseconds.
     last_seen: BTreeMap<String, u64>,
     /// `(last request, workspace)`, oldest first.
     by_last_seen: BTreeSet<(u64, String)>,
+}
+
+/// Sums over the requests answered on `/v1/responses` and `/v1/chat/completions`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenAiTotals {
+    /// Requests priced.
+    pub requests: u64,
+    /// Requests answered with an error.
+    pub rejected: u64,
+    /// The usage the responses carried, summed.
+    pub usage: OpenAiUsage,
+    /// What they cost at OpenAI's prices.
+    pub cost: Cost,
+}
+
+impl OpenAiTotals {
+    /// Counts a priced request's usage, as its response reported it, and its cost.
+    pub fn priced(&mut self, usage: &OpenAiUsage, cost: &Cost) {
+        self.requests += 1;
+        let sum = &mut self.usage;
+        sum.input_tokens += usage.input_tokens;
+        sum.cached_tokens += usage.cached_tokens;
+        // Summed whenever reported: a sum over models of both generations counts the writes of
+        // those that report them.
+        if let Some(written) = usage.cache_write_tokens {
+            *sum.cache_write_tokens.get_or_insert(0) += written;
+        }
+        sum.output_tokens += usage.output_tokens;
+        sum.reasoning_tokens += usage.reasoning_tokens;
+        self.cost.add(cost);
+    }
+}
+
+#[derive(Serialize)]
+struct OpenAiTotalsJson {
+    requests: u64,
+    rejected: u64,
+    input_tokens: u64,
+    cached_tokens: u64,
+    cache_write_tokens: u64,
+    output_tokens: u64,
+    reasoning_tokens: u64,
+    total_tokens: u64,
+    cost_usd: f64,
+    cost_nanousd: u64,
+}
+
+impl From<&OpenAiTotals> for OpenAiTotalsJson {
+    fn from(totals: &OpenAiTotals) -> OpenAiTotalsJson {
+        let usage = &totals.usage;
+        OpenAiTotalsJson {
+            requests: totals.requests,
+            rejected: totals.rejected,
+            input_tokens: usage.input_tokens,
+            cached_tokens: usage.cached_tokens,
+            cache_write_tokens: usage.cache_write_tokens.unwrap_or(0),
+            output_tokens: usage.output_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            total_tokens: usage.total_tokens(),
+            cost_usd: totals.cost.usd(),
+            cost_nanousd: totals.cost.total_nanousd(),
+        }
+    }
 }
 
 /// How long a row whose workspace has no cache state (it only ever had requests rejected) is
@@ -198,6 +265,8 @@ impl ServeStats {
             count_tokens_requests: server_wide.then_some(self.count_tokens_requests),
             trace_write_errors: server_wide.then_some(self.trace_write_errors),
             unknown_fields: (server_wide && !self.unknown_fields.is_empty()).then_some(&self.unknown_fields),
+            openai: (server_wide && self.openai.requests + self.openai.rejected > 0)
+                .then(|| OpenAiTotalsJson::from(&self.openai)),
         };
         serde_json::to_string(&json).expect("stats serialize")
     }
@@ -248,6 +317,21 @@ impl ServeStats {
             "cache: {} entries, {} writes, {} reads, {} evictions · {} count_tokens requests",
             cache.entries, cache.writes, cache.reads, cache.evictions, self.count_tokens_requests
         );
+        let openai = &self.openai;
+        if openai.requests + openai.rejected > 0 {
+            let u = &openai.usage;
+            let _ = writeln!(
+                out,
+                "openai: {} requests, {} rejected · input {} (cached {}, written {}) · output {} · ${:.6}",
+                openai.requests,
+                openai.rejected,
+                u.input_tokens,
+                u.cached_tokens,
+                u.cache_write_tokens.unwrap_or(0),
+                u.output_tokens,
+                openai.cost.usd()
+            );
+        }
         if self.trace_write_errors > 0 {
             let _ = writeln!(out, "warning: {} trace lines could not be written", self.trace_write_errors);
         }
@@ -303,6 +387,9 @@ struct StatsJson<'s> {
     trace_write_errors: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     unknown_fields: Option<&'s BTreeMap<String, u64>>,
+    /// Server-wide, once an OpenAI route was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    openai: Option<OpenAiTotalsJson>,
 }
 
 #[derive(Serialize)]
