@@ -195,6 +195,8 @@ pub enum ProviderArg {
     Openai,
     /// Gemini's implicit cache (`fixtures/pricing-gemini.json`).
     GeminiImplicit,
+    /// Gemini's explicit cached objects (`fixtures/pricing-gemini-explicit.json`).
+    GeminiExplicit,
     /// DeepSeek's disk cache (`fixtures/pricing-deepseek.json`).
     Deepseek,
     /// Every provider above, in that order.
@@ -211,6 +213,7 @@ impl ProviderArg {
                 ProviderArg::Bedrock => &[Provider::Bedrock],
                 ProviderArg::Openai => &[Provider::Openai],
                 ProviderArg::GeminiImplicit => &[Provider::GeminiImplicit],
+                ProviderArg::GeminiExplicit => &[Provider::GeminiExplicit],
                 ProviderArg::Deepseek => &[Provider::Deepseek],
                 ProviderArg::All => &Provider::ALL,
             };

@@ -9,7 +9,7 @@ use clap::Args;
 use forkcache_engine::PriceTable;
 
 use super::{files_json, progress_bar, read_input};
-use crate::flags::{JsonFlag, OutDir, PricesFlag, QuietFlag, SeedFlag};
+use crate::flags::{JsonFlag, OutDir, PricesFlag, ProviderArg, QuietFlag, SeedFlag};
 
 /// `sweep`.
 #[derive(Args, Debug)]
@@ -27,6 +27,10 @@ pub struct SweepArgs {
     pub threads: Option<usize>,
     #[command(flatten)]
     pub price_file: PricesFlag,
+    /// Replace the grid's provider axis: one provider, several comma-separated, or `all`
+    /// (docs/providers.md). `--prices` replaces Anthropic's table only.
+    #[arg(long, value_enum, value_name = "PROVIDER", value_delimiter = ',')]
+    pub provider: Vec<ProviderArg>,
     #[command(flatten)]
     pub generator: SeedFlag,
     #[command(flatten)]
@@ -47,6 +51,10 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let mut spec = read_sweep(&args.sweep)?;
     if let Some(seed) = args.generator.seed {
         spec.scenario.seed = seed;
+    }
+    if !args.provider.is_empty() {
+        spec.grid.provider = Some(ProviderArg::expand(&args.provider));
+        spec.validate().with_context(|| format!("in {} with --provider", args.sweep.display()))?;
     }
     let shard = args.shard.unwrap_or_default();
     let options = SweepOptions { threads: args.threads, shard };

@@ -168,3 +168,33 @@ fn bedrock_keeps_anthropics_rules_under_its_own_minimums() {
     assert_eq!(anthropic.cost.total_nanousd(), 4_000 * 6_250);
     assert_eq!(bedrock.cost.total_nanousd(), 4_000 * 5_000);
 }
+
+#[test]
+fn gemini_explicit_objects_are_billed_whole_with_storage_and_not_renewed_by_use() {
+    // gemini-3.1-pro: $2.00 input, $0.20 cached, storage $4.50 per million tokens per hour,
+    // minimum 4,096. A 5-minute object's creation and first use: 2.00 + 0.20 + 4.50 / 12 =
+    // $2.575 per million tokens: 2,575 nano-dollars a token.
+    let write = 2_000 + 200 + 4_500 / 12;
+    assert_eq!(write, 2_575);
+    let mut client = Client::on_provider(Provider::GeminiExplicit);
+    let records = conversation(&mut client, "gemini-3.1-pro", true);
+    assert_eq!(
+        usages(&records),
+        [
+            // 1: the marker on 4,000 tokens is below the minimum: no object.
+            u(0, 0, 0, 4_000),
+            // 2: no live object within the lookback: one created, the whole 5,000.
+            u(0, 5_000, 0, 0),
+            // 3 and 4: 2's object (through U2) is not their prefix; each creates its own.
+            u(0, 4_800, 0, 0),
+            u(0, 4_700, 0, 0),
+        ]
+    );
+    assert_eq!(costs(&records), [4_000 * 2_000, 5_000 * write, 4_800 * write, 4_700 * write]);
+    // Request 2 again at 300 s uses its object (created at 60 s, for 5 minutes)…
+    let again = client.send(&request("gemini-3.1-pro", 2, true), 5 * MINUTE_MS);
+    assert_eq!((U::of(&again), again.cost.total_nanousd()), (u(5_000, 0, 0, 0), 5_000 * 200));
+    // …which does not renew it: at 361 s it is gone and created again.
+    let later = client.send(&request("gemini-3.1-pro", 2, true), 6 * MINUTE_MS + 1_000);
+    assert_eq!(U::of(&later), u(0, 5_000, 0, 0));
+}

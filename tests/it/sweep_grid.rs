@@ -268,6 +268,11 @@ fn bad_sweep_files_name_the_field() {
         (r#"{"grid": {"history_tokens": [0]}}"#, "grid.history_tokens[0]: expected token counts from 1"),
         (r#"{"grid": {"ttl": ["5m", "5m"]}}"#, r#"grid.ttl[1]: "5m" is listed twice"#),
         (
+            r#"{"grid": {"provider": ["bedrock", "openai"], "policy": ["anthropic", "longest-prefix"]}}"#,
+            "grid.policy: the provider openai (in grid.provider) brings its own cache rules; give one policy",
+        ),
+        (r#"{"grid": {"provider": ["azure"]}}"#, "grid.provider[0]: unknown value `azure`"),
+        (
             r#"{"grid": {"idle_ms": [-1]}}"#,
             "grid.idle_ms[0]: expected a whole number of milliseconds, e.g. 20000; found the number -1",
         ),
@@ -393,4 +398,28 @@ fn the_readme_sweep_example_is_a_valid_sweep() {
     // 2 histories × 4 fork counts × 2 idle gaps × (2 policies × 2 launches × 2 marker
     // placements for forks + 2 policies for named sub-agents).
     assert_eq!(spec.cells().len(), 2 * 4 * 2 * (2 * 2 * 2 + 2));
+}
+
+#[test]
+fn each_provider_cell_runs_on_its_own_rules_table_and_model() {
+    // One fork on a 10K history, on two providers: the CSV names each cell's provider, and the
+    // policy is the provider's own (OpenAI's rules replace the base scenario's `anthropic`).
+    let spec = SweepSpec::from_json(
+        r#"{"grid": {"history_tokens": [10000], "forks": [1], "provider": ["anthropic", "openai"]}}"#,
+    )
+    .unwrap();
+    let result = run(&spec, &SweepOptions::default(), &PriceTable::builtin(), || {}).unwrap();
+    let cells: Vec<(&str, &str)> =
+        result.rows.iter().map(|row| (row.cell.provider.name(), row.cell.policy.name())).collect();
+    assert_eq!(cells, [("anthropic", "anthropic"), ("openai", "openai")]);
+    let csv = result.to_csv();
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let providers: Vec<String> = reader.records().map(|r| r.unwrap()[4].to_string()).collect();
+    assert_eq!(providers, ["anthropic", "openai"]);
+    // Anthropic's tool-use system prompt (497 tokens for Sonnet 4.6 with tools) is its own:
+    // gpt-5.4 sends the same blocks without it, on each of the cell's requests.
+    let [anthropic, openai] = [&result.rows[0].totals, &result.rows[1].totals];
+    let requests = anthropic.requests;
+    assert_eq!(openai.requests, requests);
+    assert_eq!(anthropic.usage.total_input_tokens() - openai.usage.total_input_tokens(), 497 * requests);
 }

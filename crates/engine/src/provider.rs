@@ -15,8 +15,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::billing::{
-    BUILTIN_BEDROCK_PRICES_JSON, BUILTIN_DEEPSEEK_PRICES_JSON, BUILTIN_GEMINI_PRICES_JSON,
-    BUILTIN_OPENAI_PRICES_JSON, BUILTIN_PRICES_JSON, PriceTable,
+    BUILTIN_BEDROCK_PRICES_JSON, BUILTIN_DEEPSEEK_PRICES_JSON, BUILTIN_GEMINI_EXPLICIT_PRICES_JSON,
+    BUILTIN_GEMINI_PRICES_JSON, BUILTIN_OPENAI_PRICES_JSON, BUILTIN_PRICES_JSON, PriceTable,
 };
 use crate::cache::Policy;
 
@@ -33,6 +33,8 @@ pub enum Provider {
     Openai,
     /// Gemini's implicit cache: automatic, no write premium, per-model minimum.
     GeminiImplicit,
+    /// Gemini's explicit cached objects: created at markers, billed at creation and for storage.
+    GeminiExplicit,
     /// DeepSeek: automatic whole-prefix units on disk, hits at 2–3% of a miss.
     Deepseek,
 }
@@ -71,11 +73,12 @@ impl Tier {
 
 impl Provider {
     /// Every provider, in the order reports list them.
-    pub const ALL: [Provider; 5] = [
+    pub const ALL: [Provider; 6] = [
         Provider::Anthropic,
         Provider::Bedrock,
         Provider::Openai,
         Provider::GeminiImplicit,
+        Provider::GeminiExplicit,
         Provider::Deepseek,
     ];
 
@@ -86,6 +89,7 @@ impl Provider {
             Provider::Bedrock => "bedrock",
             Provider::Openai => "openai",
             Provider::GeminiImplicit => "gemini-implicit",
+            Provider::GeminiExplicit => "gemini-explicit",
             Provider::Deepseek => "deepseek",
         }
     }
@@ -109,6 +113,7 @@ impl Provider {
             Provider::Anthropic | Provider::Bedrock => Policy::Anthropic,
             Provider::Openai => Policy::Openai,
             Provider::GeminiImplicit => Policy::GeminiImplicit,
+            Provider::GeminiExplicit => Policy::GeminiExplicit,
             Provider::Deepseek => Policy::Deepseek,
         }
     }
@@ -121,6 +126,7 @@ impl Provider {
             Provider::Bedrock => BUILTIN_BEDROCK_PRICES_JSON,
             Provider::Openai => BUILTIN_OPENAI_PRICES_JSON,
             Provider::GeminiImplicit => BUILTIN_GEMINI_PRICES_JSON,
+            Provider::GeminiExplicit => BUILTIN_GEMINI_EXPLICIT_PRICES_JSON,
             Provider::Deepseek => BUILTIN_DEEPSEEK_PRICES_JSON,
         };
         PriceTable::from_json(json).expect("the shipped price tables are valid")
@@ -134,7 +140,9 @@ impl Provider {
             _ if !model.starts_with("claude") => return model.to_string(),
             Provider::Anthropic | Provider::Bedrock => return model.to_string(),
             Provider::Openai => ["gpt-5.5", "gpt-5.4", "gpt-5.4-mini"],
-            Provider::GeminiImplicit => ["gemini-3.1-pro", "gemini-3.1-pro", "gemini-3.8-flash"],
+            Provider::GeminiImplicit | Provider::GeminiExplicit => {
+                ["gemini-3.1-pro", "gemini-3.1-pro", "gemini-3.8-flash"]
+            }
             Provider::Deepseek => ["deepseek-v4-pro", "deepseek-v4-pro", "deepseek-flash"],
         };
         let index = match Tier::of(model) {
@@ -175,7 +183,8 @@ mod tests {
         let err = Provider::parse("azure").unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown provider \"azure\"; expected one of: anthropic, bedrock, openai, gemini-implicit, deepseek"
+            "unknown provider \"azure\"; expected one of: anthropic, bedrock, openai, gemini-implicit, \
+             gemini-explicit, deepseek"
         );
     }
 

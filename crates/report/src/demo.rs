@@ -187,6 +187,7 @@ fn policy_words(policy: Policy) -> &'static str {
         Policy::Anthropic => "documented",
         Policy::Openai => "OpenAI's",
         Policy::GeminiImplicit => "Gemini's implicit",
+        Policy::GeminiExplicit => "Gemini's explicit",
         Policy::Deepseek => "DeepSeek's",
     }
 }

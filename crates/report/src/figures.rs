@@ -225,7 +225,7 @@ pub(crate) fn providers(view: &SweepView, model: &str) -> Result<Rendered, Chart
         let line = view.series(
             format!("{provider} ({})", provider.model_for(model)),
             &view.axes.forks,
-            |n| SweepCell { provider, ..view.point(tokens, n) },
+            |n| view.point(tokens, n).on_provider(provider),
             log2,
             |r| usd(r.subagents.cost_nanousd),
         );

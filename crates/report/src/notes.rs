@@ -73,7 +73,7 @@ pub(crate) const CHARTS: &[ChartNote] = &[
     },
     ChartNote {
         stem: "providers",
-        shows: "what N forks cost on each provider's cache and prices: Anthropic, Claude on Bedrock, OpenAI, Gemini's implicit cache, DeepSeek (log-log)",
+        shows: "what N forks cost on each provider's cache and prices: Anthropic, Claude on Bedrock, OpenAI, Gemini's implicit cache and explicit objects, DeepSeek (log-log)",
         read: "Lines sit in the order of the providers' input prices; a line that climbs faster pays again for the forks' shared part: forks launched together cannot read it under Anthropic's rules (no marker inside it) or DeepSeek's (it becomes a unit only after two requests sent it).",
         data: "providers.csv: `subagent_cost_nanousd`",
     },
@@ -229,10 +229,10 @@ fn describe_shared(column: &str) -> &'static str {
     match column {
         "scenario" => "the fixture's name (`fixtures/scenarios/NAME.json`)",
         "provider" => {
-            "the provider whose cache rules, prices and models the cell ran on: `anthropic`, `bedrock`, `openai`, `gemini-implicit` or `deepseek` (docs/providers.md)"
+            "the provider whose cache rules, prices and models the cell ran on: `anthropic`, `bedrock`, `openai`, `gemini-implicit`, `gemini-explicit` or `deepseek` (docs/providers.md)"
         }
         "policy" => {
-            "cache policy: `anthropic` (the documented rules), `longest-prefix` (the seeds' idealised cache), or another provider's (`openai`, `gemini-implicit`, `deepseek`)"
+            "cache policy: `anthropic` (the documented rules), `longest-prefix` (the seeds' idealised cache), or another provider's (`openai`, `gemini-implicit`, `gemini-explicit`, `deepseek`)"
         }
         "billing" => "billing profile: `anthropic` (the price table) or `seed` (writes 1.0×, reads 0.1×)",
         "seed" => "the seed every random draw derives from",

@@ -54,6 +54,10 @@ pub fn cache_rules_in_words(provider: Provider) -> &'static str {
         Provider::GeminiImplicit => {
             "automatic past the model's minimum (4,096 on 3.x), writes free, reads 0.1x; idle lifetime 5 min, inferred"
         }
+        Provider::GeminiExplicit => {
+            "a cached object per marked prefix, created when none is live (whole prefix at input rate + storage \
+             for the TTL), read at 0.1x, not renewed by use; the object-per-marker strategy is assumed"
+        }
         Provider::Deepseek => {
             "automatic, whole prefix units only (a request's end, a prefix two requests share), writes free, \
              hits at 2-3% of a miss in 64-token units; idle lifetime 3 h, inferred"

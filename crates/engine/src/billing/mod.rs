@@ -48,6 +48,11 @@ pub const BUILTIN_OPENAI_PRICES_JSON: &str = include_str!("../../../../fixtures/
 /// (no write premium).
 pub const BUILTIN_GEMINI_PRICES_JSON: &str = include_str!("../../../../fixtures/pricing-gemini.json");
 
+/// Gemini's explicit cached objects (`fixtures/pricing-gemini-explicit.json`): the write columns
+/// hold input + cached + storage for the TTL (creation, the creating request's use, storage).
+pub const BUILTIN_GEMINI_EXPLICIT_PRICES_JSON: &str =
+    include_str!("../../../../fixtures/pricing-gemini-explicit.json");
+
 /// DeepSeek's models at the off-peak rate (`fixtures/pricing-deepseek.json`): the write columns
 /// hold the miss rate.
 pub const BUILTIN_DEEPSEEK_PRICES_JSON: &str = include_str!("../../../../fixtures/pricing-deepseek.json");

@@ -16,8 +16,8 @@
 //! within a few hours to a few days"; an entry is taken to be read while the idle gap is at most
 //! 3 hours, the low end of "a few hours".
 
-use super::policy::{Request, positions_past_minimum};
-use super::{CachePolicy, Hit};
+use super::CachePolicy;
+use super::policy::Request;
 use crate::prompt::{Breakpoint, Ttl};
 
 /// Tokens per storage unit: reads are counted in whole units.
@@ -38,14 +38,8 @@ impl CachePolicy for DeepSeek {
         false
     }
 
-    fn cacheable(&self, breakpoint: &Breakpoint, min_tokens: u64) -> bool {
-        breakpoint.tokens >= min_tokens
-    }
-
-    /// Only units were written, so any readable entry is a unit this request fully matches.
-    fn find(&self, request: &Request, readable: &mut dyn FnMut(Hit) -> Option<Hit>) -> Option<Hit> {
-        positions_past_minimum(request, request.min_tokens).find_map(readable)
-    }
+    // `find` is the automatic cache's: only units were written, so any readable entry is a
+    // unit this request fully matches.
 
     /// The prefix shared with the closest earlier request, then the end of this request's input:
     /// each past the minimum and beyond what was read.

@@ -18,7 +18,7 @@ pub use deepseek::DeepSeek;
 pub use diagnostics::{Fingerprint, Fingerprints, miss_reason_type, miss_type_of};
 /// The API's diagnostics object, filled by [`Fingerprints`].
 pub use forkcache_wire::{CacheMissReason, CacheMissType, Diagnostics};
-pub use gemini::GeminiImplicit;
+pub use gemini::{GeminiExplicit, GeminiImplicit};
 pub use history::{Closest, HISTORY_LIMIT, History, Summary};
 pub use miss::{Miss, MissCause, describe_miss, layout_notes};
 pub use openai::OpenAi;
@@ -42,6 +42,8 @@ pub enum Policy {
     Openai,
     /// Gemini's implicit cache ([`gemini`]).
     GeminiImplicit,
+    /// Gemini's explicit cached objects ([`gemini`]).
+    GeminiExplicit,
     /// DeepSeek's disk cache of whole prefix units ([`deepseek`]).
     Deepseek,
 }
@@ -59,6 +61,7 @@ impl Policy {
             Policy::LongestPrefix => &LongestPrefix,
             Policy::Openai => &OpenAi,
             Policy::GeminiImplicit => &GeminiImplicit,
+            Policy::GeminiExplicit => &GeminiExplicit,
             Policy::Deepseek => &DeepSeek,
         }
     }
@@ -468,10 +471,10 @@ impl PrefixCache {
 
     fn apply(&mut self, lookup: &Lookup, hit: Option<Hit>, writes: &[Breakpoint], visible_at: SimTime) {
         let key = |prefix: u128| EntryKey { scope: lookup.scope, prefix };
-        if let Some(hit) = hit {
+        let rules = self.config.policy.rules();
+        if let Some(hit) = hit.filter(|_| rules.refreshed_by_reads()) {
             self.store.refresh(key(hit.key), lookup.start);
         }
-        let rules = self.config.policy.rules();
         for write in writes {
             let lifetime_ms = rules.lifetime_ms(lookup.model, write.ttl);
             self.store.write(key(write.key), write.tokens, lifetime_ms, lookup.start, visible_at);

@@ -13,9 +13,8 @@
 //! is at most the *typical* figure the guide gives (10 minutes `in_memory`, 30 minutes `24h`
 //! and GPT-5.6+).
 
-use super::policy::{Request, positions_past_minimum, writes_past};
-use super::{CachePolicy, Hit};
-use crate::prompt::{Breakpoint, Ttl};
+use super::CachePolicy;
+use crate::prompt::Ttl;
 
 /// The minimum cacheable prefix, in tokens ("the long-standing public figure").
 pub const MIN_CACHEABLE_TOKENS: u64 = 1_024;
@@ -38,20 +37,6 @@ impl CachePolicy for OpenAi {
 
     fn needs_breakpoints(&self) -> bool {
         false
-    }
-
-    fn cacheable(&self, breakpoint: &Breakpoint, min_tokens: u64) -> bool {
-        breakpoint.tokens >= min_tokens
-    }
-
-    /// The longest position whose entry is readable, among positions past the minimum.
-    fn find(&self, request: &Request, readable: &mut dyn FnMut(Hit) -> Option<Hit>) -> Option<Hit> {
-        positions_past_minimum(request, request.min_tokens).find_map(readable)
-    }
-
-    /// Every position past the minimum beyond what was read; writes carry no TTL choice.
-    fn writes(&self, request: &Request, read: u64) -> Vec<Breakpoint> {
-        writes_past(request, read)
     }
 
     fn lifetime_ms(&self, model: &str, _: Ttl) -> u64 {

@@ -36,20 +36,33 @@ pub trait CachePolicy: Sync {
     fn needs_breakpoints(&self) -> bool;
 
     /// Whether `breakpoint` may be written and looked up, given the model's minimum cacheable
-    /// length in tokens.
-    fn cacheable(&self, breakpoint: &Breakpoint, min_tokens: u64) -> bool;
+    /// length in tokens. By default, when it reaches the minimum.
+    fn cacheable(&self, breakpoint: &Breakpoint, min_tokens: u64) -> bool {
+        breakpoint.tokens >= min_tokens
+    }
 
     /// The longest prefix this request may read. `readable` answers for one candidate (the
-    /// entry at that position, if one is readable at the request's start).
-    fn find(&self, request: &Request, readable: &mut dyn FnMut(Hit) -> Option<Hit>) -> Option<Hit>;
+    /// entry at that position, if one is readable at the request's start). By default an
+    /// automatic cache's: the longest readable position past the minimum.
+    fn find(&self, request: &Request, readable: &mut dyn FnMut(Hit) -> Option<Hit>) -> Option<Hit> {
+        positions_past_minimum(request, request.min_tokens).find_map(readable)
+    }
 
-    /// The entries the request writes, given that it read `read` tokens.
-    fn writes(&self, request: &Request, read: u64) -> Vec<Breakpoint>;
+    /// The entries the request writes, given that it read `read` tokens. By default an
+    /// automatic cache's: every position past the minimum beyond what was read.
+    fn writes(&self, request: &Request, read: u64) -> Vec<Breakpoint> {
+        writes_past(request, read)
+    }
 
     /// How long an entry `model` wrote with `ttl` lives after its write or its last read, in
     /// milliseconds. By default the TTL itself.
     fn lifetime_ms(&self, _model: &str, ttl: Ttl) -> u64 {
         ttl.ms()
+    }
+
+    /// Whether a read renews the entry's lifetime (a cached object with a fixed TTL is not).
+    fn refreshed_by_reads(&self) -> bool {
+        true
     }
 
     /// `model`'s reads are counted in whole steps of this many tokens (the rest of a matched
@@ -92,27 +105,29 @@ impl CachePolicy for Anthropic {
         true
     }
 
-    fn cacheable(&self, breakpoint: &Breakpoint, min_tokens: u64) -> bool {
-        breakpoint.tokens >= min_tokens
-    }
-
     /// Last breakpoint first, each checking its own prefix and then the positions before its
     /// own; the first hit is the longest.
     fn find(&self, request: &Request, readable: &mut dyn FnMut(Hit) -> Option<Hit>) -> Option<Hit> {
-        let (prompt, window) = (request.prompt, request.lookback.max(1));
-        request.valid.iter().rev().find_map(|bp| {
-            let own = Hit { position: bp.position, key: bp.key, tokens: bp.tokens };
-            if let Some(hit) = readable(own) {
-                return Some(hit);
-            }
-            let lowest = bp.position.saturating_sub(window - 1);
-            (lowest..bp.position).rev().find_map(|p| readable(Hit::at(p, prompt.position(p))))
-        })
+        breakpoint_lookup(request, readable)
     }
 
     fn writes(&self, request: &Request, read: u64) -> Vec<Breakpoint> {
         request.valid.iter().filter(|bp| bp.tokens > read).copied().collect()
     }
+}
+
+/// The longest readable entry at a breakpoint or within its lookback, last breakpoint first:
+/// Anthropic's lookup, which Gemini's explicit objects share.
+pub fn breakpoint_lookup(request: &Request, readable: &mut dyn FnMut(Hit) -> Option<Hit>) -> Option<Hit> {
+    let (prompt, window) = (request.prompt, request.lookback.max(1));
+    request.valid.iter().rev().find_map(|bp| {
+        let own = Hit { position: bp.position, key: bp.key, tokens: bp.tokens };
+        if let Some(hit) = readable(own) {
+            return Some(hit);
+        }
+        let lowest = bp.position.saturating_sub(window - 1);
+        (lowest..bp.position).rev().find_map(|p| readable(Hit::at(p, prompt.position(p))))
+    })
 }
 
 /// The seeds' idealised cache (an inference engine's radix or block cache): every position is

@@ -172,7 +172,7 @@ impl Axes {
             forks: self.forks[at[1]],
             subagents,
             provider: self.provider[at[3]],
-            policy: self.policy[at[4]],
+            policy: policy_on(self.provider[at[3]], self.policy[at[4]]),
             billing: self.billing[at[5]],
             variant: forked.then(|| self.variant[at[6]]),
             launch: forked.then(|| self.launch[at[7]]),
@@ -222,6 +222,22 @@ pub struct SweepCell {
     pub ttl: Ttl,
     /// Idle milliseconds before the spawn.
     pub idle_ms: u64,
+}
+
+impl SweepCell {
+    /// The same cell on `provider`: its policy too, when the provider has rules of its own.
+    pub fn on_provider(self, provider: Provider) -> SweepCell {
+        SweepCell { provider, policy: policy_on(provider, self.policy), ..self }
+    }
+}
+
+/// The policy a cell runs under: the provider's own rules, else (Anthropic's rules: anthropic,
+/// bedrock) the policy axis's.
+fn policy_on(provider: Provider, policy: Policy) -> Policy {
+    match provider.policy() {
+        Policy::Anthropic => policy,
+        own => own,
+    }
 }
 
 /// History is written as alternating user and assistant messages of at most this many tokens
