@@ -198,3 +198,34 @@ fn gemini_explicit_objects_are_billed_whole_with_storage_and_not_renewed_by_use(
     let later = client.send(&request("gemini-3.1-pro", 2, true), 6 * MINUTE_MS + 1_000);
     assert_eq!(U::of(&later), u(0, 5_000, 0, 0));
 }
+
+#[test]
+fn run_compares_providers_in_one_document_and_names_a_provider_from_the_scenario() {
+    use crate::support::run_binary;
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/scenarios/forks.json");
+    let csv = run_binary(&["run", scenario, "--provider", "openai,all", "--csv"], b"");
+    assert!(csv.status.success(), "{}", String::from_utf8_lossy(&csv.stderr));
+    let text = String::from_utf8(csv.stdout).unwrap();
+    // `openai` first as given, then every other provider once, in the documented order.
+    let providers: Vec<&str> = text.lines().skip(1).map(|line| line.split(',').next().unwrap()).collect();
+    assert_eq!(
+        providers,
+        ["openai", "anthropic", "bedrock", "gemini-implicit", "gemini-explicit", "deepseek"]
+    );
+    assert!(text.starts_with("provider,model,policy,prices_date,requests,"), "{text}");
+
+    // A scenario file may name its provider; the table says which and what stands in.
+    let named = r#"{"name": "p", "provider": "deepseek", "timeline": [{"turn": {}}]}"#;
+    let out = run_binary(&["run", "-"], named.as_bytes());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.starts_with("scenario p · seed 0 · provider deepseek (deepseek-v4-pro) · policy deepseek"),
+        "{table}"
+    );
+
+    // One run's bodies cannot come from several providers: a usage error, exit 2.
+    let bodies = std::env::temp_dir().join("forkcache-provider-bodies");
+    let both = run_binary(&["run", scenario, "--provider", "all", "--bodies", bodies.to_str().unwrap()], b"");
+    assert_eq!(both.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("--bodies writes the bodies of one run"));
+}
