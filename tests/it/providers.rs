@@ -229,3 +229,19 @@ fn run_compares_providers_in_one_document_and_names_a_provider_from_the_scenario
     assert_eq!(both.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&both.stderr).contains("--bodies writes the bodies of one run"));
 }
+
+#[test]
+fn every_request_of_a_scenario_runs_on_the_providers_model_of_its_tier() {
+    use crate::support::run_binary;
+    // agent-types: the main loop on Sonnet 4.6, Explore on Haiku 4.5, named agents inheriting.
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/scenarios/agent-types.json");
+    let out = run_binary(&["run", scenario, "--provider", "openai", "--json"], b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut models: Vec<&str> =
+        report["requests"].as_array().unwrap().iter().map(|r| r["model"].as_str().unwrap()).collect();
+    models.sort_unstable();
+    models.dedup();
+    assert_eq!(models, ["gpt-5.4", "gpt-5.4-mini"]);
+    assert_eq!(report["scenario"]["policy"], "openai");
+}

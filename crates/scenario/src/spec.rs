@@ -82,9 +82,9 @@ fn is_anthropic(provider: &Provider) -> bool {
 
 impl ScenarioSpec {
     /// The scenario as it runs on its provider: the provider's policy (unless Anthropic's rules
-    /// are the provider's, when the spec's own stands) and the provider's model for each Claude
-    /// model the spec names. Models named inside custom agents' definitions are mapped where
-    /// they are resolved.
+    /// are the provider's, when the spec's own stands) and the provider's model for the main
+    /// loop's and Explore's. A named agent's model (the spawn's, its definition's or an alias)
+    /// is mapped where it is resolved.
     pub fn on_provider(&self) -> ScenarioSpec {
         let provider = self.provider;
         let mut spec = self.clone();
@@ -93,16 +93,6 @@ impl ScenarioSpec {
         }
         spec.model = provider.model_for(&self.model);
         spec.agent.explore_model = provider.model_for(&self.agent.explore_model);
-        for id in spec.agent.model_aliases.values_mut() {
-            *id = provider.model_for(id);
-        }
-        for event in &mut spec.timeline {
-            if let EventSpec::Named(named) = event
-                && let Some(model) = &mut named.model
-            {
-                *model = provider.model_for(model);
-            }
-        }
         spec
     }
 }

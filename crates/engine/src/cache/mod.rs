@@ -1,4 +1,4 @@
-//! The prefix cache: entries per scope (workspace × model), the two lookup policies, TTL,
+//! The prefix cache: entries per scope (workspace × model), the lookup policies of each provider, TTL,
 //! visibility, and the accounting that turns a lookup into the API's usage numbers.
 
 pub mod deepseek;
