@@ -184,47 +184,26 @@ pub enum PolicyArg {
     LongestPrefix,
 }
 
-/// `--provider`: one provider's cache rules, prices and models, or every provider.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ProviderArg {
-    /// Anthropic's API (`fixtures/pricing.json`).
-    Anthropic,
-    /// Claude on Amazon Bedrock: Anthropic's rules, Bedrock's minimums (`fixtures/pricing-bedrock.json`).
-    Bedrock,
-    /// OpenAI's automatic cache (`fixtures/pricing-openai.json`).
-    Openai,
-    /// Gemini's implicit cache (`fixtures/pricing-gemini.json`).
-    GeminiImplicit,
-    /// Gemini's explicit cached objects (`fixtures/pricing-gemini-explicit.json`).
-    GeminiExplicit,
-    /// DeepSeek's disk cache (`fixtures/pricing-deepseek.json`).
-    Deepseek,
-    /// Every provider above, in that order.
-    All,
-}
+/// `--provider` on `run` and `sweep`: providers by name, comma-separated, or `all` (every
+/// provider, in [`Provider::ALL`]'s order); each once, in the order first named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderList(pub Vec<Provider>);
 
-impl ProviderArg {
-    /// The providers named by the values given, in order, each once.
-    pub fn expand(args: &[ProviderArg]) -> Vec<Provider> {
-        let mut providers: Vec<Provider> = Vec::new();
-        for arg in args {
-            let named: &[Provider] = match arg {
-                ProviderArg::Anthropic => &[Provider::Anthropic],
-                ProviderArg::Bedrock => &[Provider::Bedrock],
-                ProviderArg::Openai => &[Provider::Openai],
-                ProviderArg::GeminiImplicit => &[Provider::GeminiImplicit],
-                ProviderArg::GeminiExplicit => &[Provider::GeminiExplicit],
-                ProviderArg::Deepseek => &[Provider::Deepseek],
-                ProviderArg::All => &Provider::ALL,
-            };
-            for provider in named {
-                if !providers.contains(provider) {
-                    providers.push(*provider);
-                }
+/// Reads a [`ProviderList`] (a usage error names the known providers).
+pub fn parse_providers(text: &str) -> Result<ProviderList, String> {
+    let mut providers: Vec<Provider> = Vec::new();
+    for name in text.split(',').map(str::trim) {
+        let named = match name {
+            "all" => Provider::ALL.to_vec(),
+            name => vec![parse_provider(name)?],
+        };
+        for provider in named {
+            if !providers.contains(&provider) {
+                providers.push(provider);
             }
         }
-        providers
     }
+    Ok(ProviderList(providers))
 }
 
 /// Flags that parse one by one but not together: said as clap says any usage error (exit 2).

@@ -10,7 +10,7 @@ use forkcache_engine::{PriceTable, Provider};
 
 use super::read_input;
 use crate::flags::{
-    BillingArg, CsvFlag, IdentityArg, JsonFlag, PolicyArg, PricesFlag, ProviderArg, QuietFlag, SeedFlag,
+    BillingArg, CsvFlag, IdentityArg, JsonFlag, PolicyArg, PricesFlag, ProviderList, QuietFlag, SeedFlag,
     TokenizerArg, VisibilityArg,
 };
 
@@ -28,11 +28,12 @@ pub struct RunArgs {
     /// Cache policy (default: the scenario's).
     #[arg(long, value_enum)]
     pub policy: Option<PolicyArg>,
-    /// Run on this provider's cache rules, prices and models (default: the scenario's
-    /// `provider`, else anthropic). Several, comma-separated, or `all`: one table compares
-    /// their bills. `--prices` replaces Anthropic's table only.
-    #[arg(long, value_enum, value_name = "PROVIDER", value_delimiter = ',')]
-    pub provider: Vec<ProviderArg>,
+    /// Run on this provider's cache rules, prices and models: anthropic, bedrock, openai,
+    /// gemini-implicit, gemini-explicit or deepseek (default: the scenario's `provider`, else
+    /// anthropic). Several, comma-separated, or `all`: one table compares their bills.
+    /// `--prices` replaces Anthropic's table only.
+    #[arg(long, value_name = "PROVIDER[,…]", value_parser = crate::flags::parse_providers)]
+    pub provider: Option<ProviderList>,
     /// Billing profile (default: the scenario's).
     #[arg(long, value_enum)]
     pub billing: Option<BillingArg>,
@@ -99,9 +100,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     config.endpoint.tokenizer = args.tokenizer.into();
     config.keep_bodies = args.bodies.is_some();
     config.endpoint.prompt.render_config_ahead = args.render_config_ahead;
-    let providers = ProviderArg::expand(&args.provider);
+    let providers = args.provider.as_ref().map_or(&[][..], |list| &list.0[..]);
     if providers.len() > 1 {
-        return compare(args, &spec, &config, &providers);
+        return compare(args, &spec, &config, providers);
     }
     if let Some(&provider) = providers.first() {
         spec.provider = provider;

@@ -9,7 +9,7 @@ use clap::Args;
 use forkcache_engine::PriceTable;
 
 use super::{files_json, progress_bar, read_input};
-use crate::flags::{JsonFlag, OutDir, PricesFlag, ProviderArg, QuietFlag, SeedFlag};
+use crate::flags::{JsonFlag, OutDir, PricesFlag, ProviderList, QuietFlag, SeedFlag};
 
 /// `sweep`.
 #[derive(Args, Debug)]
@@ -29,8 +29,8 @@ pub struct SweepArgs {
     pub price_file: PricesFlag,
     /// Replace the grid's provider axis: one provider, several comma-separated, or `all`
     /// (docs/providers.md). `--prices` replaces Anthropic's table only.
-    #[arg(long, value_enum, value_name = "PROVIDER", value_delimiter = ',')]
-    pub provider: Vec<ProviderArg>,
+    #[arg(long, value_name = "PROVIDER[,…]", value_parser = crate::flags::parse_providers)]
+    pub provider: Option<ProviderList>,
     #[command(flatten)]
     pub generator: SeedFlag,
     #[command(flatten)]
@@ -52,8 +52,8 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     if let Some(seed) = args.generator.seed {
         spec.scenario.seed = seed;
     }
-    if !args.provider.is_empty() {
-        spec.grid.provider = Some(ProviderArg::expand(&args.provider));
+    if let Some(ProviderList(providers)) = &args.provider {
+        spec.grid.provider = Some(providers.clone());
         spec.validate().with_context(|| format!("in {} with --provider", args.sweep.display()))?;
     }
     let shard = args.shard.unwrap_or_default();

@@ -88,9 +88,12 @@ fn openai_from_gpt_5_6_reads_exactly_and_writes_at_1_25x() {
         costs(&records),
         [4_000 * 2_500, 4_000 * 200 + 1_000 * 2_500, 4_500 * 200 + 300 * 2_500, 4_500 * 200 + 200 * 2_500]
     );
-    // The guide's example: one write and one full reuse cost 1.35x one uncached request.
-    let (write, read, uncached) = (4_000 * 2_500, 4_000 * 200, 4_000 * 2_000);
-    assert_eq!((write + read) * 100 / uncached, 135);
+    // The guide's example: one write and one full reuse cost 1.35x one uncached request
+    // (4,000 tokens at $2.00: 8,000,000 nano-dollars), priced here by the endpoint.
+    let mut client = Client::on_provider(Provider::Openai);
+    let write = client.send(&request("gpt-5.6-terra", 1, false), 0).cost.total_nanousd();
+    let reuse = client.send(&request("gpt-5.6-terra", 1, false), MINUTE_MS).cost.total_nanousd();
+    assert_eq!((write + reuse) * 100 / (4_000 * 2_000), 135);
 }
 
 #[test]

@@ -118,6 +118,15 @@ impl Provider {
         }
     }
 
+    /// The policy a run on this provider uses: its own rules, or `policy` where the provider
+    /// runs Anthropic's (anthropic, bedrock), so the idealised `longest-prefix` stays available.
+    pub fn policy_over(self, policy: Policy) -> Policy {
+        match self.policy() {
+            Policy::Anthropic => policy,
+            own => own,
+        }
+    }
+
     /// The built-in price table.
     #[allow(clippy::expect_used)] // the compiled-in tables are checked by the tests
     pub fn prices(self) -> PriceTable {

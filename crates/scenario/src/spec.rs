@@ -88,9 +88,7 @@ impl ScenarioSpec {
     pub fn on_provider(&self) -> ScenarioSpec {
         let provider = self.provider;
         let mut spec = self.clone();
-        if provider.policy() != Policy::Anthropic {
-            spec.policy = provider.policy();
-        }
+        spec.policy = provider.policy_over(self.policy);
         spec.model = provider.model_for(&self.model);
         spec.agent.explore_model = provider.model_for(&self.agent.explore_model);
         spec

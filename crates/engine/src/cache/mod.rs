@@ -475,8 +475,10 @@ impl PrefixCache {
         if let Some(hit) = hit.filter(|_| rules.refreshed_by_reads()) {
             self.store.refresh(key(hit.key), lookup.start);
         }
+        // Once per TTL, not per write: a policy may read the model's name to decide.
+        let lifetimes = [Ttl::FiveMinutes, Ttl::OneHour].map(|ttl| rules.lifetime_ms(lookup.model, ttl));
         for write in writes {
-            let lifetime_ms = rules.lifetime_ms(lookup.model, write.ttl);
+            let lifetime_ms = lifetimes[usize::from(write.ttl == Ttl::OneHour)];
             self.store.write(key(write.key), write.tokens, lifetime_ms, lookup.start, visible_at);
         }
     }

@@ -138,14 +138,7 @@ fn finish_priced(
     let Exchange { record, response } = exchange;
     let at = record.at.ms();
     core.retire_idle(at, &record.workspace);
-    let (first_byte_ms, done_ms) = match shared.config.latency {
-        LatencyMode::Instant => (at, at),
-        LatencyMode::Model => {
-            let first_byte = at + record.ttft_ms;
-            let latency = core.endpoint.config().cache.latency;
-            (first_byte, first_byte + latency.generation_ms(record.usage.output_tokens))
-        }
-    };
+    let (first_byte_ms, done_ms) = shared.reply_times(&record, &core.endpoint.config().cache.latency);
     core.append_trace(|| {
         let envelope = Envelope {
             at_ms: Some(at),

@@ -32,8 +32,8 @@ use tokio::time::Instant;
 
 use forkcache_engine::Provider;
 use forkcache_engine::cache::StoreStats;
-use forkcache_engine::clock::SimTime;
-use forkcache_engine::endpoint::MockEndpoint;
+use forkcache_engine::clock::{LatencyModel, SimTime};
+use forkcache_engine::endpoint::{MockEndpoint, Record};
 use forkcache_engine::prompt::RenderCounts;
 use forkcache_ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, SessionMarker, TraceWriter};
 use forkcache_wire::Chunking;
@@ -287,6 +287,19 @@ impl Shared {
         // A panic while pricing is caught inside the lock; one anywhere else under it leaves
         // counts that may lag by that request, which is better than refusing every request after.
         self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// When a priced request's reply begins and ends (ms on the virtual clock): at once, or
+    /// after the modelled time to first token and generation.
+    fn reply_times(&self, record: &Record, latency: &LatencyModel) -> (u64, u64) {
+        let at = record.at.ms();
+        match self.config.latency {
+            LatencyMode::Instant => (at, at),
+            LatencyMode::Model => {
+                let first_byte = at + record.ttft_ms;
+                (first_byte, first_byte + latency.generation_ms(record.usage.output_tokens))
+            }
+        }
     }
 
     /// Milliseconds since the server started: the virtual clock's reading for this request.

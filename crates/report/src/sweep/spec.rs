@@ -172,7 +172,7 @@ impl Axes {
             forks: self.forks[at[1]],
             subagents,
             provider: self.provider[at[3]],
-            policy: policy_on(self.provider[at[3]], self.policy[at[4]]),
+            policy: self.provider[at[3]].policy_over(self.policy[at[4]]),
             billing: self.billing[at[5]],
             variant: forked.then(|| self.variant[at[6]]),
             launch: forked.then(|| self.launch[at[7]]),
@@ -227,16 +227,7 @@ pub struct SweepCell {
 impl SweepCell {
     /// The same cell on `provider`: its policy too, when the provider has rules of its own.
     pub fn on_provider(self, provider: Provider) -> SweepCell {
-        SweepCell { provider, policy: policy_on(provider, self.policy), ..self }
-    }
-}
-
-/// The policy a cell runs under: the provider's own rules, else (Anthropic's rules: anthropic,
-/// bedrock) the policy axis's.
-fn policy_on(provider: Provider, policy: Policy) -> Policy {
-    match provider.policy() {
-        Policy::Anthropic => policy,
-        own => own,
+        SweepCell { provider, policy: provider.policy_over(self.policy), ..self }
     }
 }
 

@@ -161,14 +161,7 @@ fn finish_priced(
     let Exchange { record, response } = exchange;
     let at = record.at.ms();
     core.retire_idle(at, &record.workspace);
-    let (first_byte_ms, done_ms) = match shared.config.latency {
-        LatencyMode::Instant => (at, at),
-        LatencyMode::Model => {
-            let first_byte = at + record.ttft_ms;
-            let latency = core.openai.config().cache.latency;
-            (first_byte, first_byte + latency.generation_ms(record.usage.output_tokens))
-        }
-    };
+    let (first_byte_ms, done_ms) = shared.reply_times(&record, &core.openai.config().cache.latency);
     // GPT-5.6 and later report their cache writes; earlier models write for free and do not.
     let report_writes = Generation::of(&request.model) == Generation::Breakpoints;
     let usage = OpenAiUsage::of(&record.usage, report_writes);
