@@ -7,7 +7,8 @@
 #   - agreement on the 32 transcripts (each imported alone) at least the baseline's + 1.0 point;
 #   - provable breaks predicted: at least MIN_PROVABLE_BREAKS (the target: 20 of 29);
 #   - all breaks predicted: at least MIN_BREAKS (the target: 25);
-#   - Claude Code captures agreeing: at least MIN_CAPTURES (the target: 108 of 113).
+#   - Claude Code captures agreeing: at least MIN_CAPTURES (the target: 108 of 113);
+#   - every file's `--emit-trace` replays to its import (requests, predicted usage and cost).
 # The targets not met yet, reported in docs/fidelity.md only: predicted ÷ recorded cost within
 # 0.98..1.02, >= 80% of sessions within 5%.
 # Without ../shared/corpus (a user's clone) it says so and skips.
@@ -55,6 +56,11 @@ fi
 captures="$(value captures_claude_code)"
 if (( ${captures%/*} < MIN_CAPTURES )); then
   echo "FAIL  Claude Code captures agreeing $captures, below $MIN_CAPTURES" >&2
+  status=1
+fi
+replayed="$(value emitted_traces_replayed)"
+if (( ${replayed%/*} != ${replayed#*/} )); then
+  echo "FAIL  emitted traces replaying to their import: $replayed" >&2
   status=1
 fi
 exit $status

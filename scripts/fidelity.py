@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 
 PROVABLE = {"compacted", "model_changed", "expired"}
@@ -100,6 +101,22 @@ def import_rows(binary, paths):
     return list(rows_of(run_json([binary, "import", "claude-code", *paths, "--json", "-q"])))
 
 
+def import_and_replay(binary, path):
+    """Imports one file with `--emit-trace`, replays the trace, and says whether the replay gave the
+    import's requests, predicted usage and predicted cost exactly."""
+    with tempfile.TemporaryDirectory() as scratch:
+        trace = os.path.join(scratch, "emitted.jsonl")
+        report = run_json([binary, "import", "claude-code", path, "--json", "-q", "--emit-trace", trace])
+        replayed = run_json([binary, "replay", trace, "--json", "-q"])["totals"]
+    imported = report["totals"]
+    same = (
+        replayed["requests"] == imported["requests"]
+        and replayed["usage"] == imported["predicted"]["usage"]
+        and replayed["cost_usd"] == imported["predicted"]["cost_usd"]
+    )
+    return list(rows_of(report)), same
+
+
 def tally_line(name, t):
     ratio = t.predicted_usd / t.recorded_usd if t.recorded_usd else 0.0
     return (
@@ -120,10 +137,13 @@ def transcripts_section(binary, corpus, out):
     folder = os.path.join(corpus, "transcripts")
     files = sorted(f for f in os.listdir(folder) if f.endswith(".jsonl"))
     overall, by_version, per_file = Tally(), defaultdict(Tally), []
+    replayed_alike = 0
     for name in files:
         path = os.path.join(folder, name)
         tally = Tally()
-        for row in import_rows(binary, [path]):
+        rows, same = import_and_replay(binary, path)
+        replayed_alike += same
+        for row in rows:
             for t in (overall, by_version[version_of(path)], tally):
                 t.add_request(row)
         per_file.append((name, tally))
@@ -141,13 +161,14 @@ def transcripts_section(binary, corpus, out):
     out.append(
         f"Sessions whose predicted cost is within 5% of the real bill: {within} of {len(per_file)}. "
         f"Breaks left `unexplained`: {overall.unexplained} of {overall.breaks}. "
-        f"Predictions by warmth class: {warmth}.\n"
+        f"Predictions by warmth class: {warmth}. Files whose `--emit-trace` replays to the "
+        f"import's requests, predicted usage and predicted cost exactly: {replayed_alike} of {len(per_file)}.\n"
     )
     out.append(TABLE_HEAD.format("file"))
     for name, t in per_file:
         out.append(tally_line(f"`{name}`", t))
     out.append("")
-    return overall, within, len(per_file)
+    return overall, within, len(per_file), replayed_alike
 
 
 def groups_section(binary, corpus, out):
@@ -340,7 +361,7 @@ def main():
         "`warmth` module.",
         "",
     ]
-    overall, within, sessions = transcripts_section(binary, corpus, out)
+    overall, within, sessions, replayed_alike = transcripts_section(binary, corpus, out)
     out.extend(EVIDENCE)
     groups_section(binary, corpus, out)
     totals = captures_section(binary, corpus, out)
@@ -354,6 +375,7 @@ def main():
     print(f"cost_ratio={ratio:.3f}")
     print(f"sessions_within_5pct={within}/{sessions}")
     print(f"captures_claude_code={totals['cc'][1]}/{totals['cc'][0]}")
+    print(f"emitted_traces_replayed={replayed_alike}/{sessions}")
 
 
 if __name__ == "__main__":

@@ -196,20 +196,18 @@ fn agreement_is_reported_beside_the_baseline() {
 /// (75,000,000); at 600 s the chain's cache has expired, and req_1 read nothing, so no stable
 /// prefix of the account is known warm (`warmth`): req_2 writes all 21,000 (78,750,000); total
 /// 153,750,000, and req_2 breaks (20,000 − 0 > 1,000).
-/// A chain's first request is predicted to send 3 of its tokens uncached (after its last
-/// breakpoint, `FIRST_TAIL_TOKENS`): req_1 writes 19,997 and sends 3 at 3,000 (9,000) in every
-/// setting, so predicted req_1 costs 9,000 + 19,997 × 3,750 = 74,997,750 at 5m (−2,250) and
-/// 9,000 + 19,997 × 6,000 = 119,991,000 at 1h (−9,000 against 120,000,000).
+/// A request's uncached tokens are what it sent after its last breakpoint (its own count, 0
+/// here), so predicted req_1 writes all 20,000: 75,000,000 at 5m, 120,000,000 at 1h.
 #[test]
 fn what_if_ttl_1h_by_hand() {
     let (_, document) = import("what_if_idle.jsonl", &["--what-if", "ttl=1h", "--what-if", "ttl=5m"]);
-    // 1h: req_1 119,991,000; req_2 reads 20,000 × 300 = 6,000,000 and writes 1,000 × 6,000 =
-    // 6,000,000: 131,991,000 against 153,747,750 (153,750,000 − 2,250), i.e. −21,756,750;
-    // writes 19,997 × 6,000 + 6,000,000 = 125,982,000; req_2's break avoided.
+    // 1h: req_1 120,000,000; req_2 reads 20,000 × 300 = 6,000,000 and writes 1,000 × 6,000 =
+    // 6,000,000: 132,000,000 against 153,750,000, i.e. −21,750,000; writes 120,000,000 +
+    // 6,000,000 = 126,000,000; req_2's break avoided.
     let one_hour = &document["what_if"][0];
     assert_eq!(one_hour["setting"], "ttl=1h");
-    assert_eq!(one_hour["delta_usd"], -0.02175675);
-    assert_eq!(one_hour["writes_usd"], 0.125982);
+    assert_eq!(one_hour["delta_usd"], -0.02175);
+    assert_eq!(one_hour["writes_usd"], 0.126);
     assert_eq!(one_hour["reads_usd"], 0.006);
     assert_eq!((one_hour["breaks_avoided"].as_u64(), one_hour["breaks_added"].as_u64()), (Some(1), Some(0)));
     // 5m is what the chain did: no change.
@@ -222,13 +220,12 @@ fn what_if_ttl_1h_by_hand() {
 fn what_if_max_idle_by_hand() {
     // The 600 s gap becomes 240 s, inside the 5-minute TTL: req_2 reads 20,000 (6,000,000) and
     // writes 1,000 × 3,750 = 3,750,000. Total 75,000,000 + 9,750,000 = 84,750,000, i.e.
-    // −69,000,000 against 153,750,000; writes 78,750,000 less req_1's 3 uncached tokens
-    // (3 × 3,750 = 11,250): 78,738,750. req_1 is the same in both, so the delta is unchanged.
+    // −69,000,000 against 153,750,000; writes 75,000,000 + 3,750,000 = 78,750,000.
     let (_, document) = import("what_if_idle.jsonl", &["--what-if", "max-idle=4m"]);
     let idle = &document["what_if"][0];
     assert_eq!(idle["setting"], "max-idle=4m");
     assert_eq!(idle["delta_usd"], -0.069);
-    assert_eq!(idle["writes_usd"], 0.07873875);
+    assert_eq!(idle["writes_usd"], 0.07875);
     assert_eq!(idle["reads_usd"], 0.006);
     assert_eq!(idle["breaks_avoided"], 1);
 }
@@ -238,12 +235,12 @@ fn what_if_no_model_switch_by_hand() {
     // `what_if_model_switch.jsonl`: req_1 Sonnet 4.6, 20,000 tokens at 0 s; req_2 Opus 4.6,
     // 21,000 tokens at 60 s. As recorded: 20,000 × 3,750 = 75,000,000, then Opus is cold:
     // 21,000 × 6,250 = 131,250,000; total 206,250,000. Staying on Sonnet, req_2 reads 20,000
-    // (6,000,000) and writes 1,000 × 3,750 (3,750,000): 84,750,000 in all, −121,500,000. req_1
-    // (the same in both) is predicted to send 3 tokens uncached: writes 78,750,000 − 3 × 3,750.
+    // (6,000,000) and writes 1,000 × 3,750 (3,750,000): 84,750,000 in all, −121,500,000; writes
+    // 75,000,000 + 3,750,000 = 78,750,000.
     let (_, document) = import("what_if_model_switch.jsonl", &["--what-if", "no-model-switch"]);
     let same_model = &document["what_if"][0];
     assert_eq!(same_model["delta_usd"], -0.1215);
-    assert_eq!(same_model["writes_usd"], 0.07873875);
+    assert_eq!(same_model["writes_usd"], 0.07875);
     assert_eq!(same_model["reads_usd"], 0.006);
     assert_eq!(same_model["breaks_avoided"], 1);
 }
@@ -253,14 +250,12 @@ fn what_if_subagent_ttl_1h_by_hand() {
     // `what_if_subagent/agent-sub1.jsonl` (a sub-agent file alone, Haiku 4.5): 10,000 tokens at
     // 0 s, 11,000 at 600 s. As recorded (5m): 10,000 × 1,250 + 11,000 × 1,250 = 26,250,000 (no
     // pre-warm for sub-agents). At 1h: 10,000 × 2,000 = 20,000,000, then a read of 10,000 × 100 =
-    // 1,000,000 and a write of 1,000 × 2,000 = 2,000,000: 23,000,000, i.e. −3,250,000. req_1 is
-    // predicted to send 3 tokens uncached (at 1,000) in both settings, so it writes 9,997: the
-    // 1h setting saves 3 × (2,000 − 1,250) = 2,250 less, −3,252,250; writes 23,000,000 −
-    // 1,000,000 (the read) − 3 × 2,000 = 21,994,000.
+    // 1,000,000 and a write of 1,000 × 2,000 = 2,000,000: 23,000,000, i.e. −3,250,000; writes
+    // 23,000,000 − 1,000,000 (the read) = 22,000,000.
     let (_, document) = import("what_if_subagent", &["--what-if", "subagent-ttl=1h"]);
     let sub = &document["what_if"][0];
-    assert_eq!(sub["delta_usd"], -0.00325225);
-    assert_eq!(sub["writes_usd"], 0.021994);
+    assert_eq!(sub["delta_usd"], -0.00325);
+    assert_eq!(sub["writes_usd"], 0.022);
     assert_eq!(sub["reads_usd"], 0.001);
     assert_eq!(sub["breaks_avoided"], 1);
     assert_eq!(document["sessions"][0]["chains"][0]["chain"], "agent:sub1");
@@ -310,34 +305,15 @@ fn import_twice_gives_identical_bytes_and_a_replayable_trace() {
 /// An emitted trace replays to the import: the same requests (the account's pre-warms are run
 /// into the cache but are not rows), the real usage and bill exactly (the trace carries each
 /// request's real usage; a session's marker is dated on its first request, so replay prices on
-/// the session's date), and the same prediction. The one difference is how a request's tokens
-/// past its read split into uncached and written: the import's report guesses that split from
-/// the chain's previous request, while the emitted body holds the request's own (its after-marker
-/// tail), which replay reads. Both count the same input, so only the price of those few tokens
-/// moves: at most their number × $15/MTok, the largest gap between a 1h write ($30/MTok on Opus
-/// 4.1) and its input price ($15/MTok) in the table.
+/// the session's date), and the same prediction, usage and cost (the import splits a request's
+/// unread tokens where its breakpoint lies, which is what the emitted body holds).
 fn replays_to_the_import(import: &Value, replay: &Value) {
     let (imported, replayed) = (&import["totals"], &replay["totals"]);
     assert_eq!(replayed["requests"], imported["requests"]);
     assert_eq!(replayed["recorded"]["usage"], imported["recorded"]["usage"]);
     assert_eq!(replayed["recorded"]["cost_usd"], imported["recorded"]["cost_usd"]);
-    let (predicted, simulated) = (&imported["predicted"]["usage"], &replayed["usage"]);
-    for field in ["cache_read_input_tokens", "output_tokens"] {
-        assert_eq!(simulated[field], predicted[field], "{field}");
-    }
-    let total = |usage: &Value| {
-        ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
-            .iter()
-            .map(|field| usage[field].as_u64().unwrap())
-            .sum::<u64>()
-    };
-    assert_eq!(total(simulated), total(predicted));
-    let tail =
-        simulated["input_tokens"].as_u64().unwrap().abs_diff(predicted["input_tokens"].as_u64().unwrap());
-    let cost_gap =
-        (replayed["cost_usd"].as_f64().unwrap() - imported["predicted"]["cost_usd"].as_f64().unwrap()).abs();
-    assert!(tail <= 10, "the tails differ by {tail} tokens");
-    assert!(cost_gap <= tail as f64 * 15e-6 + 1e-9, "{cost_gap} for {tail} tokens");
+    assert_eq!(replayed["usage"], imported["predicted"]["usage"]);
+    assert_eq!(replayed["cost_usd"], imported["predicted"]["cost_usd"]);
     assert_eq!(replayed["agreement"]["rate"], imported["agreement"]);
 }
 
@@ -590,6 +566,28 @@ fn each_request_is_priced_on_its_date_with_its_modifiers() {
 }
 
 #[test]
+fn an_emitted_trace_carries_fast_mode_and_data_residency() {
+    // The prediction of req_fast is priced in fast mode and req_us at the US premium, as their
+    // records were (above); the emitted bodies name both, so replay prices them alike.
+    let dir = std::env::temp_dir().join(format!("forkcache-import-modifiers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.jsonl");
+    let (_, document) = import("priced_at_its_date.jsonl", &["--emit-trace", trace.to_str().unwrap()]);
+    let lines = std::fs::read_to_string(&trace).unwrap();
+    // In the bodies (the envelopes' recorded usage names them too).
+    assert_eq!(lines.matches(r#""max_tokens":1,"speed":"fast","system""#).count(), 1);
+    assert_eq!(lines.matches(r#""max_tokens":1,"inference_geo":"us","system""#).count(), 1);
+    let replayed = Command::new(env!("CARGO_BIN_EXE_forkcache"))
+        .args(["replay", "--json"])
+        .arg(&trace)
+        .output()
+        .expect("the binary runs");
+    let report: Value = serde_json::from_slice(&replayed.stdout).expect("replay prints JSON");
+    replays_to_the_import(&document, &report);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn unknown_fields_are_counted_by_path_and_listed_never_fatal() {
     let (code, document) = import("unknown_fields.jsonl", &[]);
     assert_eq!(code, 0);
@@ -732,27 +730,28 @@ fn the_json_document_is_pinned_byte_for_byte() {
 }
 
 #[test]
-fn a_chain_s_first_request_predicts_the_tokens_after_its_last_breakpoint_as_uncached() {
+fn a_request_s_uncached_tokens_are_its_own_tail_after_its_last_breakpoint() {
     let predicted = |all: &[(String, Value)], id: &str| {
         let usage = &request(all, id)["predicted"]["usage"];
         let count = |field: &str| usage[field].as_u64().unwrap();
         (count("input_tokens"), count("cache_creation_input_tokens"), count("cache_read_input_tokens"))
     };
     // every_rule: req_1 (main) is the import's first request: 3 + 20,000 + 0 = 20,003 tokens, none
-    // cached before; no earlier request, so 3 uncached (FIRST_TAIL_TOKENS) and 20,000 written,
-    // as recorded (it used to be predicted as 20,003 written). req_a1, the first sub-agent
-    // request, 2 + 8,000 = 8,002 tokens: no earlier sub-agent request either, 3 and 7,999.
+    // cached before; it sent 3 after its breakpoint, so 3 uncached and 20,000 written, as
+    // recorded (it used to be predicted as 20,003 written). req_a1, the first sub-agent request,
+    // 2 + 8,000 = 8,002 tokens: its stable prefix is the default 12,000 capped at its input less
+    // one, 8,001, so its conversation holds 1 token and only that 1 can come after the
+    // breakpoint: 1 uncached, 8,001 written.
     let (_, document) = import("every_rule", &[]);
     let all = requests(&document);
     assert_eq!(predicted(&all, "req_1"), (3, 20_000, 0));
-    assert_eq!(predicted(&all, "req_a1"), (3, 7_999, 0));
-    // With write_without_split.jsonl (2025-07-01) in the same import, its req_o1 (main, 4
-    // uncached) is the latest earlier main-chain request before what_if_idle.jsonl's req_1
-    // (2026-05-01, 20,000 tokens): req_1's chain start guesses 4 uncached.
+    assert_eq!(predicted(&all, "req_a1"), (1, 8_001, 0));
+    // Another file's counts do not move it: write_without_split.jsonl's req_o1 (main, 4
+    // uncached) comes before what_if_idle.jsonl's req_1 (20,000 tokens, 0 after its breakpoint).
     let (_, document) = import("what_if_idle.jsonl", &[&format!("{DATA}write_without_split.jsonl")]);
     let all = requests(&document);
     let (uncached, written, read) = predicted(&all, "req_1");
-    assert_eq!((uncached, written + read), (4, 19_996));
+    assert_eq!((uncached, written + read), (0, 20_000));
 }
 
 #[test]

@@ -13,9 +13,10 @@
 //! context at the spawning request; a model switch changes the model and so the cache scope.
 //!
 //! The endpoint's read is the prediction; the rest of a request's input is split into uncached
-//! and written as its chain's previous request split it (a chain's first request: as the latest
-//! earlier request of its kind did, else [`FIRST_TAIL_TOKENS`] uncached, the few tokens the API
-//! counts after Claude Code's last breakpoint; a fork child: as its spawning request did).
+//! and written where its last breakpoint lies. That place is the request's own uncached count:
+//! what it sent after the breakpoint, a property of its bytes like its total input (the API
+//! counts the same tail whether the prefix before it was read or written). So the split is the
+//! one `replay` computes from the request's bytes, and an emitted trace replays to the import.
 //!
 //! **Betas: none.** Claude Code 2.1.330 sends `mid-conversation-tool-changes-2026-07-01` on
 //! every request (transcripts carry no headers, but `version` names the build), and the
@@ -53,7 +54,7 @@ use std::fmt::Write as _;
 
 use serde_json::value::RawValue;
 
-use forkcache_engine::billing::{PriceDate, PriceTable, Usage};
+use forkcache_engine::billing::{InferenceGeo, Modifiers, PriceDate, PriceTable, Speed, Usage};
 use forkcache_engine::cache::Miss;
 use forkcache_engine::clock::{SimTime, Visibility};
 use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint, Record, RenderedRequest};
@@ -72,14 +73,6 @@ use crate::trace::{Envelope, envelope_line};
 /// The stable prefix assumed before any earlier request shows one: the low end of the 12–30K
 /// Claude Code's system prompt and tools take (transcript reference).
 pub const DEFAULT_STABLE_TOKENS: u64 = 12_000;
-
-/// The uncached tokens a chain's first request is predicted to send after its last breakpoint
-/// when no earlier request of its kind (main or sub-agent) shows a count. Claude Code marks the
-/// last block of its last message, yet the API counts a few tokens after that block as uncached
-/// `input_tokens` (the assistant turn's opening: 3–4 in public captures, per the prompt-caching
-/// reference's "small nonzero tail"); Claude Code's own usage objects show 3. A later request
-/// takes its chain's previous count instead.
-pub const FIRST_TAIL_TOKENS: u64 = 3;
 
 /// A setting the prediction can be re-run under (`--what-if`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -184,8 +177,6 @@ pub struct AccountView {
 struct ChainStart {
     stable_tokens: u64,
     ttl: Ttl,
-    /// Uncached tokens after the last breakpoint: the latest earlier count of the same kind.
-    tail_tokens: u64,
 }
 
 impl AccountView {
@@ -197,7 +188,6 @@ impl AccountView {
         let mut floor_read: BTreeMap<bool, u64> = BTreeMap::new();
         let mut smallest_total: BTreeMap<bool, u64> = BTreeMap::new();
         let mut last_ttl: BTreeMap<bool, Ttl> = BTreeMap::new();
-        let mut last_tail: BTreeMap<bool, u64> = BTreeMap::new();
         let mut last_start: BTreeMap<(bool, &str), EpochMs> = BTreeMap::new();
         let mut start_reads: BTreeMap<(bool, &str), u64> = BTreeMap::new();
         let mut reset_reads: BTreeMap<(bool, &str), u64> = BTreeMap::new();
@@ -233,18 +223,14 @@ impl AccountView {
                     .copied()
                     .unwrap_or(DEFAULT_STABLE_TOKENS);
                 let ttl = last_ttl.get(&kind).copied().unwrap_or(Ttl::FiveMinutes);
-                let tail_tokens = last_tail.get(&kind).copied().unwrap_or(FIRST_TAIL_TOKENS);
-                view.chain_starts.insert(
-                    request.request.request_id.clone(),
-                    ChainStart { stable_tokens, ttl, tail_tokens },
-                );
+                view.chain_starts
+                    .insert(request.request.request_id.clone(), ChainStart { stable_tokens, ttl });
             }
             if request.request.events.iter().any(Event::resends_history) {
                 if let Some(&stable_tokens) = floor_read.get(&kind) {
                     view.stable_prefix_resets.insert(request.request.request_id.clone(), stable_tokens);
                 }
             }
-            last_tail.insert(kind, usage.input_tokens);
             if (request.chain_index == 0 || request.observed_break()) && usage.cache_read_input_tokens > 0 {
                 floor_read.insert(kind, usage.cache_read_input_tokens);
             }
@@ -311,9 +297,10 @@ fn block_info(
 /// the bodies do).
 #[derive(Clone, Debug)]
 struct Rendering {
-    /// What the positions were built for: a change of either starts over.
+    /// What the positions were built for: a change of any starts over.
     model: String,
     stable: (Box<str>, u64),
+    speed: Speed,
     salts: Salts,
     positions: Vec<Position>,
     /// The breakpoint a marker after each block would make: the stable prefix, then each
@@ -336,10 +323,10 @@ struct ChainState {
     history: Vec<Block>,
     /// The history block the request's last breakpoint is on.
     marker_at: usize,
-    /// Uncached tokens of the chain's previous request (what it sent after its breakpoint); before
-    /// the chain's first request, the account's guess (a fork child: its spawning request's).
-    last_tail: u64,
     model: String,
+    /// The request's fast mode and data residency, as its usage names them: the emitted body
+    /// carries both, and fast mode salts the system prompt and messages, as the API does.
+    modifiers: Modifiers,
     ttl: Ttl,
     turns: u64,
     rendering: Option<Rendering>,
@@ -396,10 +383,12 @@ impl ChainState {
     /// blocks are the same, cut back to the first block that differs, then extended.
     fn render(&mut self, endpoint: &mut MockEndpoint) -> Result<&Rendering, ApiError> {
         let stable = (self.stable_text.clone(), self.stable_tokens);
-        let current = self.rendering.take().filter(|r| r.model == self.model && r.stable == stable);
+        let speed = self.modifiers.speed;
+        let current =
+            self.rendering.take().filter(|r| r.model == self.model && r.stable == stable && r.speed == speed);
         let mut rendering = match current {
             Some(rendering) => rendering,
-            None => start_rendering(endpoint, &self.model, stable)?,
+            None => start_rendering(endpoint, &self.model, stable, speed)?,
         };
         let kept = rendering.ids.iter().zip(&self.history).take_while(|(id, block)| **id == block.id).count();
         let checkpoint = rendering.checkpoints[kept];
@@ -454,10 +443,14 @@ impl ChainState {
         let model = serde_json::to_string(&self.model).expect("a string serializes");
         let stable = text_block_json(&self.stable_text, self.stable_tokens);
         let marker = cache_control(self.ttl);
-        let _ = write!(
-            body,
-            r#"{{"model":{model},"max_tokens":{max_tokens},"system":[{stable}{marker}}}],"messages":[{{"role":"user","content":["#
-        );
+        let _ = write!(body, r#"{{"model":{model},"max_tokens":{max_tokens},"#);
+        if self.modifiers.speed == Speed::Fast {
+            body.push_str(r#""speed":"fast","#);
+        }
+        if self.modifiers.geo == InferenceGeo::Us {
+            body.push_str(r#""inference_geo":"us","#);
+        }
+        let _ = write!(body, r#""system":[{stable}{marker}}}],"messages":[{{"role":"user","content":["#);
     }
 }
 
@@ -470,11 +463,14 @@ fn start_rendering(
     endpoint: &mut MockEndpoint,
     model: &str,
     stable: (Box<str>, u64),
+    speed: Speed,
 ) -> Result<Rendering, ApiError> {
     let config = endpoint.config().prompt.clone();
     let price = endpoint.prices().resolve(model).price.clone();
+    let speed_name = (speed == Speed::Fast).then_some("fast");
     let salts =
-        SaltInputs { config_ahead: config.render_config_ahead, ..SaltInputs::default() }.salts(&price);
+        SaltInputs { config_ahead: config.render_config_ahead, speed: speed_name, ..SaltInputs::default() }
+            .salts(&price);
     let mut builder = PromptBuilder::new(salts, config.collapse_tool_runs);
     builder.system(0, &block_info(endpoint, &stable.0, stable.1, BlockContext::System)?);
     let marks = vec![builder.breakpoint_here(Ttl::FiveMinutes)];
@@ -483,6 +479,7 @@ fn start_rendering(
     Ok(Rendering {
         model: model.to_string(),
         stable,
+        speed,
         salts,
         positions: prompt.positions,
         marks,
@@ -615,8 +612,6 @@ impl<'s> Simulation<'s> {
             let usage = Some(Envelope::usage_of(&request.request.recorded.usage));
             trace.push(envelope_line(&Envelope { usage, ..envelope }, &state.body()));
         }
-        let guessed_tail = state.last_tail;
-        state.last_tail = request.request.recorded.usage.input_tokens;
         state.last_at_ms = Some(at_ms);
         let explained_break = request.break_.is_some_and(|b| b.cause.read_only_the_stable_prefix());
         if reset || request.chain_index == 0 || explained_break {
@@ -627,7 +622,7 @@ impl<'s> Simulation<'s> {
         }
         let predicted = match priced {
             Ok(record) => Predicted {
-                usage: with_guessed_tail(record.usage, guessed_tail, state.ttl),
+                usage: record.usage,
                 miss: record.miss,
                 at_ms,
                 model: state.model.clone(),
@@ -735,8 +730,8 @@ fn start_chain(
         stable_tokens,
         history: Vec::new(),
         marker_at: 0,
-        last_tail: start.map_or(FIRST_TAIL_TOKENS, |s| s.tail_tokens),
         model: request.request.model.clone(),
+        modifiers: request.request.recorded.modifiers,
         ttl,
         turns: 0,
         rendering: None,
@@ -791,6 +786,7 @@ fn advance(
     if switched {
         state.model = request.request.model.clone();
     }
+    state.modifiers = request.request.recorded.modifiers;
     let reset = compacted || expired || switched;
     if reset {
         rest_on_account_prefix(state, request, account, switched, sent_before);
@@ -826,23 +822,6 @@ fn rest_on_account_prefix(
         None if switched => state.warm = false,
         None => {}
     }
-}
-
-/// The predicted usage as reported: the endpoint's read, and the rest split into uncached and
-/// written as the chain's previous request split it (`guessed_tail` uncached). The request's own
-/// uncached count only places its cache entry for later requests; it moves neither its
-/// predicted read (entries lie before its new blocks, whatever their split) nor this split.
-fn with_guessed_tail(usage: Usage, guessed_tail: u64, ttl: Ttl) -> Usage {
-    let read = usage.cache_read_input_tokens;
-    let rest = usage.total_input_tokens() - read;
-    let uncached = guessed_tail.min(rest);
-    let written = rest - uncached;
-    let one_hour = match written_ttl(&usage) {
-        Some(written_with) => written_with == Ttl::OneHour,
-        None => ttl == Ttl::OneHour,
-    };
-    let (write_5m, write_1h) = if one_hour { (0, written) } else { (written, 0) };
-    Usage::new(uncached, read, write_5m, write_1h, usage.output_tokens)
 }
 
 fn chain_ttl(agent: bool, observed: Ttl, what_if: Option<&WhatIf>) -> Ttl {
@@ -888,8 +867,8 @@ mod tests {
             stable_tokens,
             history: Vec::new(),
             marker_at: 0,
-            last_tail: 0,
             model: model.to_string(),
+            modifiers: Modifiers::default(),
             ttl,
             turns: 0,
             rendering: None,

@@ -31,6 +31,7 @@ use forkcache_engine::tokenize::TokenizerUnavailable;
 use forkcache_wire::{ApiError, Reply, parse_request};
 
 use crate::trace::{BatchLine, ParsedBatch, TraceBody, TraceEntry, TraceLine, UnreadableLine};
+use crate::transcript::parse_timestamp;
 
 mod pipeline;
 
@@ -400,6 +401,9 @@ struct Run {
     requests: usize,
     /// The last line run: nothing may start before it.
     last_run: Option<(SimTime, usize)>,
+    /// When its marker says the server started (ms since the epoch): each request is priced on
+    /// the day it ran, this plus its `at_ms`.
+    started_ms: Option<i64>,
 }
 
 struct HeldBatch {
@@ -442,6 +446,20 @@ struct ReorderWindow {
     bytes_fired: bool,
 }
 
+/// When a run's marker says its server started: the day (a date alone is enough to price on),
+/// and the instant its requests' `at_ms` count from.
+#[derive(Clone, Copy, Debug, Default)]
+struct RunStart {
+    date: Option<PriceDate>,
+    epoch_ms: Option<i64>,
+}
+
+impl RunStart {
+    fn of(started: &str) -> RunStart {
+        RunStart { date: PriceDate::parse(started).ok(), epoch_ms: parse_timestamp(started) }
+    }
+}
+
 /// What a line read is, without borrowing its batch.
 enum Arrival {
     Request {
@@ -450,8 +468,8 @@ enum Arrival {
         bytes: usize,
         prewarm: bool,
     },
-    /// A session marker, with the date its server started when it names one.
-    Session(Option<PriceDate>),
+    /// A session marker, with when its server started when it names it.
+    Session(RunStart),
     Unreadable(UnreadableLine),
 }
 
@@ -572,6 +590,10 @@ impl<'c> Replayer<'c> {
         if let Some(BatchLine { entry: TraceEntry::Request(line), keys, .. }) =
             held.batch.entries().get(waiting.entry)
         {
+            if let (None, Some(started)) = (self.config.endpoint.price_date, self.run.started_ms) {
+                let ran_at = started.saturating_add(waiting.at.0 as i64);
+                self.endpoint.set_price_date(Some(PriceDate::of_epoch_ms(ran_at)));
+            }
             let (endpoint, sketch) = (&mut self.endpoint, &mut self.sketch);
             let record = replay_line(endpoint, sketch, waiting.index, line, keys.as_ref(), waiting.at);
             self.records.extend(record);
@@ -596,17 +618,19 @@ impl<'c> Replayer<'c> {
     /// before the first marker (an old trace, raw bodies) are a run of their own; an empty one is
     /// no run.
     ///
-    /// The run is priced on the date its marker says the server started, unless the replay was
-    /// given a date (`--date`), which holds for every run.
-    fn new_run(&mut self, started: Option<PriceDate>) -> Result<(), ReplayError> {
+    /// Each request of the run is priced on the day it ran, its marker's start plus its `at_ms`
+    /// (on the marker's date when that names no time), unless the replay was given a date
+    /// (`--date`), which holds for every request.
+    fn new_run(&mut self, started: RunStart) -> Result<(), ReplayError> {
         if self.run.requests > 0 || self.runs > 0 {
             self.close_run();
             self.endpoint = MockEndpoint::new(self.config.endpoint.clone(), self.prices.clone())?;
             self.sketch = RenderSketch::interleaved();
         }
         if self.config.endpoint.price_date.is_none() {
-            self.endpoint.set_price_date(started);
+            self.endpoint.set_price_date(started.date);
         }
+        self.run.started_ms = started.epoch_ms;
         Ok(())
     }
 
@@ -641,13 +665,13 @@ impl<'c> Replayer<'c> {
 
 /// Entry `entry` of `batch`, as far as reading it into the window needs.
 fn arrival(batch: &ParsedBatch, entry: usize) -> Arrival {
-    let Some(read) = batch.entries().get(entry) else { return Arrival::Session(None) };
+    let Some(read) = batch.entries().get(entry) else { return Arrival::Session(RunStart::default()) };
     match &read.entry {
         TraceEntry::Request(line) => {
             Arrival::Request { line: line.line, at_ms: line.at_ms, bytes: read.bytes, prewarm: line.prewarm }
         }
         TraceEntry::Unreadable(line) => Arrival::Unreadable(line.clone()),
-        TraceEntry::Session { marker, .. } => Arrival::Session(PriceDate::parse(&marker.started).ok()),
+        TraceEntry::Session { marker, .. } => Arrival::Session(RunStart::of(&marker.started)),
     }
 }
 

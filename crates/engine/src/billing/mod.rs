@@ -122,6 +122,23 @@ impl PriceDate {
         }
         Ok(PriceDate { yyyymmdd: year * 10_000 + month * 100 + day_of_month })
     }
+
+    /// The UTC day of an instant given in ms since 1970-01-01 (Howard Hinnant's
+    /// `civil_from_days`).
+    pub fn of_epoch_ms(ms: i64) -> PriceDate {
+        let days = ms.div_euclid(86_400_000) + 719_468;
+        let era = days.div_euclid(146_097);
+        let day_of_era = days - era * 146_097;
+        let year_of_era =
+            (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+        let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+        let shifted_month = (5 * day_of_year + 2) / 153;
+        let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+        let month = if shifted_month < 10 { shifted_month + 3 } else { shifted_month - 9 };
+        let year = year_of_era + era * 400 + i64::from(month <= 2);
+        let yyyymmdd = year.clamp(0, 9_999) * 10_000 + month * 100 + day;
+        PriceDate { yyyymmdd: yyyymmdd as u32 }
+    }
 }
 
 impl fmt::Display for PriceDate {
@@ -971,6 +988,18 @@ impl TokenEquivalents {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_day_of_an_instant() {
+        let day = |ms: i64| PriceDate::of_epoch_ms(ms).to_string();
+        assert_eq!(day(0), "1970-01-01");
+        assert_eq!(day(-1), "1969-12-31");
+        // 1970–1999: 30 × 365 + 7 leap days = 10,957 days to 2000-01-01; + 31 + 28 = 11,016 is
+        // 2000-02-29, and its last millisecond is still that day.
+        assert_eq!(day(11_016 * 86_400_000), "2000-02-29");
+        assert_eq!(day(11_017 * 86_400_000 - 1), "2000-02-29");
+        assert_eq!(day(11_017 * 86_400_000), "2000-03-01");
+    }
 
     /// The neutral split of an Anthropic usage: read, written (5m + 1h), uncached, output.
     #[test]
