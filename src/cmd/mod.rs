@@ -92,6 +92,25 @@ pub(crate) fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
     crate::input::read_document_text(open_input(path)?, path)
 }
 
+/// Refuses a forkcache trace handed to a command that takes one JSON document (`run`'s
+/// scenario, `sweep`'s grid), pointing to `replay`: the parse error alone would say only that
+/// `forkcache_session` is an unknown field.
+pub(crate) fn not_a_trace(
+    text: &str,
+    path: &std::path::Path,
+    command: &str,
+    takes: &str,
+) -> anyhow::Result<()> {
+    if text.trim_start().starts_with(r#"{"forkcache_session""#) {
+        anyhow::bail!(
+            "{path} is a forkcache trace (its first line is a session marker): `forkcache replay {path}` \
+             prices it; `{command}` takes {takes}",
+            path = path.display()
+        );
+    }
+    Ok(())
+}
+
 /// A file, or standard input for `-`, buffered.
 pub(crate) fn open_input(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::BufRead + Send>> {
     if path.as_os_str() == "-" {

@@ -8,7 +8,7 @@ use clap::Args;
 
 use forkcache_engine::{PriceTable, Provider};
 
-use super::read_input;
+use super::{not_a_trace, read_input};
 use crate::flags::{
     BillingArg, CsvFlag, IdentityArg, JsonFlag, PolicyArg, PricesFlag, ProviderList, QuietFlag, SeedFlag,
     TokenizerArg, VisibilityArg,
@@ -89,6 +89,7 @@ impl RunArgs {
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     use forkcache_scenario::{RunConfig, ScenarioSpec};
     let text = read_input(&args.scenario)?;
+    not_a_trace(&text, &args.scenario, "run", "a scenario file (docs/run.md)")?;
     let mut spec =
         ScenarioSpec::from_json(&text).with_context(|| format!("in {}", args.scenario.display()))?;
     // Custom agents' files are named relative to the scenario file.

@@ -8,7 +8,7 @@ use clap::Args;
 
 use forkcache_engine::PriceTable;
 
-use super::{files_json, progress_bar, read_input};
+use super::{files_json, not_a_trace, progress_bar, read_input};
 use crate::flags::{JsonFlag, OutDir, PricesFlag, ProviderList, QuietFlag, SeedFlag};
 
 /// `sweep`.
@@ -83,5 +83,6 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
 
 pub(super) fn read_sweep(path: &std::path::Path) -> anyhow::Result<forkcache_report::sweep::SweepSpec> {
     let text = read_input(path)?;
+    not_a_trace(&text, path, "sweep", "a sweep file (docs/sweep.md)")?;
     forkcache_report::sweep::SweepSpec::from_json(&text).with_context(|| format!("in {}", path.display()))
 }

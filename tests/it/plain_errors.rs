@@ -67,3 +67,23 @@ fn common_mistakes_read_in_plain_words() {
         assert!(!actual.contains(rust), "a Rust internal leaks into an error: {rust}");
     }
 }
+
+#[test]
+fn a_trace_given_to_run_or_sweep_points_to_replay() {
+    let dir = crate::proxy::scratch("trace-to-run");
+    let trace = dir.join("trace.jsonl");
+    let marker =
+        r#"{"forkcache_session":{"started":"2026-04-02T10:00:00.000Z","version":"0.1.0","format":3}}"#;
+    std::fs::write(&trace, format!("{marker}\n")).unwrap();
+    for command in ["run", "sweep"] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_forkcache"))
+            .args([command, trace.to_str().unwrap()])
+            .output()
+            .expect("the binary runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{command}: {stderr}");
+        let hint = format!("`forkcache replay {}` prices it; `{command}` takes", trace.display());
+        assert!(stderr.contains(&hint), "{command}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
