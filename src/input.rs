@@ -58,6 +58,11 @@ pub fn read_document_text(input: impl Read, name: &Path) -> anyhow::Result<Strin
 /// A reader of lines that fails at the first line longer than the cap, naming it (1-based).
 pub struct CappedLines<R> {
     inner: R,
+    count: LineCount,
+}
+
+/// The lines handed on so far, measured against the cap.
+struct LineCount {
     cap: u64,
     /// Bytes of the current line read so far.
     line_bytes: u64,
@@ -74,43 +79,62 @@ impl<R: BufRead> CappedLines<R> {
     }
 
     fn with_cap(inner: R, cap: u64) -> CappedLines<R> {
-        CappedLines { inner, cap, line_bytes: 0, lines: 0, too_long: None }
+        CappedLines { inner, count: LineCount { cap, line_bytes: 0, lines: 0, too_long: None } }
+    }
+}
+
+impl LineCount {
+    /// Counts `bytes`, the next ones handed on, and notes the first line past the cap.
+    fn add(&mut self, bytes: &[u8]) {
+        let mut start = 0;
+        for newline in memchr::memchr_iter(b'\n', bytes) {
+            self.extend_line((newline - start) as u64);
+            self.lines += 1;
+            self.line_bytes = 0;
+            start = newline + 1;
+        }
+        self.extend_line((bytes.len() - start) as u64);
+    }
+
+    fn extend_line(&mut self, length: u64) {
+        self.line_bytes += length;
+        if self.line_bytes > self.cap && self.too_long.is_none() {
+            self.too_long = Some(self.lines + 1);
+        }
+    }
+
+    fn check(&self) -> std::io::Result<()> {
+        match self.too_long {
+            Some(line) => Err(past_the_cap(&format!("line {line}"), self.cap)),
+            None => Ok(()),
+        }
     }
 }
 
 impl<R: BufRead> Read for CappedLines<R> {
+    /// Reads straight into `out` (a large read bypasses the inner reader's buffer, so a trace's
+    /// 256 KiB batches are not copied through its 8 KiB), then counts what was read. At most
+    /// one read of a line past the cap is handed on before reading fails.
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        let available = self.fill_buf()?;
-        let n = available.len().min(out.len());
-        out[..n].copy_from_slice(&available[..n]);
-        self.consume(n);
+        self.count.check()?;
+        let n = self.inner.read(out)?;
+        self.count.add(&out[..n]);
         Ok(n)
     }
 }
 
 impl<R: BufRead> BufRead for CappedLines<R> {
     fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        if let Some(line) = self.too_long {
-            return Err(past_the_cap(&format!("line {line}"), self.cap));
-        }
+        self.count.check()?;
         self.inner.fill_buf()
     }
 
     fn consume(&mut self, amount: usize) {
         // The bytes consumed are the front of the buffer the last `fill_buf` returned: asking
-        // for it again does no I/O.
+        // for it again does no I/O. At most one buffer of a line past the cap is handed on
+        // before reading fails.
         if let Ok(buffer) = self.inner.fill_buf() {
-            let consumed = &buffer[..amount.min(buffer.len())];
-            // At most one buffer of a line past the cap is handed on before reading fails.
-            for segment in consumed.split_inclusive(|&byte| byte == b'\n') {
-                let ends_line = segment.ends_with(b"\n");
-                let length = self.line_bytes + (segment.len() - usize::from(ends_line)) as u64;
-                if length > self.cap && self.too_long.is_none() {
-                    self.too_long = Some(self.lines + 1);
-                }
-                (self.lines, self.line_bytes) =
-                    if ends_line { (self.lines + 1, 0) } else { (self.lines, length) };
-            }
+            self.count.add(&buffer[..amount.min(buffer.len())]);
         }
         self.inner.consume(amount);
     }

@@ -37,7 +37,8 @@ pub struct ReplayArgs {
     #[arg(long, value_parser = crate::flags::parse_threads)]
     pub threads: Option<usize>,
     /// Lines run in start order as far as this many lines (and 32 KiB of line bytes per line, at
-    /// least 64 MiB) reach; a line starting before one that already ran is an error (exit 1) naming it.
+    /// least 16 MiB and twice the longest line) reach; a line starting before one that already ran
+    /// is an error (exit 1) naming it.
     #[arg(long, default_value_t = forkcache_ingest::replay::DEFAULT_REORDER_WINDOW)]
     pub reorder_window: usize,
     #[command(flatten)]
@@ -53,10 +54,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         strict: args.strict,
         threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         reorder_window: args.reorder_window,
-        // The window holds at least one line as long as the cap allows.
-        reorder_min_bytes: usize::try_from(crate::input::max_input_bytes())
-            .unwrap_or(usize::MAX)
-            .max(forkcache_ingest::replay::REORDER_MIN_BYTES),
+        reorder_min_bytes: forkcache_ingest::replay::REORDER_MIN_BYTES,
     };
     if args.calibrate {
         return run_calibrate(args, &config, &read_input_bytes(&args.trace)?);

@@ -394,6 +394,7 @@ fn run(case: &Case, policy: Policy) -> Result<(), TestCaseError> {
             at: SimTime(request.at_ms),
             first_byte: request.first_byte_ms.map(SimTime),
             reply: Reply { output_tokens: Some(request.output_tokens), ..Reply::input_only() },
+            checked: None,
         };
         let record = engine
             .handle(call)

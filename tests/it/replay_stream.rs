@@ -150,27 +150,36 @@ fn a_line_later_than_the_window_is_an_error_naming_it_with_exit_1() {
 
 #[test]
 fn the_window_also_bounds_the_bytes_it_holds() {
-    // Lines of about 100 KB: a window of 4 lines holds at most 4 × 32 KiB = 128 KiB of them, so
-    // line 2 arriving makes 200 KB and the earliest (line 2, at 1,000 ms) runs at once. Line 3
-    // (at 500 ms) then starts before a line that ran. With lines alone as the bound, line 3 would
-    // still have been in reach. A window of 8 lines (256 KiB) holds all three until line 3.
+    // Lines of about 100 KB: a window of 4 lines holds 4 × 32 KiB = 128 KiB of them, raised to
+    // twice the longest line read (about 200 KB) so that one line never fills it by itself. Lines
+    // 1 and 2 fit; line 3 arriving makes about 300 KB, and the earliest (line 2, at 1,000 ms)
+    // runs. Line 4 (at 500 ms) then starts before a line that ran. With lines alone as the bound
+    // (4), line 4 would still have been in reach. A window of 16 lines (512 KiB) holds all four.
     let big =
         |label: &str| Body::blocks(vec![text(&label.repeat(100_000 / label.len()), 30_000)]).0.to_string();
-    let trace = [envelope(3_000, &big("a")), envelope(1_000, &big("b")), envelope(500, &big("c"))].concat();
-    assert!(trace.len() > 300_000);
-    // No floor under the window's bytes here (it is 64 MiB by default: see the next test).
+    let lines = [
+        envelope(3_000, &big("a")),
+        envelope(1_000, &big("b")),
+        envelope(2_000, &big("c")),
+        envelope(500, &big("d")),
+    ];
+    let longest = lines.iter().map(|line| line.trim_end().len()).max().unwrap();
+    assert!((100_000..110_000).contains(&longest), "{longest}");
+    let trace = lines.concat();
+    // No floor under the window's bytes here (16 MiB by default: see below).
     let config = ReplayConfig { reorder_window: 4, reorder_min_bytes: 0, ..ReplayConfig::default() };
     let err = replay(&config, PriceTable::builtin(), &trace).unwrap_err();
     let ReplayError::OutOfOrder(late) = err else { panic!("expected out of order") };
-    assert_eq!((late.line, late.ran_line), (3, 2));
-    assert_eq!(late.limit, "128 KiB of lines", "the bytes (4 × 32 KiB) fired, not the 4 lines");
-    // The default floor (64 MiB) holds all three.
+    assert_eq!((late.line, late.ran_line), (4, 2));
+    let limit = format!("{} KiB of lines", 2 * longest >> 10);
+    assert_eq!(late.limit, limit, "the bytes (twice the longest line) fired, not the 4 lines");
+    // The default floor (16 MiB) holds all four.
     let config = ReplayConfig { reorder_window: 4, ..ReplayConfig::default() };
-    assert_eq!(replay(&config, PriceTable::builtin(), &trace).unwrap().records.len(), 3);
-    let config = ReplayConfig { reorder_window: 8, reorder_min_bytes: 0, ..ReplayConfig::default() };
+    assert_eq!(replay(&config, PriceTable::builtin(), &trace).unwrap().records.len(), 4);
+    let config = ReplayConfig { reorder_window: 16, reorder_min_bytes: 0, ..ReplayConfig::default() };
     let report = replay(&config, PriceTable::builtin(), &trace).unwrap();
     let starts: Vec<u64> = report.records.iter().map(|r| r.at.ms()).collect();
-    assert_eq!(starts, [3_000, 1_000, 500], "file order, each at its own start");
+    assert_eq!(starts, [3_000, 1_000, 2_000, 500], "file order, each at its own start");
 }
 
 #[test]

@@ -559,6 +559,7 @@ mod properties {
                         at: record.record.at,
                         first_byte: None,
                         reply,
+                        checked: None,
                     };
                 let wire = endpoint.handle(call).unwrap().record;
                 prop_assert_eq!(&wire, &record.record, "request {} ({}) of {}", record.index, record.agent, json);

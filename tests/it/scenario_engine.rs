@@ -44,6 +44,7 @@ fn views_over_shared_blocks_price_exactly_like_the_wire_bytes() {
                 at: record.record.at,
                 first_byte: None,
                 reply,
+                checked: None,
             };
             let wire = endpoint.handle(call).unwrap().record;
             assert_eq!(wire, record.record, "{} request {} ({})", fixture.name, record.index, record.agent);

@@ -179,6 +179,7 @@ impl Client {
             at: SimTime(at_ms),
             first_byte: opts.first_byte_ms.map(SimTime),
             reply: Reply { output_tokens: Some(opts.output_tokens), ..Reply::input_only() },
+            checked: None,
         };
         self.endpoint.handle(call).map(|exchange| exchange.record)
     }

@@ -140,6 +140,10 @@ pub struct Call<'a> {
     pub first_byte: Option<SimTime>,
     /// What to answer.
     pub reply: Reply,
+    /// The body's rules ([`forkcache_wire::check::check_request`]) as the caller already checked
+    /// them (a replay checks on its parsing workers, in parallel): their answer, used in place of
+    /// checking again.
+    pub checked: Option<&'a Result<(), ApiError>>,
 }
 
 impl<'a> Call<'a> {
@@ -153,6 +157,7 @@ impl<'a> Call<'a> {
             at,
             first_byte: None,
             reply: Reply::default_text(),
+            checked: None,
         }
     }
 }
@@ -416,7 +421,10 @@ impl MockEndpoint {
         }
         check_model_rules(view, view.require_model()?)?;
         if !self.config.lenient {
-            forkcache_wire::check::check_request(view, call.betas)?;
+            match call.checked {
+                Some(checked) => checked.clone()?,
+                None => forkcache_wire::check::check_request(view, call.betas)?,
+            }
         }
         let settings = self.price_settings(view)?;
         let prompt = self.render_view(view, rendering, call.betas)?;

@@ -5,7 +5,8 @@
 //! and hands them back in file order; each request line then waits in the reorder window (a heap
 //! keyed by start time, then line number) until the window holds more than
 //! [`ReplayConfig::reorder_window`] lines, or [`reorder_window_bytes`] of them (that many times
-//! [`REORDER_BYTES_PER_LINE`], at least [`REORDER_MIN_BYTES`]), and the earliest runs. A line that starts before one that already ran is
+//! [`REORDER_BYTES_PER_LINE`], at least [`REORDER_MIN_BYTES`] and twice the longest line read),
+//! and the earliest runs. A line that starts before one that already ran is
 //! [`ReplayError::OutOfOrder`]: traces that `serve` and `proxy` write are in start order, and a
 //! trace more disordered than the window needs a larger one. What is held at any time is the
 //! batches in flight, the window, the endpoint's cache state (bounded: see the memo and history
@@ -70,15 +71,17 @@ pub const DEFAULT_REORDER_WINDOW: usize = 256;
 /// memory whatever the lines' length.
 pub const REORDER_BYTES_PER_LINE: usize = 32 << 10;
 
-/// The fewest bytes of waiting lines the reorder window holds, whatever its size in lines: 64 MiB,
-/// room for two requests at the API's 32 MB limit, so one line as large as a request may be
-/// never fills the window by itself, and a trace of large bodies written by concurrent clients
-/// is held by its line count, not cut off after a few dozen lines.
-pub const REORDER_MIN_BYTES: usize = 64 << 20;
+/// The fewest bytes of waiting lines the reorder window holds, whatever its size in lines: 16 MiB,
+/// so a trace of large bodies written by concurrent clients (a coding agent's 200K-token
+/// requests are about 1 MB each) is held by its line count, not cut off after a few lines. The
+/// window also holds twice the longest line read, so one line never fills it by itself. What it
+/// holds is memory: at 64 MiB a replay of the bench trace peaked at 87 MB.
+pub const REORDER_MIN_BYTES: usize = 16 << 20;
 
-/// The bytes the reorder window holds for a window of `lines` lines, at least `min_bytes`.
-pub fn reorder_window_bytes(lines: usize, min_bytes: usize) -> usize {
-    lines.saturating_mul(REORDER_BYTES_PER_LINE).max(min_bytes)
+/// The bytes the reorder window holds for a window of `lines` lines, at least `min_bytes` and
+/// twice `longest_line`.
+pub fn reorder_window_bytes(lines: usize, min_bytes: usize, longest_line: usize) -> usize {
+    lines.saturating_mul(REORDER_BYTES_PER_LINE).max(min_bytes).max(longest_line.saturating_mul(2))
 }
 
 impl Default for ReplayConfig {
@@ -441,6 +444,8 @@ impl PartialOrd for Waiting {
 struct ReorderWindow {
     lines: BinaryHeap<Reverse<Waiting>>,
     bytes: usize,
+    /// The longest line read so far, in bytes.
+    longest_line: usize,
     /// Whether the last line run was pushed out by the window's bytes (not its line count): the
     /// out-of-order error names the limit that fired.
     bytes_fired: bool,
@@ -511,6 +516,7 @@ impl<'c> Replayer<'c> {
                     });
                     self.window.lines.push(Reverse(Waiting { at, line, index, batch: number, entry, bytes }));
                     self.window.bytes += bytes;
+                    self.window.longest_line = self.window.longest_line.max(bytes);
                     self.held[slot].waiting += 1;
                     while self.window_is_over() {
                         self.run_earliest();
@@ -552,10 +558,18 @@ impl<'c> Replayer<'c> {
         }
     }
 
+    fn window_bytes(&self) -> usize {
+        reorder_window_bytes(
+            self.config.reorder_window,
+            self.config.reorder_min_bytes,
+            self.window.longest_line,
+        )
+    }
+
     fn window_is_over(&mut self) -> bool {
         let window = self.config.reorder_window;
         let lines_over = self.window.lines.len() > window;
-        let bytes_over = self.window.bytes > reorder_window_bytes(window, self.config.reorder_min_bytes);
+        let bytes_over = self.window.bytes > self.window_bytes();
         if lines_over || bytes_over {
             self.window.bytes_fired = !lines_over;
         }
@@ -566,7 +580,7 @@ impl<'c> Replayer<'c> {
     fn fired_limit(&self) -> String {
         let window = self.config.reorder_window;
         if self.window.bytes_fired {
-            let bytes = reorder_window_bytes(window, self.config.reorder_min_bytes);
+            let bytes = self.window_bytes();
             match bytes >> 20 {
                 0 => format!("{} KiB of lines", bytes >> 10),
                 mib => format!("{mib} MiB of lines"),
@@ -587,7 +601,7 @@ impl<'c> Replayer<'c> {
         let slot = (waiting.batch - front.batch.number()) as usize;
         let Some(held) = self.held.get_mut(slot) else { return };
         held.waiting -= 1;
-        if let Some(BatchLine { entry: TraceEntry::Request(line), keys, .. }) =
+        if let Some(BatchLine { entry: TraceEntry::Request(line), keys, checked, .. }) =
             held.batch.entries().get(waiting.entry)
         {
             if let (None, Some(started)) = (self.config.endpoint.price_date, self.run.started_ms) {
@@ -595,7 +609,8 @@ impl<'c> Replayer<'c> {
                 self.endpoint.set_price_date(Some(PriceDate::of_epoch_ms(ran_at)));
             }
             let (endpoint, sketch) = (&mut self.endpoint, &mut self.sketch);
-            let record = replay_line(endpoint, sketch, waiting.index, line, keys.as_ref(), waiting.at);
+            let worked = Worked { keys: keys.as_ref(), checked: checked.as_ref() };
+            let record = replay_line(endpoint, sketch, waiting.index, line, worked, waiting.at);
             self.records.extend(record);
         }
     }
@@ -715,12 +730,19 @@ fn add_store_stats(into: &mut StoreStats, session: &StoreStats) {
 /// Prices one line; `keys` are its blocks' memo keys when the parsing thread hashed them (its
 /// prompt is then rendered from `sketch`, the run's last requests). A line with no `index` (a
 /// pre-warm) changes the cache and makes no record.
+/// What a parsing worker did for a line: its blocks' memo keys and its body's rules checked.
+#[derive(Clone, Copy, Default)]
+struct Worked<'w> {
+    keys: Option<&'w BlockKeys>,
+    checked: Option<&'w Result<(), ApiError>>,
+}
+
 fn replay_line(
     endpoint: &mut MockEndpoint,
     sketch: &mut RenderSketch,
     index: Option<usize>,
     line: &TraceLine,
-    keys: Option<&BlockKeys>,
+    worked: Worked,
     at: SimTime,
 ) -> Option<ReplayRecord> {
     let reply = Reply { output_tokens: Some(line.output_tokens.unwrap_or(0)), ..Reply::input_only() };
@@ -732,10 +754,11 @@ fn replay_line(
         at,
         first_byte: line.first_byte_ms.map(SimTime),
         reply,
+        checked: worked.checked,
     };
     let (model, result) = match &line.body {
         TraceBody::Parsed(view) => {
-            let handled = match keys {
+            let handled = match worked.keys {
                 Some(keys) => endpoint.handle_resumed(view, keys, sketch, &call),
                 None => endpoint.handle_view(view, &call),
             };

@@ -419,14 +419,13 @@ impl<R: std::io::BufRead> BatchReader<R> {
     /// Reads into `bytes` until they hold a batch's size and a newline, or the file ends; the
     /// length of their whole lines (all of them at the end of the file).
     fn fill(&mut self, bytes: &mut Vec<u8>) -> std::io::Result<usize> {
-        use std::io::Read as _;
         let mut scanned = 0;
         loop {
             let want = match self.target_bytes.checked_sub(bytes.len()) {
                 Some(short) if short > 0 => short,
                 _ => LINE_END_READ,
             };
-            let read = (&mut self.reader).take(want as u64).read_to_end(bytes)?;
+            let read = read_more(&mut self.reader, bytes, want)?;
             if read == 0 {
                 return Ok(bytes.len());
             }
@@ -438,6 +437,28 @@ impl<R: std::io::BufRead> BatchReader<R> {
             }
         }
     }
+}
+
+/// Appends up to `want` bytes to `bytes`, fewer only at the end of the input; how many.
+/// `Read::take(..).read_to_end` would zero the buffer's whole spare capacity on every call, which
+/// for a buffer grown by a long line is megabytes per batch: this zeroes only the `want` bytes.
+fn read_more(reader: &mut impl std::io::Read, bytes: &mut Vec<u8>, want: usize) -> std::io::Result<usize> {
+    let start = bytes.len();
+    bytes.resize(start + want, 0);
+    let mut filled = 0;
+    while filled < want {
+        match reader.read(&mut bytes[start + filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => {
+                bytes.truncate(start + filled);
+                return Err(error);
+            }
+        }
+    }
+    bytes.truncate(start + filled);
+    Ok(filled)
 }
 
 /// A batch's non-blank lines, in file order.
@@ -453,18 +474,22 @@ pub struct BatchLine<'a> {
     /// The memo keys of its request's blocks, hashed by the worker, when the body was parsed in
     /// place.
     pub keys: Option<BlockKeys>,
+    /// Its request's body checked against the API's rules, by the worker (the same answer the
+    /// endpoint would give, without taking the replay's own thread).
+    pub checked: Option<Result<(), ApiError>>,
 }
 
 impl<'a> BatchLine<'a> {
-    /// A line read, its blocks hashed (unless their keys are given).
+    /// A line read, its blocks hashed (unless their keys are given) and its body's rules checked.
     fn keyed(entry: TraceEntry<'a>, bytes: usize, keys: Option<BlockKeys>) -> BatchLine<'a> {
-        let keys = match &entry {
-            TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), .. }) => {
-                Some(keys.unwrap_or_else(|| BlockKeys::of(view)))
-            }
-            _ => None,
+        let (keys, checked) = match &entry {
+            TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), betas, .. }) => (
+                Some(keys.unwrap_or_else(|| BlockKeys::of(view))),
+                Some(forkcache_wire::check::check_request(view, betas)),
+            ),
+            _ => (None, None),
         };
-        BatchLine { entry, bytes, keys }
+        BatchLine { entry, bytes, keys, checked }
     }
 }
 

@@ -284,8 +284,16 @@ impl<'s> Engine<'s> {
         let reply = Reply { content: Vec::new(), stop_reason: None, output_tokens: Some(output_tokens) };
         // A remote agent works in another workspace, named directly (as a trace's `workspace`).
         let workspace = who.remote.then_some(delegate::REMOTE_API_KEY);
-        let call =
-            Call { body: &[], api_key: None, workspace, betas: Betas::NONE, at, first_byte: None, reply };
+        let call = Call {
+            body: &[],
+            api_key: None,
+            workspace,
+            betas: Betas::NONE,
+            at,
+            first_byte: None,
+            reply,
+            checked: None,
+        };
         let index = self.records.len();
         let (spec, window) = (self.spec, self.context_window);
         let rejected = |e: forkcache_wire::ApiError| match window {

@@ -14,6 +14,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
+use std::fmt;
 
 use serde::Deserialize;
 
@@ -259,20 +260,46 @@ struct BlockHead<'a> {
     content: Option<RawJson<'a>>,
 }
 
+/// Where a block is, as an error names it: written out only for an error, since every block of
+/// every request is read.
+#[derive(Clone, Copy, Debug)]
+enum BlockPath {
+    /// `system.{index}`.
+    System(usize),
+    /// `messages.{message}.content.{block}`.
+    Message(usize, usize),
+    /// `messages.{message}.content.{block}.content.{index}`: a block of a tool result's content.
+    InResult(usize, usize, usize),
+}
+
+impl fmt::Display for BlockPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockPath::System(index) => write!(f, "system.{index}"),
+            BlockPath::Message(message, block) => write!(f, "messages.{message}.content.{block}"),
+            BlockPath::InResult(message, block, index) => {
+                write!(f, "messages.{message}.content.{block}.content.{index}")
+            }
+        }
+    }
+}
+
 /// Reads the head of the block at `path`, checking its type against `allowed`, its
 /// `cache_control`, and an image's base64 data.
-fn read_block<'a>(path: &str, raw: RawJson<'a>, allowed: &[&str]) -> Result<BlockHead<'a>, ApiError> {
+fn read_block<'a>(path: BlockPath, raw: RawJson<'a>, allowed: &[&str]) -> Result<BlockHead<'a>, ApiError> {
     let block: BlockHead = serde_json::from_str(raw.get())
         .map_err(|_| ApiError::invalid(format!("{path}: Input should be a valid dictionary")))?;
     let Some(kind) = block.kind.as_deref() else {
         return Err(ApiError::invalid(format!("{path}.type: Field required")));
     };
     if !allowed.contains(&kind) {
-        return Err(ApiError::invalid(unknown_tag(path, kind, allowed)));
+        return Err(ApiError::invalid(unknown_tag(&path.to_string(), kind, allowed)));
     }
-    check_cache_control(&format!("{path}.cache_control"), block.cache_control)?;
+    if block.cache_control.is_some() {
+        check_cache_control(&format!("{path}.cache_control"), block.cache_control)?;
+    }
     if kind == "image" {
-        check_image_source(path, block.source)?;
+        check_image_source(&path.to_string(), block.source)?;
     }
     Ok(block)
 }
@@ -281,7 +308,7 @@ fn read_block<'a>(path: &str, raw: RawJson<'a>, allowed: &[&str]) -> Result<Bloc
 fn check_system(view: &RequestView) -> Result<(), ApiError> {
     if let Some(ContentView::Blocks(blocks)) = &view.system {
         for (index, raw) in blocks.iter().enumerate() {
-            read_block(&format!("system.{index}"), *raw, &["text"])?;
+            read_block(BlockPath::System(index), *raw, &["text"])?;
         }
     }
     Ok(())
@@ -290,7 +317,7 @@ fn check_system(view: &RequestView) -> Result<(), ApiError> {
 /// A `tool_use` id, where it was found.
 struct ToolUse<'a> {
     id: Cow<'a, str>,
-    path: String,
+    path: BlockPath,
 }
 
 /// A turn as the API sees it: consecutive messages of one role merged (reference §4.2:
@@ -344,8 +371,8 @@ fn read_turns<'a>(messages: &[MessageView<'a>]) -> Result<Vec<Turn<'a>>, ApiErro
             push_turn(&mut turns, message.role);
         }
         for (position, raw) in blocks.iter().enumerate() {
-            let path = format!("messages.{index}.content.{position}");
-            let block = read_block(&path, *raw, MESSAGE_BLOCK_TYPES)?;
+            let path = BlockPath::Message(index, position);
+            let block = read_block(path, *raw, MESSAGE_BLOCK_TYPES)?;
             let turn = match (message.role, turns.last_mut()) {
                 (Role::System, _) | (_, None) => continue,
                 (_, Some(turn)) => turn,
@@ -370,7 +397,7 @@ fn push_turn(turns: &mut Vec<Turn>, role: Role) {
 }
 
 /// Records a `tool_use` or `tool_result` block of `turn`, and checks a result's own blocks.
-fn note_tool_block<'a>(turn: &mut Turn<'a>, block: BlockHead<'a>, path: String) -> Result<(), ApiError> {
+fn note_tool_block<'a>(turn: &mut Turn<'a>, block: BlockHead<'a>, path: BlockPath) -> Result<(), ApiError> {
     match block.kind.as_deref() {
         Some("tool_use") => {
             let id = block.id.ok_or_else(|| ApiError::invalid(format!("{path}.id: Field required")))?;
@@ -380,7 +407,7 @@ fn note_tool_block<'a>(turn: &mut Turn<'a>, block: BlockHead<'a>, path: String) 
             let id = block
                 .tool_use_id
                 .ok_or_else(|| ApiError::invalid(format!("{path}.tool_use_id: Field required")))?;
-            check_result_content(&path, block.content)?;
+            check_result_content(path, block.content)?;
             let results = if turn.saw_other { &mut turn.late_results } else { &mut turn.tool_results };
             results.push(ToolUse { id, path });
         }
@@ -390,14 +417,17 @@ fn note_tool_block<'a>(turn: &mut Turn<'a>, block: BlockHead<'a>, path: String) 
 }
 
 /// A `tool_result`'s `content`, when an array, holds only the types a result may hold.
-fn check_result_content(path: &str, content: Option<RawJson>) -> Result<(), ApiError> {
+fn check_result_content(path: BlockPath, content: Option<RawJson>) -> Result<(), ApiError> {
     let Some(raw) = content.filter(|raw| raw.get().starts_with('[')) else {
         return Ok(());
     };
     let blocks: Vec<RawJson> = serde_json::from_str(raw.get())
         .map_err(|_| ApiError::invalid(format!("{path}.content: Input should be a valid list")))?;
+    let BlockPath::Message(message, position) = path else {
+        return Ok(());
+    };
     for (index, block) in blocks.into_iter().enumerate() {
-        read_block(&format!("{path}.content.{index}"), block, TOOL_RESULT_BLOCK_TYPES)?;
+        read_block(BlockPath::InResult(message, position, index), block, TOOL_RESULT_BLOCK_TYPES)?;
     }
     Ok(())
 }

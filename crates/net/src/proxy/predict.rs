@@ -249,6 +249,7 @@ impl Prediction {
                 output_tokens: entry.recorded.as_ref().map(|r| r.usage.output_tokens),
                 ..Reply::input_only()
             },
+            checked: None,
         };
         // Members the view does not read are skipped: the upstream, not the proxy, checks them.
         let read = std::str::from_utf8(&exchange.body)

@@ -106,6 +106,7 @@ pub(super) fn price(shared: &Shared, core: &mut Core, request: &Request) -> Answ
         at: SimTime(at),
         first_byte: instant.then_some(SimTime(at)),
         reply,
+        checked: None,
     };
     match handle(core, request, view, keys, &call) {
         Ok(exchange) => finish_priced(shared, core, request_id, exchange, &call, ending),

@@ -144,6 +144,7 @@ fn price(shared: &Shared, request: OpenAiRequest, key: Option<&str>) -> Decided 
         at: SimTime(at),
         first_byte: instant.then_some(SimTime(at)),
         reply,
+        checked: None,
     };
     match core.openai.handle_view(&view, &call) {
         Ok(exchange) => finish_priced(shared, &mut core, request_id, request, exchange),
