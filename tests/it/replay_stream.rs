@@ -171,7 +171,7 @@ fn the_window_also_bounds_the_bytes_it_holds() {
     let err = replay(&config, PriceTable::builtin(), &trace).unwrap_err();
     let ReplayError::OutOfOrder(late) = err else { panic!("expected out of order") };
     assert_eq!((late.line, late.ran_line), (4, 2));
-    let limit = format!("{} KiB of lines", 2 * longest >> 10);
+    let limit = format!("{} KiB of lines", (2 * longest) >> 10);
     assert_eq!(late.limit, limit, "the bytes (twice the longest line) fired, not the 4 lines");
     // The default floor (16 MiB) holds all four.
     let config = ReplayConfig { reorder_window: 4, ..ReplayConfig::default() };

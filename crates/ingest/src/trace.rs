@@ -38,6 +38,7 @@ pub use resume::{
 
 use forkcache_engine::billing::{RecordedUsage, Usage};
 use forkcache_engine::prompt::BlockKeys;
+use forkcache_wire::check::{CheckMemo, check_request_remembering};
 use forkcache_wire::{ApiError, Betas, MapValues, MemberValues, RequestView, describe_parse_error};
 
 /// The request a trace line carries.
@@ -480,13 +481,20 @@ pub struct BatchLine<'a> {
 }
 
 impl<'a> BatchLine<'a> {
-    /// A line read, its blocks hashed (unless their keys are given) and its body's rules checked.
-    fn keyed(entry: TraceEntry<'a>, bytes: usize, keys: Option<BlockKeys>) -> BatchLine<'a> {
+    /// A line read, its blocks hashed (unless their keys are given) and its body's rules checked
+    /// (not reading again the message blocks `memo` knows passed).
+    fn keyed(
+        entry: TraceEntry<'a>,
+        bytes: usize,
+        keys: Option<BlockKeys>,
+        memo: &mut CheckMemo,
+    ) -> BatchLine<'a> {
         let (keys, checked) = match &entry {
-            TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), betas, .. }) => (
-                Some(keys.unwrap_or_else(|| BlockKeys::of(view))),
-                Some(forkcache_wire::check::check_request(view, betas)),
-            ),
+            TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), betas, .. }) => {
+                let keys = keys.unwrap_or_else(|| BlockKeys::of(view));
+                let checked = check_request_remembering(view, betas, keys.message_keys(view), memo);
+                (Some(keys), Some(checked))
+            }
             _ => (None, None),
         };
         BatchLine { entry, bytes, keys, checked }
@@ -511,8 +519,9 @@ impl ParsedBatch {
     /// does).
     pub fn parse(batch: LineBatch) -> ParsedBatch {
         ParsedBatch::new(batch, |batch| {
+            let mut memo = CheckMemo::default();
             read_lines(batch.bytes(), batch.first_line)
-                .map(|(entry, bytes)| BatchLine::keyed(entry, bytes, None))
+                .map(|(entry, bytes)| BatchLine::keyed(entry, bytes, None, &mut memo))
                 .collect()
         })
     }

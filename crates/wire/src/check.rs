@@ -13,7 +13,7 @@
 //! on any block (these checks never refuse a field they do not know inside a block).
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use serde::Deserialize;
@@ -75,6 +75,27 @@ const FIXED_SAMPLING_MODELS: &[&str] = &["claude-opus-4-7", "claude-opus-4-8"];
 /// Every rule of a `POST /v1/messages` body, in the order the API reports them: the top-level
 /// parameters, then the tools, then the messages.
 pub fn check_request(view: &RequestView, betas: &Betas) -> Result<(), ApiError> {
+    check_all(view, betas, None)
+}
+
+/// [`check_request`], remembering in `memo` the message blocks that passed, by their memo keys
+/// (`message_keys`: one per message block, or per message whose content is a string, in order),
+/// so that the same bytes in a later request are not read again: an agent resends its whole
+/// conversation with every request. The answer is [`check_request`]'s.
+pub fn check_request_remembering(
+    view: &RequestView,
+    betas: &Betas,
+    message_keys: &[u128],
+    memo: &mut CheckMemo,
+) -> Result<(), ApiError> {
+    check_all(view, betas, Some((message_keys, memo)))
+}
+
+fn check_all(
+    view: &RequestView,
+    betas: &Betas,
+    memo: Option<(&[u128], &mut CheckMemo)>,
+) -> Result<(), ApiError> {
     check_sampling_ranges(view)?;
     check_fixed_sampling(view)?;
     check_thinking_budget(view, betas)?;
@@ -84,7 +105,44 @@ pub fn check_request(view: &RequestView, betas: &Betas) -> Result<(), ApiError> 
     check_cache_control("cache_control", view.cache_control)?;
     check_tools(view)?;
     check_system(view)?;
-    check_messages(view)
+    check_messages(view, memo)
+}
+
+/// Message blocks that passed every rule of their own, by memo key: what pairing calls with
+/// results needs of them. At most [`CHECK_MEMO_BLOCKS`]; full, it starts over.
+#[derive(Debug, Default)]
+pub struct CheckMemo {
+    blocks: HashMap<u128, Known>,
+}
+
+/// The blocks a [`CheckMemo`] holds before it starts over (a few tens of MB at most).
+pub const CHECK_MEMO_BLOCKS: usize = 1 << 18;
+
+/// What the pairing of calls and results needs of a block that passed its own rules.
+#[derive(Clone, Debug)]
+enum Known {
+    ToolUse(Box<str>),
+    ToolResult(Box<str>),
+    Other,
+}
+
+impl Known {
+    fn of(block: &BlockHead) -> Known {
+        match block.kind.as_deref() {
+            Some("tool_use") => Known::ToolUse(block.id.as_deref().unwrap_or_default().into()),
+            Some("tool_result") => Known::ToolResult(block.tool_use_id.as_deref().unwrap_or_default().into()),
+            _ => Known::Other,
+        }
+    }
+}
+
+impl CheckMemo {
+    fn remember(&mut self, key: u128, known: Known) {
+        if self.blocks.len() >= CHECK_MEMO_BLOCKS {
+            self.blocks.clear();
+        }
+        self.blocks.insert(key, known);
+    }
 }
 
 /// `POST /v1/messages/count_tokens`: the body's rules, plus a non-empty `messages`. The model's
@@ -338,11 +396,11 @@ struct Turn<'a> {
 
 /// Every message block's type, cache marker and image data; then the pairing of tool calls
 /// and results between consecutive turns.
-fn check_messages(view: &RequestView) -> Result<(), ApiError> {
+fn check_messages(view: &RequestView, memo: Option<(&[u128], &mut CheckMemo)>) -> Result<(), ApiError> {
     let Some(messages) = view.messages.as_deref() else {
         return Ok(());
     };
-    let turns = read_turns(messages)?;
+    let turns = read_turns(messages, memo)?;
     if let Some(stray) =
         turns.first().and_then(|first| first.tool_results.first().or(first.late_results.first()))
     {
@@ -354,11 +412,18 @@ fn check_messages(view: &RequestView) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The messages as turns, each block checked on the way.
-fn read_turns<'a>(messages: &[MessageView<'a>]) -> Result<Vec<Turn<'a>>, ApiError> {
+/// The messages as turns, each block checked on the way (a block `memo` knows passed is not
+/// read again).
+fn read_turns<'a>(
+    messages: &[MessageView<'a>],
+    mut memo: Option<(&[u128], &mut CheckMemo)>,
+) -> Result<Vec<Turn<'a>>, ApiError> {
     let mut turns: Vec<Turn> = Vec::new();
+    // The memo key of the message's first block: a string content has one key, as a block.
+    let mut first_key = 0;
     for (index, message) in messages.iter().enumerate() {
         let ContentView::Blocks(blocks) = &message.content else {
+            first_key += 1;
             if message.role != Role::System {
                 push_turn(&mut turns, message.role);
                 if let Some(turn) = turns.last_mut() {
@@ -372,15 +437,43 @@ fn read_turns<'a>(messages: &[MessageView<'a>]) -> Result<Vec<Turn<'a>>, ApiErro
         }
         for (position, raw) in blocks.iter().enumerate() {
             let path = BlockPath::Message(index, position);
-            let block = read_block(path, *raw, MESSAGE_BLOCK_TYPES)?;
+            let key = memo.as_ref().and_then(|(keys, _)| keys.get(first_key + position).copied());
+            let known = key.zip(memo.as_ref()).and_then(|(key, (_, memo))| memo.blocks.get(&key).cloned());
+            let block = match known {
+                Some(_) => None,
+                None => Some(read_block(path, *raw, MESSAGE_BLOCK_TYPES)?),
+            };
             let turn = match (message.role, turns.last_mut()) {
                 (Role::System, _) | (_, None) => continue,
                 (_, Some(turn)) => turn,
             };
-            note_tool_block(turn, block, path)?;
+            match (known, block) {
+                (Some(known), _) => note_known(turn, known, path),
+                (None, Some(block)) => {
+                    let known = Known::of(&block);
+                    note_tool_block(turn, block, path)?;
+                    if let (Some(key), Some((_, memo))) = (key, memo.as_mut()) {
+                        memo.remember(key, known);
+                    }
+                }
+                (None, None) => {}
+            }
         }
+        first_key += blocks.len();
     }
     Ok(turns)
+}
+
+/// Records a block whose own rules passed in an earlier request.
+fn note_known(turn: &mut Turn, known: Known, path: BlockPath) {
+    match known {
+        Known::ToolUse(id) => turn.tool_uses.push(ToolUse { id: Cow::Owned(id.into()), path }),
+        Known::ToolResult(id) => {
+            let results = if turn.saw_other { &mut turn.late_results } else { &mut turn.tool_results };
+            results.push(ToolUse { id: Cow::Owned(id.into()), path });
+        }
+        Known::Other => turn.saw_other = true,
+    }
 }
 
 /// Starts a turn for a message of `role` unless it continues the last one.
@@ -526,6 +619,58 @@ mod tests {
     }
 
     const HI: &str = r#"[{"role":"user","content":"hi"}]"#;
+
+    /// A key per message block (or string content) from its bytes, as a replay's memo keys are.
+    fn message_keys(view: &RequestView) -> Vec<u128> {
+        use std::hash::{Hash, Hasher};
+        let key = |text: &str| {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            text.hash(&mut hasher);
+            u128::from(hasher.finish())
+        };
+        let mut keys = Vec::new();
+        for message in view.messages.iter().flatten() {
+            match &message.content {
+                ContentView::Text(text) => keys.push(key(text)),
+                ContentView::Blocks(blocks) => keys.extend(blocks.iter().map(|raw| key(raw.get()))),
+            }
+        }
+        keys
+    }
+
+    #[test]
+    fn remembering_blocks_gives_the_same_answers() {
+        let call =
+            r#"{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{}}]}"#;
+        let result = r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"ok"}]}]}"#;
+        let bad_result = r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"nope"}]}]}"#;
+        let turn = |text: &str| format!(r#"{{"role":"user","content":[{{"type":"text","text":"{text}"}}]}}"#);
+        let mut memo = CheckMemo::default();
+        // A conversation growing as an agent sends it, then requests that reuse remembered blocks
+        // in places where the pairing fails, and a block whose own content fails at another index.
+        let conversations = [
+            format!("[{}]", turn("a")),
+            format!("[{},{call},{result}]", turn("a")),
+            format!("[{},{call},{result},{call}]", turn("a")),
+            format!("[{result},{call}]"),
+            format!("[{},{call},{}]", turn("a"), turn("b")),
+            format!("[{},{call},{bad_result}]", turn("a")),
+            format!("[{},{},{call},{bad_result}]", turn("a"), turn("c")),
+            format!("[{},{call},{result},{call},{result}]", turn("a")),
+        ];
+        let mut refused = 0;
+        for messages in &conversations {
+            let body = with("", messages);
+            let view = parse_request_str(&body).unwrap();
+            let remembered = check_request_remembering(&view, Betas::NONE, &message_keys(&view), &mut memo);
+            assert_eq!(remembered, check_request(&view, Betas::NONE), "{messages}");
+            refused += usize::from(remembered.is_err());
+        }
+        // The stray result, the text in place of a result, and the bad result content (twice,
+        // named at its own index each time); a call ending the conversation needs no result.
+        assert_eq!(refused, 4);
+        assert!(!memo.blocks.is_empty());
+    }
 
     #[test]
     fn a_plain_body_passes() {

@@ -480,6 +480,17 @@ impl BlockKeys {
         BlockKeys(keys)
     }
 
+    /// The keys of `request`'s messages' content (one per block, one per string content): the
+    /// tail of these keys, after its tools' and system's.
+    pub fn message_keys(&self, request: &RequestView) -> &[u128] {
+        let system = match &request.system {
+            None => 0,
+            Some(ContentView::Text(_)) => 1,
+            Some(ContentView::Blocks(blocks)) => blocks.len(),
+        };
+        self.0.get(request.tools.len() + system..).unwrap_or_default()
+    }
+
     /// The keys of a request whose tools', system's and messages' keys were gathered elsewhere
     /// (a trace reader that read some blocks from an earlier request's sketch).
     pub fn from_parts(tools: &[u128], system: &[u128], messages: &[u128]) -> BlockKeys {

@@ -50,9 +50,10 @@ use serde::de::IgnoredAny;
 
 use forkcache_engine::prompt::common_len;
 use forkcache_engine::prompt::{BlockContext, BlockKeys, content_keys, tool_keys};
+use forkcache_wire::check::CheckMemo;
 use forkcache_wire::{ContentView, MemberValues, MessageView, RawJson, RequestView, Role};
 
-use super::{BatchEntries, BatchLine, LineBatch, LineParts, ParsedBatch, PooledBytes, TraceBody, TraceEntry};
+use super::{BatchLine, LineBatch, LineParts, ParsedBatch, PooledBytes, TraceBody, TraceEntry};
 
 /// Request bodies a reader keeps sketches of, at most: enough to find a body's own conversation
 /// among a few interleaved ones (a parent, its forks, a side request).
@@ -70,6 +71,8 @@ pub struct LineReader {
     /// Newest last.
     recent: VecDeque<Sketch>,
     budget_bytes: usize,
+    /// The message blocks this reader's lines showed passing the API's rules.
+    checked: CheckMemo,
 }
 
 impl Default for LineReader {
@@ -82,7 +85,7 @@ impl Default for LineReader {
 impl LineReader {
     /// A reader keeping at most `budget_bytes` of batches for its sketches.
     pub fn new(budget_bytes: usize) -> LineReader {
-        LineReader { recent: VecDeque::new(), budget_bytes }
+        LineReader { recent: VecDeque::new(), budget_bytes, checked: CheckMemo::default() }
     }
 
     /// Reads every line of `batch` and hashes its requests' blocks: what
@@ -96,7 +99,13 @@ impl LineReader {
             let lines = super::read_lines_with(batch.bytes(), batch.first_line, read, |line| {
                 (TraceEntry::Unreadable(line), None)
             });
-            lines.map(|((entry, keys), bytes)| BatchLine::keyed(entry, bytes, keys)).collect::<BatchEntries>()
+            // Read first, then checked: reading borrows the sketches, checking the memo.
+            let lines: Vec<_> = lines.collect();
+            let memo = &mut self.checked;
+            lines
+                .into_iter()
+                .map(|((entry, keys), bytes)| BatchLine::keyed(entry, bytes, keys, memo))
+                .collect()
         })
     }
 
