@@ -32,6 +32,7 @@ use forkcache_engine::prompt::RenderSketch;
 use forkcache_engine::verify::{Divergence, cache_order, common_prefix_bytes, first_divergence};
 use forkcache_ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, BodyReader, skip_member};
 use forkcache_wire::Reply;
+use forkcache_wire::check::{CheckMemo, check_request_remembering};
 
 use super::exchange::{Entry, Exchange};
 use super::stats::{Comparison, ProxyStats};
@@ -131,6 +132,7 @@ pub(super) fn start(
         endpoint,
         reader: BodyReader::new(BodyBudget::new(BODY_BUDGET_BYTES)),
         sketch: RenderSketch::interleaved(),
+        checked: CheckMemo::default(),
         request_log,
         stats: Arc::clone(&stats),
         recent: Recent::default(),
@@ -169,6 +171,9 @@ struct Prediction {
     /// requests share a proxy): the same usage, for less of the machine.
     reader: BodyReader,
     sketch: RenderSketch,
+    /// The message blocks earlier bodies showed passing the API's rules: an agent resends its
+    /// conversation, and each block is read for them once.
+    checked: CheckMemo,
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
     recent: Recent,
@@ -237,6 +242,14 @@ impl Prediction {
     /// The endpoint's usage for this request, with visibility from the real first byte and the
     /// real output length.
     fn predict(&mut self, exchange: &Exchange, entry: &Entry) -> Option<Record> {
+        // Members the view does not read are skipped: the upstream, not the proxy, checks them.
+        let read = std::str::from_utf8(&exchange.body)
+            .ok()
+            .and_then(|text| self.reader.read(&exchange.body, text, skip_member));
+        let lenient = self.endpoint.config().lenient;
+        let checked = read.as_ref().filter(|_| !lenient).map(|(view, keys)| {
+            check_request_remembering(view, &exchange.betas, keys.message_keys(view), &mut self.checked)
+        });
         let call = Call {
             body: &exchange.body,
             // The workspace scopes the cache as the key would, without the key (as in replay).
@@ -249,12 +262,8 @@ impl Prediction {
                 output_tokens: entry.recorded.as_ref().map(|r| r.usage.output_tokens),
                 ..Reply::input_only()
             },
-            checked: None,
+            checked: checked.as_ref(),
         };
-        // Members the view does not read are skipped: the upstream, not the proxy, checks them.
-        let read = std::str::from_utf8(&exchange.body)
-            .ok()
-            .and_then(|text| self.reader.read(&exchange.body, text, skip_member));
         let handled = match read {
             Some((view, keys)) => self.endpoint.handle_resumed(&view, &keys, &mut self.sketch, &call),
             None => self.endpoint.handle(call),
