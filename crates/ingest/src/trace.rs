@@ -487,7 +487,7 @@ impl<'a> BatchLine<'a> {
         entry: TraceEntry<'a>,
         bytes: usize,
         keys: Option<BlockKeys>,
-        memo: &mut CheckMemo,
+        memo: &CheckMemo,
     ) -> BatchLine<'a> {
         let (keys, checked) = match &entry {
             TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), betas, .. }) => {
@@ -519,9 +519,9 @@ impl ParsedBatch {
     /// does).
     pub fn parse(batch: LineBatch) -> ParsedBatch {
         ParsedBatch::new(batch, |batch| {
-            let mut memo = CheckMemo::default();
+            let memo = CheckMemo::default();
             read_lines(batch.bytes(), batch.first_line)
-                .map(|(entry, bytes)| BatchLine::keyed(entry, bytes, None, &mut memo))
+                .map(|(entry, bytes)| BatchLine::keyed(entry, bytes, None, &memo))
                 .collect()
         })
     }

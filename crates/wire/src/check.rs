@@ -15,6 +15,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use serde::Deserialize;
 
@@ -86,16 +87,12 @@ pub fn check_request_remembering(
     view: &RequestView,
     betas: &Betas,
     message_keys: &[u128],
-    memo: &mut CheckMemo,
+    memo: &CheckMemo,
 ) -> Result<(), ApiError> {
     check_all(view, betas, Some((message_keys, memo)))
 }
 
-fn check_all(
-    view: &RequestView,
-    betas: &Betas,
-    memo: Option<(&[u128], &mut CheckMemo)>,
-) -> Result<(), ApiError> {
+fn check_all(view: &RequestView, betas: &Betas, memo: Option<(&[u128], &CheckMemo)>) -> Result<(), ApiError> {
     check_sampling_ranges(view)?;
     check_fixed_sampling(view)?;
     check_thinking_budget(view, betas)?;
@@ -109,10 +106,11 @@ fn check_all(
 }
 
 /// Message blocks that passed every rule of their own, by memo key: what pairing calls with
-/// results needs of them. At most [`CHECK_MEMO_BLOCKS`]; full, it starts over.
-#[derive(Debug, Default)]
+/// results needs of them. At most [`CHECK_MEMO_BLOCKS`]; full, it starts over. Clones share one
+/// memo: a replay's workers read alternate lines of one conversation.
+#[derive(Clone, Debug, Default)]
 pub struct CheckMemo {
-    blocks: HashMap<u128, Known>,
+    blocks: Arc<RwLock<HashMap<u128, Known>>>,
 }
 
 /// The blocks a [`CheckMemo`] holds before it starts over (a few tens of MB at most).
@@ -137,11 +135,16 @@ impl Known {
 }
 
 impl CheckMemo {
-    fn remember(&mut self, key: u128, known: Known) {
-        if self.blocks.len() >= CHECK_MEMO_BLOCKS {
-            self.blocks.clear();
+    fn known(&self, key: u128) -> Option<Known> {
+        self.blocks.read().unwrap_or_else(PoisonError::into_inner).get(&key).cloned()
+    }
+
+    fn remember(&self, key: u128, known: Known) {
+        let mut blocks = self.blocks.write().unwrap_or_else(PoisonError::into_inner);
+        if blocks.len() >= CHECK_MEMO_BLOCKS {
+            blocks.clear();
         }
-        self.blocks.insert(key, known);
+        blocks.insert(key, known);
     }
 }
 
@@ -396,7 +399,7 @@ struct Turn<'a> {
 
 /// Every message block's type, cache marker and image data; then the pairing of tool calls
 /// and results between consecutive turns.
-fn check_messages(view: &RequestView, memo: Option<(&[u128], &mut CheckMemo)>) -> Result<(), ApiError> {
+fn check_messages(view: &RequestView, memo: Option<(&[u128], &CheckMemo)>) -> Result<(), ApiError> {
     let Some(messages) = view.messages.as_deref() else {
         return Ok(());
     };
@@ -416,7 +419,7 @@ fn check_messages(view: &RequestView, memo: Option<(&[u128], &mut CheckMemo)>) -
 /// read again).
 fn read_turns<'a>(
     messages: &[MessageView<'a>],
-    mut memo: Option<(&[u128], &mut CheckMemo)>,
+    memo: Option<(&[u128], &CheckMemo)>,
 ) -> Result<Vec<Turn<'a>>, ApiError> {
     let mut turns: Vec<Turn> = Vec::new();
     // The memo key of the message's first block: a string content has one key, as a block.
@@ -438,7 +441,7 @@ fn read_turns<'a>(
         for (position, raw) in blocks.iter().enumerate() {
             let path = BlockPath::Message(index, position);
             let key = memo.as_ref().and_then(|(keys, _)| keys.get(first_key + position).copied());
-            let known = key.zip(memo.as_ref()).and_then(|(key, (_, memo))| memo.blocks.get(&key).cloned());
+            let known = key.zip(memo.as_ref()).and_then(|(key, (_, memo))| memo.known(key));
             let block = match known {
                 Some(_) => None,
                 None => Some(read_block(path, *raw, MESSAGE_BLOCK_TYPES)?),
@@ -452,7 +455,7 @@ fn read_turns<'a>(
                 (None, Some(block)) => {
                     let known = Known::of(&block);
                     note_tool_block(turn, block, path)?;
-                    if let (Some(key), Some((_, memo))) = (key, memo.as_mut()) {
+                    if let (Some(key), Some((_, memo))) = (key, memo.as_ref()) {
                         memo.remember(key, known);
                     }
                 }
@@ -645,7 +648,7 @@ mod tests {
         let result = r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"ok"}]}]}"#;
         let bad_result = r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"nope"}]}]}"#;
         let turn = |text: &str| format!(r#"{{"role":"user","content":[{{"type":"text","text":"{text}"}}]}}"#);
-        let mut memo = CheckMemo::default();
+        let memo = CheckMemo::default();
         // A conversation growing as an agent sends it, then requests that reuse remembered blocks
         // in places where the pairing fails, and a block whose own content fails at another index.
         let conversations = [
@@ -662,14 +665,14 @@ mod tests {
         for messages in &conversations {
             let body = with("", messages);
             let view = parse_request_str(&body).unwrap();
-            let remembered = check_request_remembering(&view, Betas::NONE, &message_keys(&view), &mut memo);
+            let remembered = check_request_remembering(&view, Betas::NONE, &message_keys(&view), &memo);
             assert_eq!(remembered, check_request(&view, Betas::NONE), "{messages}");
             refused += usize::from(remembered.is_err());
         }
         // The stray result, the text in place of a result, and the bad result content (twice,
         // named at its own index each time); a call ending the conversation needs no result.
         assert_eq!(refused, 4);
-        assert!(!memo.blocks.is_empty());
+        assert!(!memo.blocks.read().unwrap().is_empty());
     }
 
     #[test]

@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::sync::{Condvar, Mutex, PoisonError, mpsc};
 
+use forkcache_wire::check::CheckMemo;
+
 use crate::trace::{BatchReader, LineReader, ParsedBatch, SKETCH_BUDGET_BYTES};
 
 /// Bytes of whole lines read per batch: enough lines to make a worker's hand-off cheap beside
@@ -45,6 +47,7 @@ where
         room: Condvar::new(),
         limit: threads * IN_FLIGHT_PER_THREAD,
         threads,
+        checked: CheckMemo::default(),
     };
     let (parsed, results) = mpsc::channel();
     std::thread::scope(|scope| {
@@ -69,6 +72,8 @@ struct Shared<R> {
     limit: usize,
     /// Worker threads: they share the sketches' budget.
     threads: usize,
+    /// The message blocks any worker saw pass the API's rules: each reads alternate lines.
+    checked: CheckMemo,
 }
 
 struct ReadState<R> {
@@ -125,7 +130,8 @@ impl<R: BufRead> Shared<R> {
 
 /// A worker: take a batch, parse it, hand it over, until the trace is read.
 fn work<R: BufRead>(shared: &Shared<R>, parsed: &mpsc::Sender<std::io::Result<ParsedBatch>>) {
-    let mut lines = LineReader::new(SKETCH_BUDGET_BYTES / shared.threads);
+    let mut lines =
+        LineReader::new(SKETCH_BUDGET_BYTES / shared.threads).sharing_checks(shared.checked.clone());
     while let Some(batch) = shared.take() {
         let sent = parsed.send(batch.map(|batch| lines.parse(batch)));
         if sent.is_err() {

@@ -88,6 +88,12 @@ impl LineReader {
         LineReader { recent: VecDeque::new(), budget_bytes, checked: CheckMemo::default() }
     }
 
+    /// This reader, checking with `memo` (shared with the other workers of one replay, which read
+    /// the lines between its own).
+    pub fn sharing_checks(self, memo: CheckMemo) -> LineReader {
+        LineReader { checked: memo, ..self }
+    }
+
     /// Reads every line of `batch` and hashes its requests' blocks: what
     /// [`ParsedBatch::parse`] returns, read faster.
     pub fn parse(&mut self, batch: LineBatch) -> ParsedBatch {
@@ -101,7 +107,7 @@ impl LineReader {
             });
             // Read first, then checked: reading borrows the sketches, checking the memo.
             let lines: Vec<_> = lines.collect();
-            let memo = &mut self.checked;
+            let memo = &self.checked;
             lines
                 .into_iter()
                 .map(|((entry, keys), bytes)| BatchLine::keyed(entry, bytes, keys, memo))
