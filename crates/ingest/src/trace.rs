@@ -492,7 +492,7 @@ impl<'a> BatchLine<'a> {
         let (keys, checked) = match &entry {
             TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), betas, .. }) => {
                 let keys = keys.unwrap_or_else(|| BlockKeys::of(view));
-                let checked = check_request_remembering(view, betas, keys.message_keys(view), memo);
+                let checked = check_request_remembering(view, betas, keys.check_keys(view), memo);
                 (Some(keys), Some(checked))
             }
             _ => (None, None),

@@ -79,20 +79,36 @@ pub fn check_request(view: &RequestView, betas: &Betas) -> Result<(), ApiError> 
     check_all(view, betas, None)
 }
 
-/// [`check_request`], remembering in `memo` the message blocks that passed, by their memo keys
-/// (`message_keys`: one per message block, or per message whose content is a string, in order),
-/// so that the same bytes in a later request are not read again: an agent resends its whole
-/// conversation with every request. The answer is [`check_request`]'s.
+/// The memo keys of a request's tools, system blocks and message blocks, in order (one per
+/// block, one per string content): the engine's `BlockKeys`, which hash each block's bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CheckKeys<'k> {
+    /// One per tool definition.
+    pub tools: &'k [u128],
+    /// One per system block (one for a string system prompt).
+    pub system: &'k [u128],
+    /// One per message block (one per message whose content is a string).
+    pub messages: &'k [u128],
+}
+
+/// [`check_request`], remembering in `memo` the tools, system blocks and message blocks that
+/// passed, by their memo keys, so that the same bytes in a later request are not read again: an
+/// agent resends its tools, system prompt and whole conversation with every request. The answer
+/// is [`check_request`]'s.
 pub fn check_request_remembering(
     view: &RequestView,
     betas: &Betas,
-    message_keys: &[u128],
+    keys: CheckKeys,
     memo: &CheckMemo,
 ) -> Result<(), ApiError> {
-    check_all(view, betas, Some((message_keys, memo)))
+    check_all(view, betas, Some((keys, memo)))
 }
 
-fn check_all(view: &RequestView, betas: &Betas, memo: Option<(&[u128], &CheckMemo)>) -> Result<(), ApiError> {
+fn check_all(
+    view: &RequestView,
+    betas: &Betas,
+    memo: Option<(CheckKeys, &CheckMemo)>,
+) -> Result<(), ApiError> {
     check_sampling_ranges(view)?;
     check_fixed_sampling(view)?;
     check_thinking_budget(view, betas)?;
@@ -100,9 +116,26 @@ fn check_all(view: &RequestView, betas: &Betas, memo: Option<(&[u128], &CheckMem
     check_metadata(view)?;
     check_service_tier(view)?;
     check_cache_control("cache_control", view.cache_control)?;
-    check_tools(view)?;
-    check_system(view)?;
-    check_messages(view, memo)
+    check_tools(view, memo.map(|(keys, memo)| (keys.tools, memo)))?;
+    check_system(view, memo.map(|(keys, memo)| (keys.system, memo)))?;
+    check_messages(view, memo.map(|(keys, memo)| (keys.messages, memo)))
+}
+
+/// A memo and the keys of the blocks being checked against it.
+type Remembering<'m> = Option<(&'m [u128], &'m CheckMemo)>;
+
+/// The memo's entry for block `index`, when it knows it passed.
+fn known(memo: Remembering, index: usize) -> Option<Known> {
+    memo.and_then(|(keys, memo)| memo.known(*keys.get(index)?))
+}
+
+/// Notes in the memo that block `index` passed.
+fn remember(memo: Remembering, index: usize, known: Known) {
+    if let Some((keys, memo)) = memo {
+        if let Some(&key) = keys.get(index) {
+            memo.remember(key, known);
+        }
+    }
 }
 
 /// Message blocks that passed every rule of their own, by memo key: what pairing calls with
@@ -116,9 +149,11 @@ pub struct CheckMemo {
 /// The blocks a [`CheckMemo`] holds before it starts over (a few tens of MB at most).
 pub const CHECK_MEMO_BLOCKS: usize = 1 << 18;
 
-/// What the pairing of calls and results needs of a block that passed its own rules.
+/// What the later rules need of a block that passed its own: a tool's name (names are unique),
+/// a call's or a result's id (calls pair with results).
 #[derive(Clone, Debug)]
 enum Known {
+    Tool(Box<str>),
     ToolUse(Box<str>),
     ToolResult(Box<str>),
     Other,
@@ -288,18 +323,29 @@ struct ToolHead<'a> {
 
 /// Every tool has a name, no two the same name. The duplicate's text is the API's observed
 /// "Tool names must be unique."; the missing name's is pydantic's.
-fn check_tools(view: &RequestView) -> Result<(), ApiError> {
+fn check_tools(view: &RequestView, memo: Remembering) -> Result<(), ApiError> {
     let mut names = BTreeSet::new();
     for (index, raw) in view.tools.iter().enumerate() {
-        let tool: ToolHead = serde_json::from_str(raw.get())
-            .map_err(|_| ApiError::invalid(format!("tools.{index}: Input should be a valid dictionary")))?;
-        let Some(name) = tool.name else {
-            return Err(ApiError::invalid(format!("tools.{index}.name: Field required")));
+        // A tool the memo knows passed its own rules; else its head, read.
+        let (name, fresh) = match known(memo, index) {
+            Some(Known::Tool(name)) => (Cow::Owned(name.into()), None),
+            _ => {
+                let tool: ToolHead = serde_json::from_str(raw.get()).map_err(|_| {
+                    ApiError::invalid(format!("tools.{index}: Input should be a valid dictionary"))
+                })?;
+                let Some(name) = tool.name else {
+                    return Err(ApiError::invalid(format!("tools.{index}.name: Field required")));
+                };
+                (name, Some(tool.cache_control))
+            }
         };
-        if !names.insert(name) {
+        if !names.insert(name.clone()) {
             return Err(ApiError::invalid("tools: Tool names must be unique."));
         }
-        check_cache_control(&format!("tools.{index}.cache_control"), tool.cache_control)?;
+        if let Some(cache_control) = fresh {
+            check_cache_control(&format!("tools.{index}.cache_control"), cache_control)?;
+            remember(memo, index, Known::Tool(name.as_ref().into()));
+        }
     }
     Ok(())
 }
@@ -366,10 +412,13 @@ fn read_block<'a>(path: BlockPath, raw: RawJson<'a>, allowed: &[&str]) -> Result
 }
 
 /// `system`'s blocks are text blocks (reference §4.2).
-fn check_system(view: &RequestView) -> Result<(), ApiError> {
+fn check_system(view: &RequestView, memo: Remembering) -> Result<(), ApiError> {
     if let Some(ContentView::Blocks(blocks)) = &view.system {
         for (index, raw) in blocks.iter().enumerate() {
-            read_block(BlockPath::System(index), *raw, &["text"])?;
+            if known(memo, index).is_none() {
+                read_block(BlockPath::System(index), *raw, &["text"])?;
+                remember(memo, index, Known::Other);
+            }
         }
     }
     Ok(())
@@ -399,7 +448,7 @@ struct Turn<'a> {
 
 /// Every message block's type, cache marker and image data; then the pairing of tool calls
 /// and results between consecutive turns.
-fn check_messages(view: &RequestView, memo: Option<(&[u128], &CheckMemo)>) -> Result<(), ApiError> {
+fn check_messages(view: &RequestView, memo: Remembering) -> Result<(), ApiError> {
     let Some(messages) = view.messages.as_deref() else {
         return Ok(());
     };
@@ -417,10 +466,7 @@ fn check_messages(view: &RequestView, memo: Option<(&[u128], &CheckMemo)>) -> Re
 
 /// The messages as turns, each block checked on the way (a block `memo` knows passed is not
 /// read again).
-fn read_turns<'a>(
-    messages: &[MessageView<'a>],
-    memo: Option<(&[u128], &CheckMemo)>,
-) -> Result<Vec<Turn<'a>>, ApiError> {
+fn read_turns<'a>(messages: &[MessageView<'a>], memo: Remembering) -> Result<Vec<Turn<'a>>, ApiError> {
     let mut turns: Vec<Turn> = Vec::new();
     // The memo key of the message's first block: a string content has one key, as a block.
     let mut first_key = 0;
@@ -440,8 +486,8 @@ fn read_turns<'a>(
         }
         for (position, raw) in blocks.iter().enumerate() {
             let path = BlockPath::Message(index, position);
-            let key = memo.as_ref().and_then(|(keys, _)| keys.get(first_key + position).copied());
-            let known = key.zip(memo.as_ref()).and_then(|(key, (_, memo))| memo.known(key));
+            // A tool's entry is a tool's (its key hashes another context), never a block's.
+            let known = known(memo, first_key + position).filter(|known| !matches!(known, Known::Tool(_)));
             let block = match known {
                 Some(_) => None,
                 None => Some(read_block(path, *raw, MESSAGE_BLOCK_TYPES)?),
@@ -455,9 +501,7 @@ fn read_turns<'a>(
                 (None, Some(block)) => {
                     let known = Known::of(&block);
                     note_tool_block(turn, block, path)?;
-                    if let (Some(key), Some((_, memo))) = (key, memo.as_ref()) {
-                        memo.remember(key, known);
-                    }
+                    remember(memo, first_key + position, known);
                 }
                 (None, None) => {}
             }
@@ -475,7 +519,7 @@ fn note_known(turn: &mut Turn, known: Known, path: BlockPath) {
             let results = if turn.saw_other { &mut turn.late_results } else { &mut turn.tool_results };
             results.push(ToolUse { id: Cow::Owned(id.into()), path });
         }
-        Known::Other => turn.saw_other = true,
+        Known::Other | Known::Tool(_) => turn.saw_other = true,
     }
 }
 
@@ -642,6 +686,52 @@ mod tests {
     }
 
     #[test]
+    fn remembering_tools_and_system_gives_the_same_answers() {
+        use std::hash::{Hash, Hasher};
+        let key = |context: &str, text: &str| {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            (context, text).hash(&mut hasher);
+            u128::from(hasher.finish())
+        };
+        let read = r#"{"name":"Read","input_schema":{"type":"object"}}"#;
+        let edit = r#"{"name":"Edit","input_schema":{"type":"object"}}"#;
+        let bad_marker =
+            r#"{"name":"Bash","input_schema":{"type":"object"},"cache_control":{"type":"forever"}}"#;
+        let prompt = r#"{"type":"text","text":"You are an agent."}"#;
+        let image = r#"{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}"#;
+        let memo = CheckMemo::default();
+        // Requests that resend remembered tools and system blocks: a duplicate of a remembered
+        // name, a bad marker at two indexes, a block a system prompt may not hold.
+        let bodies = [
+            format!(r#"{{"tools":[{read},{edit}],"system":[{prompt}],"#),
+            format!(r#"{{"tools":[{read},{edit},{read}],"system":[{prompt}],"#),
+            format!(r#"{{"tools":[{bad_marker}],"system":[{prompt}],"#),
+            format!(r#"{{"tools":[{read},{bad_marker}],"system":[{prompt}],"#),
+            format!(r#"{{"tools":[{edit},{read}],"system":[{prompt},{image}],"#),
+            format!(r#"{{"tools":[{edit},{read}],"system":[{prompt},{prompt}],"#),
+        ];
+        let mut refused = 0;
+        for head in &bodies {
+            let body = format!(r#"{head}"model":"claude-sonnet-4-6","max_tokens":4096,"messages":{HI}}}"#);
+            let view = parse_request_str(&body).unwrap();
+            let tools: Vec<u128> = view.tools.iter().map(|raw| key("tool", raw.get())).collect();
+            let system: Vec<u128> = match &view.system {
+                Some(ContentView::Blocks(blocks)) => {
+                    blocks.iter().map(|raw| key("system", raw.get())).collect()
+                }
+                _ => Vec::new(),
+            };
+            let messages = message_keys(&view);
+            let keys = CheckKeys { tools: &tools, system: &system, messages: &messages };
+            let remembered = check_request_remembering(&view, Betas::NONE, keys, &memo);
+            assert_eq!(remembered, check_request(&view, Betas::NONE), "{head}");
+            refused += usize::from(remembered.is_err());
+        }
+        // The duplicate name, the bad marker twice, the image in the system prompt.
+        assert_eq!(refused, 4);
+    }
+
+    #[test]
     fn remembering_blocks_gives_the_same_answers() {
         let call =
             r#"{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{}}]}"#;
@@ -665,7 +755,9 @@ mod tests {
         for messages in &conversations {
             let body = with("", messages);
             let view = parse_request_str(&body).unwrap();
-            let remembered = check_request_remembering(&view, Betas::NONE, &message_keys(&view), &memo);
+            let keys = message_keys(&view);
+            let keys = CheckKeys { messages: &keys, ..CheckKeys::default() };
+            let remembered = check_request_remembering(&view, Betas::NONE, keys, &memo);
             assert_eq!(remembered, check_request(&view, Betas::NONE), "{messages}");
             refused += usize::from(remembered.is_err());
         }

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use forkcache_wire::check::CheckKeys;
 use forkcache_wire::{ApiError, ContentView, RawJson, RequestView, Role, Thinking, ToolChoice};
 
 use super::block::{
@@ -480,15 +481,18 @@ impl BlockKeys {
         BlockKeys(keys)
     }
 
-    /// The keys of `request`'s messages' content (one per block, one per string content): the
-    /// tail of these keys, after its tools' and system's.
-    pub fn message_keys(&self, request: &RequestView) -> &[u128] {
+    /// The keys of `request`'s tools, system blocks and messages' content, apart (one per
+    /// block, one per string content), as the API's checks take them.
+    pub fn check_keys(&self, request: &RequestView) -> CheckKeys<'_> {
         let system = match &request.system {
             None => 0,
             Some(ContentView::Text(_)) => 1,
             Some(ContentView::Blocks(blocks)) => blocks.len(),
         };
-        self.0.get(request.tools.len() + system..).unwrap_or_default()
+        let tools = request.tools.len().min(self.0.len());
+        let (tools, rest) = self.0.split_at(tools);
+        let (system, messages) = rest.split_at(system.min(rest.len()));
+        CheckKeys { tools, system, messages }
     }
 
     /// The keys of a request whose tools', system's and messages' keys were gathered elsewhere

@@ -248,7 +248,7 @@ impl Prediction {
             .and_then(|text| self.reader.read(&exchange.body, text, skip_member));
         let lenient = self.endpoint.config().lenient;
         let checked = read.as_ref().filter(|_| !lenient).map(|(view, keys)| {
-            check_request_remembering(view, &exchange.betas, keys.message_keys(view), &self.checked)
+            check_request_remembering(view, &exchange.betas, keys.check_keys(view), &self.checked)
         });
         let call = Call {
             body: &exchange.body,
