@@ -476,24 +476,26 @@ pub struct BatchLine<'a> {
     /// place.
     pub keys: Option<BlockKeys>,
     /// Its request's body checked against the API's rules, by the worker (the same answer the
-    /// endpoint would give, without taking the replay's own thread).
+    /// endpoint would give, without taking the replay's own thread); none when the replay does not
+    /// check them (`lenient`).
     pub checked: Option<Result<(), ApiError>>,
 }
 
 impl<'a> BatchLine<'a> {
-    /// A line read, its blocks hashed (unless their keys are given) and its body's rules checked
-    /// (not reading again the message blocks `memo` knows passed).
+    /// A line read, its blocks hashed (unless their keys are given) and, given a `memo`, its
+    /// body's rules checked (not reading again the blocks the memo knows passed).
     fn keyed(
         entry: TraceEntry<'a>,
         bytes: usize,
         keys: Option<BlockKeys>,
-        memo: &CheckMemo,
+        memo: Option<&CheckMemo>,
     ) -> BatchLine<'a> {
         let (keys, checked) = match &entry {
             TraceEntry::Request(TraceLine { body: TraceBody::Parsed(view), betas, .. }) => {
                 let keys = keys.unwrap_or_else(|| BlockKeys::of(view));
-                let checked = check_request_remembering(view, betas, keys.check_keys(view), memo);
-                (Some(keys), Some(checked))
+                let checked =
+                    memo.map(|memo| check_request_remembering(view, betas, keys.check_keys(view), memo));
+                (Some(keys), checked)
             }
             _ => (None, None),
         };
@@ -521,7 +523,7 @@ impl ParsedBatch {
         ParsedBatch::new(batch, |batch| {
             let memo = CheckMemo::default();
             read_lines(batch.bytes(), batch.first_line)
-                .map(|(entry, bytes)| BatchLine::keyed(entry, bytes, None, &memo))
+                .map(|(entry, bytes)| BatchLine::keyed(entry, bytes, None, Some(&memo)))
                 .collect()
         })
     }

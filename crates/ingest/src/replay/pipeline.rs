@@ -23,11 +23,13 @@ pub const BATCH_BYTES: usize = 256 << 10;
 const IN_FLIGHT_PER_THREAD: usize = 2;
 
 /// Calls `consume` with every batch of `reader`, in file order, read and parsed on `threads`
-/// worker threads (on the calling thread when `threads` is 0 or 1). Stops at the first read error
-/// or the first error `consume` returns.
+/// worker threads (on the calling thread when `threads` is 0 or 1), each request's body checked
+/// against the API's rules with `checked` (not when none). Stops at the first read error or the
+/// first error `consume` returns.
 pub fn for_each_batch<R, E>(
     reader: R,
     threads: usize,
+    checked: Option<CheckMemo>,
     mut consume: impl FnMut(ParsedBatch) -> Result<(), E>,
 ) -> Result<(), E>
 where
@@ -36,7 +38,7 @@ where
 {
     let mut batches = BatchReader::new(reader, BATCH_BYTES);
     if threads <= 1 {
-        let mut lines = LineReader::default();
+        let mut lines = LineReader::default().sharing_checks(checked);
         while let Some(batch) = batches.next_batch()? {
             consume(lines.parse(batch))?;
         }
@@ -47,7 +49,7 @@ where
         room: Condvar::new(),
         limit: threads * IN_FLIGHT_PER_THREAD,
         threads,
-        checked: CheckMemo::default(),
+        checked,
     };
     let (parsed, results) = mpsc::channel();
     std::thread::scope(|scope| {
@@ -72,8 +74,9 @@ struct Shared<R> {
     limit: usize,
     /// Worker threads: they share the sketches' budget.
     threads: usize,
-    /// The message blocks any worker saw pass the API's rules: each reads alternate lines.
-    checked: CheckMemo,
+    /// The blocks any worker saw pass the API's rules (each reads alternate lines); none when
+    /// they are not checked.
+    checked: Option<CheckMemo>,
 }
 
 struct ReadState<R> {

@@ -71,8 +71,9 @@ pub struct LineReader {
     /// Newest last.
     recent: VecDeque<Sketch>,
     budget_bytes: usize,
-    /// The message blocks this reader's lines showed passing the API's rules.
-    checked: CheckMemo,
+    /// The blocks this reader's lines showed passing the API's rules; none when they are not
+    /// checked.
+    checked: Option<CheckMemo>,
 }
 
 impl Default for LineReader {
@@ -85,12 +86,12 @@ impl Default for LineReader {
 impl LineReader {
     /// A reader keeping at most `budget_bytes` of batches for its sketches.
     pub fn new(budget_bytes: usize) -> LineReader {
-        LineReader { recent: VecDeque::new(), budget_bytes, checked: CheckMemo::default() }
+        LineReader { recent: VecDeque::new(), budget_bytes, checked: Some(CheckMemo::default()) }
     }
 
     /// This reader, checking with `memo` (shared with the other workers of one replay, which read
-    /// the lines between its own).
-    pub fn sharing_checks(self, memo: CheckMemo) -> LineReader {
+    /// the lines between its own), or not checking the API's rules at all.
+    pub fn sharing_checks(self, memo: Option<CheckMemo>) -> LineReader {
         LineReader { checked: memo, ..self }
     }
 
@@ -107,7 +108,7 @@ impl LineReader {
             });
             // Read first, then checked: reading borrows the sketches, checking the memo.
             let lines: Vec<_> = lines.collect();
-            let memo = &self.checked;
+            let memo = self.checked.as_ref();
             lines
                 .into_iter()
                 .map(|((entry, keys), bytes)| BatchLine::keyed(entry, bytes, keys, memo))

@@ -171,8 +171,8 @@ struct Prediction {
     /// requests share a proxy): the same usage, for less of the machine.
     reader: BodyReader,
     sketch: RenderSketch,
-    /// The message blocks earlier bodies showed passing the API's rules: an agent resends its
-    /// conversation, and each block is read for them once.
+    /// The blocks earlier bodies showed passing the API's rules: an agent resends its tools,
+    /// system prompt and conversation, and each block is read for them once.
     checked: CheckMemo,
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
