@@ -13,7 +13,10 @@
 //! 900 KB; every request is the same, so the upstream reads its cache each time.
 //!
 //! Criterion times one request at a time (`latency/*`) and 4 clients × 16 requests
-//! (`throughput/*`). The summary after criterion's report sends 300 requests each way,
+//! (`throughput/*`), and counts the CPU time one such burst costs the proxy (`cpu_*/proxy`: its
+//! runtime, journal and prediction threads, not the upstream's or the clients') and, with
+//! `PROXY_BENCH_NGINX` set, nginx (`cpu_*/nginx`: its master and worker processes): issue 34's
+//! target is the proxy at ≤ 1.25× nginx's CPU per exchange, which the summary prints. The summary after criterion's report sends 300 requests each way,
 //! alternating, and prints p50 and p99 of the latency and the difference, then the throughput
 //! ratio: the median of 5 rounds, each a burst straight to the upstream and one through the
 //! proxy, 4 clients sending 40 MB each (at least 16 requests), then the prediction lag; and last
@@ -54,7 +57,9 @@ impl Drop for Running {
     }
 }
 
-fn running<F, Fut>(start: F) -> Running
+/// `start` on a runtime of its own whose threads are named `threads` (at most 15 bytes: what
+/// Linux keeps of a thread's name), so their CPU time can be told from the rest of the process's.
+fn running<F, Fut>(threads: &'static str, start: F) -> Running
 where
     F: FnOnce(tokio::sync::oneshot::Receiver<()>, std::sync::mpsc::Sender<SocketAddr>) -> Fut
         + Send
@@ -64,7 +69,8 @@ where
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().thread_name(threads).enable_all().build().unwrap();
         runtime.block_on(start(stopped, addr_tx));
     });
     Running { addr: addr_rx.recv().unwrap(), stop: Some(stop), thread: Some(thread) }
@@ -81,7 +87,7 @@ fn serve() -> Running {
 /// `forkcache serve` answering after `latency` (`Model`: it waits its modelled time to first
 /// token, then the generation time, as the API takes them).
 fn serve_with(latency: LatencyMode) -> Running {
-    running(move |stopped, addr| async move {
+    running("bench-upstream", move |stopped, addr| async move {
         let mut config = ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
         config.latency = latency;
         let server = Server::bind(config, endpoint()).await.unwrap();
@@ -91,12 +97,49 @@ fn serve_with(latency: LatencyMode) -> Running {
 }
 
 fn proxy(upstream: SocketAddr) -> Running {
-    running(move |stopped, addr| async move {
+    running(PROXY_RUNTIME, move |stopped, addr| async move {
         let mut config = ProxyConfig::new(format!("http://{upstream}"));
         config.addr = SocketAddr::from(([127, 0, 0, 1], 0));
         let proxy = Proxy::bind(config, endpoint()).await.unwrap();
         addr.send(proxy.local_addr()).unwrap();
         proxy.run(async move { stopped.await.unwrap_or(()) }).await.unwrap();
+    })
+}
+
+/// The proxy's null twin: the same stack (axum's server, hyper-util's pooled client, one tokio
+/// runtime) forwarding every request and streaming every response back, and nothing else: no
+/// recording, no journal, no prediction, no header filtering. Its CPU per exchange is the floor
+/// the stack itself sets under the proxy's.
+fn null_forwarder(upstream: SocketAddr) -> Running {
+    use axum::body::Body;
+    use axum::extract::{Request, State};
+    use axum::serve::ListenerExt as _;
+    use hyper_util::client::legacy::Client;
+    use hyper_util::client::legacy::connect::HttpConnector;
+
+    type Forwarding = (Client<HttpConnector, Body>, SocketAddr);
+    async fn forward(
+        State((client, upstream)): State<Forwarding>,
+        request: Request,
+    ) -> axum::response::Response {
+        let (mut parts, body) = request.into_parts();
+        let path = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        parts.uri = format!("http://{upstream}{path}").parse().unwrap();
+        let response = client.request(axum::http::Request::from_parts(parts, body)).await.unwrap();
+        response.map(Body::new)
+    }
+    running(NULL_RUNTIME, move |stopped, addr| async move {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        let router = axum::Router::new().fallback(forward).with_state((client, upstream));
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+        addr.send(listener.local_addr().unwrap()).unwrap();
+        let listener = listener.tap_io(|stream| {
+            let _ = stream.set_nodelay(true);
+        });
+        let stop = async move { stopped.await.unwrap_or(()) };
+        axum::serve(listener, router).with_graceful_shutdown(stop).await.unwrap();
     })
 }
 
@@ -233,14 +276,124 @@ fn drain(stats_url: &str) -> Duration {
     started.elapsed()
 }
 
+/// The proxy's runtime threads.
+const PROXY_RUNTIME: &str = "bench-proxy-rt";
+/// The proxy's journal and prediction threads, `forkcache-proxy-journal` and
+/// `forkcache-proxy-predict`, as Linux keeps their names.
+const PROXY_BACKSTAGE: &str = "forkcache-proxy";
+const PROXY_THREADS: [&str; 2] = [PROXY_RUNTIME, PROXY_BACKSTAGE];
+/// The null forwarder's runtime threads.
+const NULL_RUNTIME: &str = "bench-null-fwd";
+
+/// The proxy's CPU per exchange may be at most this many times nginx's (issue 34 item 1).
+const CPU_TARGET: f64 = 1.25;
+
+/// A forwarder whose CPU time a row counts: the proxy's threads in this process (the runtime,
+/// the journal and the prediction; not the upstream's or the clients'), the null forwarder's, or
+/// nginx's processes.
+#[derive(Clone, Copy)]
+enum Forwarder<'a> {
+    Proxy,
+    Null,
+    Nginx(&'a Nginx),
+}
+
+impl Forwarder<'_> {
+    fn name(self) -> &'static str {
+        match self {
+            Forwarder::Proxy => "proxy",
+            Forwarder::Null => "null_forwarder",
+            Forwarder::Nginx(_) => "nginx",
+        }
+    }
+
+    /// Its CPU time so far.
+    fn cpu(self) -> Duration {
+        match self {
+            Forwarder::Proxy => threads_cpu(std::process::id(), &PROXY_THREADS),
+            Forwarder::Null => threads_cpu(std::process::id(), &[NULL_RUNTIME]),
+            Forwarder::Nginx(nginx) => {
+                let master = nginx.child.id();
+                children(master).into_iter().chain([master]).map(|pid| threads_cpu(pid, &[])).sum()
+            }
+        }
+    }
+}
+
+/// The forwarders in front of the upstream, each with its Messages URL, and the proxy's stats.
+struct Fronts<'a> {
+    all: Vec<(Forwarder<'a>, String)>,
+    stats_url: String,
+}
+
+impl<'a> Fronts<'a> {
+    fn new(proxy: SocketAddr, null: SocketAddr, nginx: Option<&'a Nginx>) -> Fronts<'a> {
+        let url = |addr: SocketAddr| format!("http://{addr}/v1/messages");
+        let mut all = vec![(Forwarder::Proxy, url(proxy)), (Forwarder::Null, url(null))];
+        all.extend(nginx.map(|nginx| (Forwarder::Nginx(nginx), url(nginx.addr))));
+        Fronts { all, stats_url: format!("http://{proxy}/forkcache/stats") }
+    }
+
+    /// `forwarder`'s CPU time for one burst of `CLIENTS` × `EACH` requests through it. The
+    /// proxy's journal and predictions of the burst are counted too: their threads' clock is read
+    /// again once no prediction is pending (the `GET /forkcache/stats` polls that waits on are
+    /// served by the runtime, whose clock was read when the burst ended, so they are not).
+    fn burst_cpu(&self, (forwarder, url): &(Forwarder, String), body: &[u8]) -> Duration {
+        let before = forwarder.cpu();
+        burst(url, body, CLIENTS, EACH);
+        let forwarded = forwarder.cpu().saturating_sub(before);
+        if let Forwarder::Proxy = forwarder {
+            let backstage = || threads_cpu(std::process::id(), &[PROXY_BACKSTAGE]);
+            let before_drain = backstage();
+            drain(&self.stats_url);
+            return forwarded + backstage().saturating_sub(before_drain);
+        }
+        forwarded
+    }
+}
+
+/// The on-CPU time of the threads of process `pid` whose names start with one of `names` (every
+/// thread for none), from the scheduler's nanosecond counter (`/proc/PID/task/TID/schedstat`;
+/// `stat` counts in 10 ms ticks).
+fn threads_cpu(pid: u32, names: &[&str]) -> Duration {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Duration::ZERO };
+    let mut nanos = 0;
+    for task in tasks.flatten() {
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !names.is_empty() && !names.iter().any(|wanted| name.trim_end().starts_with(wanted)) {
+            continue;
+        }
+        let schedstat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        nanos +=
+            schedstat.split_whitespace().next().and_then(|on_cpu| on_cpu.parse::<u64>().ok()).unwrap_or(0);
+    }
+    Duration::from_nanos(nanos)
+}
+
+/// The processes whose parent is `parent` (nginx's workers).
+fn children(parent: u32) -> Vec<u32> {
+    let parent_of = |pid: u32| {
+        // `pid (comm) state ppid …`: the name may hold spaces and parentheses, the rest cannot.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse::<u32>().ok()
+    };
+    let Ok(processes) = std::fs::read_dir("/proc") else { return Vec::new() };
+    processes
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| parent_of(pid) == Some(parent))
+        .collect()
+}
+
 const SIZES: [(&str, usize); 2] = [("18KB", 18 << 10), ("900KB", 900 << 10)];
 const CLIENTS: usize = 4;
 const EACH: usize = 16;
 /// Bytes each client sends per summary burst.
 const SUMMARY_BURST_BYTES: usize = 40 << 20;
 
-fn bench(c: &mut Criterion, direct_url: &str, proxy_url: &str, stats_url: &str) {
+fn bench(c: &mut Criterion, direct_url: &str, proxy_url: &str, stats_url: &str, fronts: &Fronts) {
     for (name, size) in SIZES {
+        cpu_rows(c, name, &body(size), fronts);
         let body = body(size);
         let mut group = c.benchmark_group(format!("proxy/latency_{name}"));
         group.throughput(Throughput::Bytes(body.len() as u64));
@@ -265,6 +418,55 @@ fn bench(c: &mut Criterion, direct_url: &str, proxy_url: &str, stats_url: &str) 
         });
         group.finish();
     }
+}
+
+/// `proxy/cpu_{name}/…`: each forwarder's CPU time per burst of `CLIENTS` × `EACH` exchanges,
+/// so criterion's throughput is exchanges per CPU-second.
+fn cpu_rows(c: &mut Criterion, name: &str, body: &[u8], fronts: &Fronts) {
+    let mut group = c.benchmark_group(format!("proxy/cpu_{name}"));
+    group.throughput(Throughput::Elements((CLIENTS * EACH) as u64));
+    group.sample_size(10);
+    for front in &fronts.all {
+        group.bench_function(front.0.name(), |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| fronts.burst_cpu(front, body)).sum())
+        });
+    }
+    group.finish();
+}
+
+/// Each forwarder's CPU per exchange, the median of 5 rounds of one burst through each in turn,
+/// and the proxy's and the null forwarder's beside nginx's (the proxy's against its target).
+fn cpu_summary(name: &str, body: &[u8], fronts: &Fronts) {
+    let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); fronts.all.len()];
+    for _ in 0..5 {
+        for (front, times) in fronts.all.iter().zip(&mut rounds) {
+            times.push(fronts.burst_cpu(front, body).as_secs_f64() * 1e6 / (CLIENTS * EACH) as f64);
+        }
+    }
+    let medians: Vec<f64> = rounds
+        .iter_mut()
+        .map(|times| {
+            times.sort_by(f64::total_cmp);
+            times[2]
+        })
+        .collect();
+    let shown: Vec<String> = fronts
+        .all
+        .iter()
+        .zip(&medians)
+        .map(|((front, _), us)| format!("{} {us:.1} µs", front.name()))
+        .collect();
+    eprintln!("  {name}: CPU per exchange (medians of 5 bursts of {CLIENTS} × {EACH}): {}", shown.join(", "));
+    let Some(nginx) = fronts.all.iter().position(|(front, _)| matches!(front, Forwarder::Nginx(_))) else {
+        return;
+    };
+    let (proxy, null, nginx) = (medians[0], medians[1], medians[nginx]);
+    let verdict = if proxy / nginx <= CPU_TARGET { "met" } else { "not met" };
+    eprintln!(
+        "  {name}: proxy {:.2}× nginx's (target ≤ {CPU_TARGET}×: {verdict}); the null forwarder {:.2}× nginx's",
+        proxy / nginx,
+        null / nginx
+    );
 }
 
 fn percentile(sorted: &[Duration], per_100: usize) -> Duration {
@@ -323,34 +525,63 @@ struct Peer {
     url: String,
 }
 
+/// Latency added to a request on its way through the proxy (and through `peer`, when one runs,
+/// beside it): 300 requests each way, alternating, p50 and p99 against direct.
+fn latency_summary(
+    name: &str,
+    body: &[u8],
+    [direct_url, proxy_url]: [&str; 2],
+    stats_url: &str,
+    peer: Option<&Peer>,
+) {
+    let agent = agent();
+    let urls: Vec<&str> =
+        [direct_url, proxy_url].into_iter().chain(peer.map(|peer| peer.url.as_str())).collect();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(300); urls.len()];
+    for _ in 0..300 {
+        for (url, times) in urls.iter().zip(&mut times) {
+            times.push(send(&agent, url, body));
+        }
+    }
+    drain(stats_url);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let percentiles: Vec<(f64, f64)> = times
+        .iter_mut()
+        .map(|times| {
+            times.sort();
+            (ms(percentile(times, 50)), ms(percentile(times, 99)))
+        })
+        .collect();
+    let (direct, proxy) = (percentiles[0], percentiles[1]);
+    let added = |(p50, p99): (f64, f64)| (p50 - direct.0, p99 - direct.1);
+    let (p50, p99) = added(proxy);
+    eprintln!(
+        "  {name} ({} bytes): direct p50 {:.3} ms p99 {:.3} ms; proxy p50 {:.3} ms p99 {:.3} ms; added p50 {p50:.3} ms, p99 {p99:.3} ms",
+        body.len(),
+        direct.0,
+        direct.1,
+        proxy.0,
+        proxy.1,
+    );
+    if let (Some(peer), Some(&through_peer)) = (peer, percentiles.get(2)) {
+        let (peer_p50, peer_p99) = added(through_peer);
+        let verdict = |met: bool| if met { "met" } else { "not met" };
+        eprintln!(
+            "  {name}: added by {} p50 {peer_p50:.3} ms, p99 {peer_p99:.3} ms; the proxy's p50 within {0}'s + 0.1 ms: {}, p99 within {0}'s + 1 ms: {}",
+            peer.name,
+            verdict(p50 <= peer_p50 + 0.1),
+            verdict(p99 <= peer_p99 + 1.0),
+        );
+    }
+}
+
 /// p50 and p99 each way, 300 requests alternating, and the throughput ratio of 5 bursts (also
 /// through `peer`, when one runs).
-fn summary(direct_url: &str, proxy_url: &str, stats_url: &str, peer: Option<&Peer>) {
+fn summary(direct_url: &str, proxy_url: &str, stats_url: &str, peer: Option<&Peer>, fronts: &Fronts) {
     eprintln!("\nproxy summary (loopback, streamed requests, upstream = forkcache serve):");
     for (name, size) in SIZES {
         let body = body(size);
-        let agent = agent();
-        let (mut direct, mut proxied) = (Vec::new(), Vec::new());
-        for _ in 0..300 {
-            direct.push(send(&agent, direct_url, &body));
-            proxied.push(send(&agent, proxy_url, &body));
-        }
-        drain(stats_url);
-        direct.sort();
-        proxied.sort();
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let (p50, p99) = (
-            ms(percentile(&proxied, 50)) - ms(percentile(&direct, 50)),
-            ms(percentile(&proxied, 99)) - ms(percentile(&direct, 99)),
-        );
-        eprintln!(
-            "  {name} ({} bytes): direct p50 {:.3} ms p99 {:.3} ms; proxy p50 {:.3} ms p99 {:.3} ms; added p50 {p50:.3} ms, p99 {p99:.3} ms",
-            body.len(),
-            ms(percentile(&direct, 50)),
-            ms(percentile(&direct, 99)),
-            ms(percentile(&proxied, 50)),
-            ms(percentile(&proxied, 99)),
-        );
+        latency_summary(name, &body, [direct_url, proxy_url], stats_url, peer);
         // Long enough bursts that scheduling noise averages out.
         let each = (SUMMARY_BURST_BYTES / body.len()).max(EACH);
         let skipped_before = prediction_counters(stats_url).1;
@@ -365,6 +596,7 @@ fn summary(direct_url: &str, proxy_url: &str, stats_url: &str, peer: Option<&Pee
             let ratios = rounds_of(5, (CLIENTS, each), direct_url, &peer.url, &body, || ());
             eprintln!("  {name}: throughput through {} = {ratios}", peer.name);
         }
+        cpu_summary(name, &body, fronts);
         lags.sort();
         eprintln!(
             "  {name}: prediction lag after a proxied burst (until none pending): median {:.0} ms, max {:.0} ms; predictions skipped (queue full): {skipped} of {}",
@@ -405,18 +637,22 @@ fn main() {
     forkcache_report::chart::register_font();
     let upstream = serve();
     let front = proxy(upstream.addr);
+    let null = null_forwarder(upstream.addr);
     let direct_url = format!("http://{}/v1/messages", upstream.addr);
     let proxy_url = format!("http://{}/v1/messages", front.addr);
     let stats_url = format!("http://{}/forkcache/stats", front.addr);
-    let mut criterion = Criterion::default().configure_from_args();
-    bench(&mut criterion, &direct_url, &proxy_url, &stats_url);
-    criterion.final_summary();
     // PROXY_BENCH_NGINX=/usr/sbin/nginx: the same bursts through nginx, beside the proxy's.
     let nginx = std::env::var("PROXY_BENCH_NGINX").ok().map(|binary| nginx(&binary, upstream.addr));
+    let fronts = Fronts::new(front.addr, null.addr, nginx.as_ref());
+    let mut criterion = Criterion::default().configure_from_args();
+    bench(&mut criterion, &direct_url, &proxy_url, &stats_url, &fronts);
+    criterion.final_summary();
     let peer =
         nginx.as_ref().map(|nginx| Peer { name: "nginx", url: format!("http://{}/v1/messages", nginx.addr) });
-    summary(&direct_url, &proxy_url, &stats_url, peer.as_ref());
+    summary(&direct_url, &proxy_url, &stats_url, peer.as_ref(), &fronts);
+    drop(fronts);
     drop(nginx);
+    drop(null);
     drop(front);
     drop(upstream);
     api_like_summary();

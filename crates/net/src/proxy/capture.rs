@@ -41,13 +41,39 @@ pub fn observe(status: u16, event_stream: bool, body: &[u8]) -> Observed {
     if event_stream {
         return observe_stream(&text);
     }
-    let message: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Observed {
-        usage: message.get("usage").and_then(Value::as_object).cloned(),
-        diagnostics: message.get("diagnostics").cloned(),
-        model: message.get("model").and_then(Value::as_str).map(str::to_string),
-        ..Observed::default()
+    let message: Message = serde_json::from_str(&text).unwrap_or_default();
+    let mut observed = Observed::default();
+    message.read_into(&mut observed);
+    observed
+}
+
+/// A message as far as usage is read from it: its content, id and the rest are skipped without
+/// being built (a non-streamed message's content is its whole answer).
+#[derive(Default, Deserialize)]
+struct Message {
+    #[serde(default)]
+    model: Value,
+    #[serde(default)]
+    usage: Value,
+    /// `Some(Value::Null)` for an explicit `null`, as the member is recorded as sent.
+    #[serde(default, deserialize_with = "present")]
+    diagnostics: Option<Value>,
+}
+
+impl Message {
+    fn read_into(self, observed: &mut Observed) {
+        observed.usage = match self.usage {
+            Value::Object(usage) => Some(usage),
+            _ => None,
+        };
+        observed.diagnostics = self.diagnostics;
+        observed.model = self.model.as_str().map(str::to_string);
     }
+}
+
+/// A member that is there, whatever its value (`null` included).
+fn present<'de, D: serde::Deserializer<'de>>(member: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(member).map(Some)
 }
 
 /// The API's error body, or the status's error type when the body is not one.
@@ -68,9 +94,9 @@ fn error_of(status: u16, body: &str) -> LoggedError {
 struct EventData<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
-    /// `message_start`'s message (small: its content is still empty).
+    /// `message_start`'s message.
     #[serde(default)]
-    message: Value,
+    message: Message,
     /// `message_delta`'s usage.
     #[serde(default)]
     usage: Value,
@@ -87,10 +113,7 @@ fn observe_stream(text: &str) -> Observed {
         match &*event.kind {
             "message_start" => {
                 started = true;
-                let message = &event.message;
-                observed.usage = message.get("usage").and_then(Value::as_object).cloned();
-                observed.diagnostics = message.get("diagnostics").cloned();
-                observed.model = message.get("model").and_then(Value::as_str).map(str::to_string);
+                event.message.read_into(&mut observed);
             }
             "message_delta" => {
                 if let Some(delta) = event.usage.as_object() {
@@ -172,6 +195,20 @@ mod tests {
         let observed = observe(200, false, body);
         assert_eq!(observed.usage.unwrap()["cache_creation_input_tokens"], 41850);
         assert_eq!(observed.diagnostics.unwrap()["cache_miss_reason"]["type"], "system_changed");
+    }
+
+    #[test]
+    fn a_message_is_read_for_usage_alone_and_keeps_members_as_sent() {
+        // Content of any shape is skipped; an explicit null diagnostics is recorded as null; a
+        // model that is not a string names no model, and the usage is still read.
+        let body = br#"{"id":"msg_1","content":[{"type":"text","text":"a \"quoted\" answer"}],"model":7,"usage":{"input_tokens":3,"output_tokens":2},"diagnostics":null}"#;
+        let observed = observe(200, false, body);
+        assert_eq!(observed.usage.unwrap()["input_tokens"], 3);
+        assert_eq!(observed.diagnostics, Some(Value::Null));
+        assert_eq!(observed.model, None);
+        let without = observe(200, false, br#"{"usage":"none","model":"claude-sonnet-4-6"}"#);
+        assert_eq!((without.usage, without.diagnostics), (None, None));
+        assert_eq!(without.model.as_deref(), Some("claude-sonnet-4-6"));
     }
 
     fn gzip(bytes: &[u8]) -> Vec<u8> {

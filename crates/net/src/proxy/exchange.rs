@@ -3,7 +3,7 @@
 
 use axum::body::Bytes;
 
-use forkcache_engine::agreement::read_recorded;
+use forkcache_engine::agreement::recorded_of;
 use forkcache_engine::billing::RecordedUsage;
 use forkcache_ingest::trace::{Envelope, LoggedError, scrub_secrets};
 use forkcache_wire::Betas;
@@ -66,7 +66,7 @@ impl Entry {
         let workspace = workspace(exchange);
         let (observed, unread) = response.map(|r| read_copy(r, decode_limit)).unwrap_or_default();
         let usage = observed.usage.map(serde_json::Value::Object);
-        let recorded = usage.as_ref().and_then(|usage| read_recorded(&usage.to_string()));
+        let recorded = usage.clone().and_then(recorded_of);
         // No response and no answer of our own: the client left before the upstream answered.
         let abandoned = response.is_none() && exchange.refused.is_none();
         let error = exchange.refused.clone().or(observed.error).or_else(|| abandoned.then(client_left));
