@@ -142,6 +142,31 @@ fn the_server_refuses_each_rule_as_the_api_does_and_lenient_prices_it() {
     lenient.stop();
 }
 
+/// The server remembers the blocks that passed the rules (a client resends its tools, system
+/// prompt and conversation): every rule's answer is the same when each body comes a second time,
+/// after every other body's blocks were seen.
+#[test]
+fn the_server_answers_each_rule_the_same_once_it_has_seen_the_blocks() {
+    let strict = Running::start(ServeConfig::default(), EndpointConfig::default());
+    let agent = client();
+    let answers = || -> Vec<(u16, String, String)> {
+        rules()
+            .iter()
+            .map(|rule| {
+                let answer = post(&agent, &strict.url(rule.path), None, rule.body.as_bytes());
+                let (kind, message) = answer.error();
+                (answer.status, kind, message)
+            })
+            .collect()
+    };
+    let first = answers();
+    assert_eq!(answers(), first);
+    // A valid request whose blocks a refused one shares: still priced.
+    let valid = post(&agent, &strict.url("/v1/messages"), None, body("", HI).as_bytes());
+    assert_eq!(valid.status, 200, "{}", valid.body);
+    strict.stop();
+}
+
 #[test]
 fn replay_refuses_each_rule_and_lenient_replay_prices_it() {
     let rules = rules();

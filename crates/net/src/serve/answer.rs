@@ -81,7 +81,7 @@ pub(super) fn price(shared: &Shared, core: &mut Core, request: &Request) -> Answ
             return finish_rejected(shared, core, rejection(request_id, error.clone(), true));
         }
     };
-    let Checked { view, unknown, planned, keys } = checked;
+    let Checked { view, unknown, planned, keys, rules } = checked;
     core.stats.unknown_fields(unknown);
     if let Err(error) = validate::check_model(core.endpoint.prices(), view) {
         // Logged: the engine would price what the API refuses here.
@@ -106,7 +106,7 @@ pub(super) fn price(shared: &Shared, core: &mut Core, request: &Request) -> Answ
         at: SimTime(at),
         first_byte: instant.then_some(SimTime(at)),
         reply,
-        checked: None,
+        checked: rules.as_ref(),
     };
     match handle(core, request, view, keys, &call) {
         Ok(exchange) => finish_priced(shared, core, request_id, exchange, &call, ending),

@@ -94,7 +94,7 @@ async fn messages(
         return respond(&shared, turn_away(&shared, (None, &betas), &body, error)).await;
     }
     let connection = connection.map(|Extension(connection)| connection);
-    let body = ReadBody::read(body, &shared.config, connection.as_ref());
+    let body = ReadBody::read(body, &betas, &shared.config, connection.as_ref());
     let answer = pricer::price(&shared, body, (api_key, betas), connection).await;
     respond(&shared, answer).await
 }

@@ -37,6 +37,7 @@ use forkcache_engine::endpoint::{MockEndpoint, Record};
 use forkcache_engine::prompt::RenderCounts;
 use forkcache_ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, SessionMarker, TraceWriter};
 use forkcache_wire::Chunking;
+use forkcache_wire::check::CheckMemo;
 
 use crate::edge::{
     BODY_LIMIT_BYTES, BODY_TIMEOUT_MS, EdgeError, HEADER_TIMEOUT_MS, IDLE_TIMEOUT_MS, Limits,
@@ -181,6 +182,8 @@ impl Server {
             .map_err(|source| EdgeError::Bind { addr: config.addr, source })?;
         let (stop, stop_requested) = watch::channel(false);
         let models_json = http::models_json(endpoint.prices());
+        // A lenient endpoint ignores the API's rules: nothing to check them for.
+        let rules = (!endpoint.config().lenient).then(CheckMemo::default);
         let openai = openai_endpoint(&endpoint)?;
         let core = Core {
             endpoint,
@@ -192,6 +195,7 @@ impl Server {
             live: Feed::new(Edge::Serve, config.live_rows),
         };
         let settings = Settings {
+            rules,
             script: config.script,
             latency: config.latency,
             require_key: config.require_key,
@@ -255,6 +259,10 @@ impl Server {
 
 /// The parts of [`ServeConfig`] requests read.
 struct Settings {
+    /// The tools, system blocks and message blocks earlier bodies showed passing the API's rules
+    /// (each worker checks its body before the lock, and a client resends them with every
+    /// request); none when the endpoint is lenient.
+    rules: Option<CheckMemo>,
     script: Script,
     latency: LatencyMode,
     require_key: bool,

@@ -1,11 +1,12 @@
 //! What a worker reads from a Messages body before it is handed over to be priced: UTF-8, the
-//! one-pass parse and the edge's checks, the reply script's plan and the blocks' keys —
-//! everything that needs no shared state.
+//! one-pass parse and the edge's checks, the API's rules, the reply script's plan and the blocks'
+//! keys — everything that needs no lock.
 
 use axum::body::Bytes;
 
 use forkcache_engine::prompt::BlockKeys;
-use forkcache_wire::{ApiError, RequestView};
+use forkcache_wire::check::check_request_remembering;
+use forkcache_wire::{ApiError, Betas, RequestView};
 
 use super::script::Planned;
 use super::{Settings, validate};
@@ -40,6 +41,9 @@ pub(super) struct Checked<'a> {
     /// What the reply script decided for it.
     pub(super) planned: Planned,
     pub(super) keys: BlockKeys,
+    /// The API's rules for the body ([`forkcache_wire::check::check_request`]'s answer), checked
+    /// here rather than under the lock; none when the endpoint does not check them.
+    pub(super) rules: Option<Result<(), ApiError>>,
 }
 
 impl ReadBody {
@@ -47,10 +51,15 @@ impl ReadBody {
     /// script's plan and the blocks' keys — everything that needs no shared state. With the
     /// `connection`, the body is read from where it parts from the connection's last one (the
     /// same answer).
-    pub(super) fn read(body: Bytes, config: &Settings, connection: Option<&Connection>) -> ReadBody {
+    pub(super) fn read(
+        body: Bytes,
+        betas: &Betas,
+        config: &Settings,
+        connection: Option<&Connection>,
+    ) -> ReadBody {
         ReadBody::new(body, |body| match require_utf8(body) {
             Err(error) => Read::NotText(error),
-            Ok(text) => Read::Text(checked(body, text, config, connection)),
+            Ok(text) => Read::Text(checked(body, text, betas, config, connection)),
         })
     }
 }
@@ -58,6 +67,7 @@ impl ReadBody {
 fn checked<'a>(
     body: &Bytes,
     text: &'a str,
+    betas: &Betas,
     config: &Settings,
     connection: Option<&Connection>,
 ) -> Result<Checked<'a>, ApiError> {
@@ -65,7 +75,11 @@ fn checked<'a>(
     let mut reader = connection.and_then(|connection| connection.0.reader.lock().ok());
     let (view, unknown, keys) = validate::read_checked(reader.as_deref_mut(), body, text, config.strict)?;
     let planned = config.script.plan(&view);
-    Ok(Checked { view, unknown, planned, keys })
+    let rules = config
+        .rules
+        .as_ref()
+        .map(|memo| check_request_remembering(&view, betas, keys.check_keys(&view), memo));
+    Ok(Checked { view, unknown, planned, keys, rules })
 }
 
 /// JSON is UTF-8: a body that is not is refused whole, never read with replacement characters.
