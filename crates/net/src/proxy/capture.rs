@@ -34,7 +34,9 @@ pub struct Observed {
 
 /// Reads a decoded response body: a JSON message or error, or an SSE stream.
 pub fn observe(status: u16, event_stream: bool, body: &[u8]) -> Observed {
-    let text = String::from_utf8_lossy(body);
+    // Checked whole first: a lossy reading walks the bytes more slowly, and is for the rare body
+    // that is not UTF-8.
+    let text = std::str::from_utf8(body).map_or_else(|_| String::from_utf8_lossy(body), Cow::Borrowed);
     if !(200..300).contains(&status) {
         return Observed { error: Some(error_of(status, &text)), ..Observed::default() };
     }
@@ -102,6 +104,14 @@ struct EventData<'a> {
     usage: Value,
 }
 
+/// Whether an event's data may be one this reading acts on (`message_*`, `error`): its type's
+/// value, a JSON string, then appears in the text as `"message_` or `"error"`. A stream is mostly
+/// `content_block_delta` events, which are passed over without being parsed; a text that holds
+/// these words anyway is parsed, and its type decides.
+fn may_name_a_read_event(data: &str) -> bool {
+    data.contains("\"message_") || data.contains("\"error\"")
+}
+
 /// An SSE Messages stream: usage from `message_start` and `message_delta`, an `error` event, and
 /// whether `message_stop` came.
 fn observe_stream(text: &str) -> Observed {
@@ -109,6 +119,9 @@ fn observe_stream(text: &str) -> Observed {
     let mut started = false;
     let mut stopped = false;
     for data in text.lines().filter_map(|line| line.strip_prefix("data:")).map(str::trim) {
+        if !may_name_a_read_event(data) {
+            continue;
+        }
         let Ok(event) = serde_json::from_str::<EventData>(data) else { continue };
         match &*event.kind {
             "message_start" => {
@@ -155,6 +168,22 @@ mod tests {
         assert!(!observed.incomplete);
         assert_eq!(observed.error, None);
         assert_eq!(observed.model.as_deref(), Some("claude-sonnet-4-6"));
+    }
+
+    #[test]
+    fn only_the_events_usage_is_read_from_are_parsed_and_their_type_decides() {
+        // A delta whose text names the events (escaped quotes and all) is parsed and passed over.
+        let tricky = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a \\\"message_stop\\\" and an \\\"error\\\"\"}}\n\n";
+        assert!(may_name_a_read_event(tricky.lines().nth(1).unwrap()));
+        let cut = &STREAM[..STREAM.find("event: ping").unwrap()];
+        let observed = observe(200, true, format!("{cut}{tricky}").as_bytes());
+        assert!(observed.incomplete, "the delta is not a message_stop");
+        assert_eq!(observed.error, None, "nor an error");
+        assert!(!may_name_a_read_event(r#"{"type":"ping"}"#));
+        for data in STREAM.lines().filter_map(|line| line.strip_prefix("data: ")) {
+            let wanted = ["message_start", "message_delta", "message_stop"].iter().any(|t| data.contains(t));
+            assert_eq!(may_name_a_read_event(data), wanted, "{data}");
+        }
     }
 
     #[test]
