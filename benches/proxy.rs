@@ -13,15 +13,19 @@
 //! 900 KB; every request is the same, so the upstream reads its cache each time.
 //!
 //! Criterion times one request at a time (`latency/*`) and 4 clients × 16 requests
-//! (`throughput/*`), and counts the CPU time one such burst costs the proxy (`cpu_*/proxy`: its
-//! runtime, journal and prediction threads, not the upstream's or the clients') and, with
-//! `PROXY_BENCH_NGINX` set, nginx (`cpu_*/nginx`: its master and worker processes): issue 34's
-//! target is the proxy at ≤ 1.25× nginx's CPU per exchange, which the summary prints. The summary after criterion's report sends 300 requests each way,
-//! alternating, and prints p50 and p99 of the latency and the difference, then the throughput
-//! ratio: the median of 5 rounds, each a burst straight to the upstream and one through the
-//! proxy, 4 clients sending 40 MB each (at least 16 requests), then the prediction lag; and last
-//! three rounds of 16 clients × 4 requests against an upstream that answers after its modelled
-//! latency, as the API does (the proxy must not lower an agent's throughput).
+//! (`throughput/*`), and counts the CPU time one such burst costs each forwarder (`cpu_*`): the
+//! proxy (its runtime, journal and prediction threads, not the upstream's or the clients'), its
+//! null twin on the same stack (`null_forwarder`: forwarding alone) and, with
+//! `PROXY_BENCH_NGINX` set, nginx (its master and worker processes). Issue 34's target is the
+//! proxy at ≤ 1.25× nginx's CPU per exchange.
+//!
+//! The summary after criterion's report sends 300 requests each way (and through nginx when it
+//! runs), alternating, and prints p50 and p99 of the latency and the difference, then the
+//! throughput ratio: the median of 5 rounds, each a burst straight to the upstream and one
+//! through the proxy, 4 clients sending 40 MB each (at least 16 requests), then the prediction
+//! lag, then each forwarder's CPU per exchange beside nginx's; and last three rounds of 16
+//! clients × 4 requests against an upstream that answers after its modelled latency, as the API
+//! does (the proxy must not lower an agent's throughput).
 
 /// The allocator the `forkcache` binary runs `serve` and `proxy` with: its own module, switched
 /// to mimalloc first thing in `main`, as the binary does for those commands.
