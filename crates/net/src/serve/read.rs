@@ -47,10 +47,10 @@ pub(super) struct Checked<'a> {
 }
 
 impl ReadBody {
-    /// Reads `body` as the API's edge does: UTF-8, the one-pass parse and check, the reply
-    /// script's plan and the blocks' keys — everything that needs no shared state. With the
-    /// `connection`, the body is read from where it parts from the connection's last one (the
-    /// same answer).
+    /// Reads `body` as the API's edge does: UTF-8, the one-pass parse and check, the API's rules
+    /// with `betas` (through the server's memo), the reply script's plan and the blocks' keys —
+    /// everything that needs no lock. With the `connection`, the body is read from where it
+    /// parts from the connection's last one (the same answer).
     pub(super) fn read(
         body: Bytes,
         betas: &Betas,
