@@ -324,18 +324,34 @@ impl Forwarder<'_> {
     }
 }
 
-/// The forwarders in front of the upstream, each with its Messages URL, and the proxy's stats.
+/// The upstream's Messages URL, the forwarders in front of it (the proxy first) each with its
+/// own, and the proxy's stats.
 struct Fronts<'a> {
+    direct_url: String,
     all: Vec<(Forwarder<'a>, String)>,
     stats_url: String,
 }
 
 impl<'a> Fronts<'a> {
-    fn new(proxy: SocketAddr, null: SocketAddr, nginx: Option<&'a Nginx>) -> Fronts<'a> {
+    fn new(
+        upstream: SocketAddr,
+        proxy: SocketAddr,
+        null: SocketAddr,
+        nginx: Option<&'a Nginx>,
+    ) -> Fronts<'a> {
         let url = |addr: SocketAddr| format!("http://{addr}/v1/messages");
         let mut all = vec![(Forwarder::Proxy, url(proxy)), (Forwarder::Null, url(null))];
         all.extend(nginx.map(|nginx| (Forwarder::Nginx(nginx), url(nginx.addr))));
-        Fronts { all, stats_url: format!("http://{proxy}/forkcache/stats") }
+        Fronts { direct_url: url(upstream), all, stats_url: format!("http://{proxy}/forkcache/stats") }
+    }
+
+    fn proxy_url(&self) -> &str {
+        &self.all[0].1
+    }
+
+    /// nginx's URL, when it runs.
+    fn nginx_url(&self) -> Option<&str> {
+        self.all.iter().find(|(front, _)| matches!(front, Forwarder::Nginx(_))).map(|(_, url)| url.as_str())
     }
 
     /// `forwarder`'s CPU time for one burst of `CLIENTS` × `EACH` requests through it. The
@@ -395,7 +411,9 @@ const EACH: usize = 16;
 /// Bytes each client sends per summary burst.
 const SUMMARY_BURST_BYTES: usize = 40 << 20;
 
-fn bench(c: &mut Criterion, direct_url: &str, proxy_url: &str, stats_url: &str, fronts: &Fronts) {
+fn bench(c: &mut Criterion, fronts: &Fronts) {
+    let (direct_url, proxy_url, stats_url) =
+        (fronts.direct_url.as_str(), fronts.proxy_url(), &fronts.stats_url);
     for (name, size) in SIZES {
         cpu_rows(c, name, &body(size), fronts);
         let body = body(size);
@@ -523,31 +541,19 @@ impl std::fmt::Display for Ratios {
     }
 }
 
-/// Another proxy in front of the same upstream, measured beside ours.
-struct Peer {
-    name: &'static str,
-    url: String,
-}
-
-/// Latency added to a request on its way through the proxy (and through `peer`, when one runs,
+/// Latency added to a request on its way through the proxy (and through nginx, when it runs,
 /// beside it): 300 requests each way, alternating, p50 and p99 against direct.
-fn latency_summary(
-    name: &str,
-    body: &[u8],
-    [direct_url, proxy_url]: [&str; 2],
-    stats_url: &str,
-    peer: Option<&Peer>,
-) {
+fn latency_summary(name: &str, body: &[u8], fronts: &Fronts) {
     let agent = agent();
     let urls: Vec<&str> =
-        [direct_url, proxy_url].into_iter().chain(peer.map(|peer| peer.url.as_str())).collect();
+        [fronts.direct_url.as_str(), fronts.proxy_url()].into_iter().chain(fronts.nginx_url()).collect();
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(300); urls.len()];
     for _ in 0..300 {
         for (url, times) in urls.iter().zip(&mut times) {
             times.push(send(&agent, url, body));
         }
     }
-    drain(stats_url);
+    drain(&fronts.stats_url);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let percentiles: Vec<(f64, f64)> = times
         .iter_mut()
@@ -567,25 +573,26 @@ fn latency_summary(
         proxy.0,
         proxy.1,
     );
-    if let (Some(peer), Some(&through_peer)) = (peer, percentiles.get(2)) {
-        let (peer_p50, peer_p99) = added(through_peer);
+    if let Some(&through_nginx) = percentiles.get(2) {
+        let (nginx_p50, nginx_p99) = added(through_nginx);
         let verdict = |met: bool| if met { "met" } else { "not met" };
         eprintln!(
-            "  {name}: added by {} p50 {peer_p50:.3} ms, p99 {peer_p99:.3} ms; the proxy's p50 within {0}'s + 0.1 ms: {}, p99 within {0}'s + 1 ms: {}",
-            peer.name,
-            verdict(p50 <= peer_p50 + 0.1),
-            verdict(p99 <= peer_p99 + 1.0),
+            "  {name}: added by nginx p50 {nginx_p50:.3} ms, p99 {nginx_p99:.3} ms; the proxy's p50 within nginx's + 0.1 ms: {}, p99 within nginx's + 1 ms: {}",
+            verdict(p50 <= nginx_p50 + 0.1),
+            verdict(p99 <= nginx_p99 + 1.0),
         );
     }
 }
 
-/// p50 and p99 each way, 300 requests alternating, and the throughput ratio of 5 bursts (also
-/// through `peer`, when one runs).
-fn summary(direct_url: &str, proxy_url: &str, stats_url: &str, peer: Option<&Peer>, fronts: &Fronts) {
+/// p50 and p99 each way, 300 requests alternating, the throughput ratio of 5 bursts (also
+/// through nginx, when it runs) and each forwarder's CPU per exchange.
+fn summary(fronts: &Fronts) {
+    let (direct_url, proxy_url, stats_url) =
+        (fronts.direct_url.as_str(), fronts.proxy_url(), &fronts.stats_url);
     eprintln!("\nproxy summary (loopback, streamed requests, upstream = forkcache serve):");
     for (name, size) in SIZES {
         let body = body(size);
-        latency_summary(name, &body, [direct_url, proxy_url], stats_url, peer);
+        latency_summary(name, &body, fronts);
         // Long enough bursts that scheduling noise averages out.
         let each = (SUMMARY_BURST_BYTES / body.len()).max(EACH);
         let skipped_before = prediction_counters(stats_url).1;
@@ -596,9 +603,9 @@ fn summary(direct_url: &str, proxy_url: &str, stats_url: &str, peer: Option<&Pee
         });
         let skipped = prediction_counters(stats_url).1 - skipped_before;
         eprintln!("  {name}: throughput through the proxy = {ratios}");
-        if let Some(peer) = peer {
-            let ratios = rounds_of(5, (CLIENTS, each), direct_url, &peer.url, &body, || ());
-            eprintln!("  {name}: throughput through {} = {ratios}", peer.name);
+        if let Some(nginx_url) = fronts.nginx_url() {
+            let ratios = rounds_of(5, (CLIENTS, each), direct_url, nginx_url, &body, || ());
+            eprintln!("  {name}: throughput through nginx = {ratios}");
         }
         cpu_summary(name, &body, fronts);
         lags.sort();
@@ -642,18 +649,13 @@ fn main() {
     let upstream = serve();
     let front = proxy(upstream.addr);
     let null = null_forwarder(upstream.addr);
-    let direct_url = format!("http://{}/v1/messages", upstream.addr);
-    let proxy_url = format!("http://{}/v1/messages", front.addr);
-    let stats_url = format!("http://{}/forkcache/stats", front.addr);
     // PROXY_BENCH_NGINX=/usr/sbin/nginx: the same bursts through nginx, beside the proxy's.
     let nginx = std::env::var("PROXY_BENCH_NGINX").ok().map(|binary| nginx(&binary, upstream.addr));
-    let fronts = Fronts::new(front.addr, null.addr, nginx.as_ref());
+    let fronts = Fronts::new(upstream.addr, front.addr, null.addr, nginx.as_ref());
     let mut criterion = Criterion::default().configure_from_args();
-    bench(&mut criterion, &direct_url, &proxy_url, &stats_url, &fronts);
+    bench(&mut criterion, &fronts);
     criterion.final_summary();
-    let peer =
-        nginx.as_ref().map(|nginx| Peer { name: "nginx", url: format!("http://{}/v1/messages", nginx.addr) });
-    summary(&direct_url, &proxy_url, &stats_url, peer.as_ref(), &fronts);
+    summary(&fronts);
     drop(fronts);
     drop(nginx);
     drop(null);

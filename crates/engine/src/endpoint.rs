@@ -122,6 +122,14 @@ impl Default for EndpointConfig {
     }
 }
 
+impl EndpointConfig {
+    /// A memo for checking bodies against the API's rules ahead of the endpoint (the answer goes
+    /// in [`Call::checked`]); none when the endpoint is lenient and would ignore the answer.
+    pub fn rules_memo(&self) -> Option<forkcache_wire::check::CheckMemo> {
+        (!self.lenient).then(forkcache_wire::check::CheckMemo::default)
+    }
+}
+
 /// One request to the endpoint.
 #[derive(Clone, Debug)]
 pub struct Call<'a> {

@@ -29,7 +29,6 @@ use forkcache_engine::clock::SimTime;
 use forkcache_engine::endpoint::{Call, EndpointConfig, MockEndpoint, Record};
 use forkcache_engine::prompt::{BlockKeys, RenderCounts, RenderSketch};
 use forkcache_engine::tokenize::TokenizerUnavailable;
-use forkcache_wire::check::CheckMemo;
 use forkcache_wire::{ApiError, Reply, parse_request};
 
 use crate::trace::{BatchLine, ParsedBatch, TraceBody, TraceEntry, TraceLine, UnreadableLine};
@@ -370,7 +369,7 @@ pub fn replay_stream(
 ) -> Result<ReplayReport, ReplayError> {
     let mut replayer = Replayer::new(config, prices)?;
     // The workers check each body against the API's rules unless the endpoint would not.
-    let checked = (!config.endpoint.lenient).then(CheckMemo::default);
+    let checked = config.endpoint.rules_memo();
     pipeline::for_each_batch(trace, config.threads, checked, |batch| replayer.take(batch))?;
     replayer.finish()
 }

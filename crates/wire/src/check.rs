@@ -138,9 +138,10 @@ fn remember(memo: Remembering, index: usize, known: Known) {
     }
 }
 
-/// Message blocks that passed every rule of their own, by memo key: what pairing calls with
-/// results needs of them. At most [`CHECK_MEMO_BLOCKS`]; full, it starts over. Clones share one
-/// memo: a replay's workers read alternate lines of one conversation.
+/// Tools, system blocks and message blocks that passed every rule of their own, by memo key,
+/// with what the later rules need of them (a tool's name, a call's or a result's id). At most
+/// [`CHECK_MEMO_BLOCKS`]; full, it starts over. Clones share one memo: a replay's workers read
+/// alternate lines of one conversation, a server's workers its connections' requests.
 #[derive(Clone, Debug, Default)]
 pub struct CheckMemo {
     blocks: Arc<RwLock<HashMap<u128, Known>>>,
@@ -339,13 +340,14 @@ fn check_tools(view: &RequestView, memo: Remembering) -> Result<(), ApiError> {
                 (name, Some(tool.cache_control))
             }
         };
-        if !names.insert(name.clone()) {
+        if names.contains(&name) {
             return Err(ApiError::invalid("tools: Tool names must be unique."));
         }
         if let Some(cache_control) = fresh {
             check_cache_control(&format!("tools.{index}.cache_control"), cache_control)?;
             remember(memo, index, Known::Tool(name.as_ref().into()));
         }
+        names.insert(name);
     }
     Ok(())
 }
@@ -667,19 +669,23 @@ mod tests {
 
     const HI: &str = r#"[{"role":"user","content":"hi"}]"#;
 
-    /// A key per message block (or string content) from its bytes, as a replay's memo keys are.
-    fn message_keys(view: &RequestView) -> Vec<u128> {
+    /// A memo key from a block's bytes and where it stands, as the engine's `BlockKeys` hash them.
+    fn key(context: &str, text: &str) -> u128 {
         use std::hash::{Hash, Hasher};
-        let key = |text: &str| {
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            text.hash(&mut hasher);
-            u128::from(hasher.finish())
-        };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (context, text).hash(&mut hasher);
+        u128::from(hasher.finish())
+    }
+
+    /// A key per message block (or string content).
+    fn message_keys(view: &RequestView) -> Vec<u128> {
         let mut keys = Vec::new();
         for message in view.messages.iter().flatten() {
             match &message.content {
-                ContentView::Text(text) => keys.push(key(text)),
-                ContentView::Blocks(blocks) => keys.extend(blocks.iter().map(|raw| key(raw.get()))),
+                ContentView::Text(text) => keys.push(key("message", text)),
+                ContentView::Blocks(blocks) => {
+                    keys.extend(blocks.iter().map(|raw| key("message", raw.get())))
+                }
             }
         }
         keys
@@ -687,12 +693,6 @@ mod tests {
 
     #[test]
     fn remembering_tools_and_system_gives_the_same_answers() {
-        use std::hash::{Hash, Hasher};
-        let key = |context: &str, text: &str| {
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            (context, text).hash(&mut hasher);
-            u128::from(hasher.finish())
-        };
         let read = r#"{"name":"Read","input_schema":{"type":"object"}}"#;
         let edit = r#"{"name":"Edit","input_schema":{"type":"object"}}"#;
         let bad_marker =

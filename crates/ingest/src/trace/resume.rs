@@ -98,6 +98,8 @@ impl LineReader {
     /// Reads every line of `batch` and hashes its requests' blocks: what
     /// [`ParsedBatch::parse`] returns, read faster.
     pub fn parse(&mut self, batch: LineBatch) -> ParsedBatch {
+        // A handle of its own (the memo is shared): the reading below borrows the reader.
+        let memo = self.checked.clone();
         ParsedBatch::new(batch, |batch| {
             let read = |number, text| {
                 let at = offset_in(batch.bytes(), text);
@@ -106,13 +108,7 @@ impl LineReader {
             let lines = super::read_lines_with(batch.bytes(), batch.first_line, read, |line| {
                 (TraceEntry::Unreadable(line), None)
             });
-            // Read first, then checked: reading borrows the sketches, checking the memo.
-            let lines: Vec<_> = lines.collect();
-            let memo = self.checked.as_ref();
-            lines
-                .into_iter()
-                .map(|((entry, keys), bytes)| BatchLine::keyed(entry, bytes, keys, memo))
-                .collect()
+            lines.map(|((entry, keys), bytes)| BatchLine::keyed(entry, bytes, keys, memo.as_ref())).collect()
         })
     }
 

@@ -128,11 +128,12 @@ pub(super) fn start(
 ) -> std::io::Result<(PredictionQueue, Predictor)> {
     let (jobs, receiver) = channel();
     let room = Room { queued: Arc::new(AtomicUsize::new(0)), limit: limit_bytes };
+    let checked = endpoint.config().rules_memo();
     let prediction = Prediction {
         endpoint,
         reader: BodyReader::new(BodyBudget::new(BODY_BUDGET_BYTES)),
         sketch: RenderSketch::interleaved(),
-        checked: CheckMemo::default(),
+        checked,
         request_log,
         stats: Arc::clone(&stats),
         recent: Recent::default(),
@@ -172,8 +173,9 @@ struct Prediction {
     reader: BodyReader,
     sketch: RenderSketch,
     /// The blocks earlier bodies showed passing the API's rules: an agent resends its tools,
-    /// system prompt and conversation, and each block is read for them once.
-    checked: CheckMemo,
+    /// system prompt and conversation, and each block is read for them once. None when the
+    /// endpoint is lenient.
+    checked: Option<CheckMemo>,
     request_log: Option<Box<dyn Write + Send>>,
     stats: Arc<Mutex<ProxyStats>>,
     recent: Recent,
@@ -246,9 +248,8 @@ impl Prediction {
         let read = std::str::from_utf8(&exchange.body)
             .ok()
             .and_then(|text| self.reader.read(&exchange.body, text, skip_member));
-        let lenient = self.endpoint.config().lenient;
-        let checked = read.as_ref().filter(|_| !lenient).map(|(view, keys)| {
-            check_request_remembering(view, &exchange.betas, keys.check_keys(view), &self.checked)
+        let checked = read.as_ref().zip(self.checked.as_ref()).map(|((view, keys), memo)| {
+            check_request_remembering(view, &exchange.betas, keys.check_keys(view), memo)
         });
         let call = Call {
             body: &exchange.body,

@@ -37,7 +37,6 @@ use forkcache_engine::endpoint::{MockEndpoint, Record};
 use forkcache_engine::prompt::RenderCounts;
 use forkcache_ingest::trace::{BODY_BUDGET_BYTES, BodyBudget, SessionMarker, TraceWriter};
 use forkcache_wire::Chunking;
-use forkcache_wire::check::CheckMemo;
 
 use crate::edge::{
     BODY_LIMIT_BYTES, BODY_TIMEOUT_MS, EdgeError, HEADER_TIMEOUT_MS, IDLE_TIMEOUT_MS, Limits,
@@ -182,8 +181,7 @@ impl Server {
             .map_err(|source| EdgeError::Bind { addr: config.addr, source })?;
         let (stop, stop_requested) = watch::channel(false);
         let models_json = http::models_json(endpoint.prices());
-        // A lenient endpoint ignores the API's rules: nothing to check them for.
-        let rules = (!endpoint.config().lenient).then(CheckMemo::default);
+        let rules = endpoint.config().rules_memo();
         let openai = openai_endpoint(&endpoint)?;
         let core = Core {
             endpoint,
@@ -262,7 +260,7 @@ struct Settings {
     /// The tools, system blocks and message blocks earlier bodies showed passing the API's rules
     /// (each worker checks its body before the lock, and a client resends them with every
     /// request); none when the endpoint is lenient.
-    rules: Option<CheckMemo>,
+    rules: Option<forkcache_wire::check::CheckMemo>,
     script: Script,
     latency: LatencyMode,
     require_key: bool,
